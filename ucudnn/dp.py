@@ -1,0 +1,247 @@
+"""Per-kernel planning: dynamic programming over micro-batch sizes.
+
+A *kernel* is one convolution operation of one layer (forward, backward-data or
+backward-filter) at mini-batch size N. Its benchmark maps each candidate micro-batch size b to
+the algorithms cuDNN measured at b (:class:`~ucudnn.table.AlgoPerf`). A *plan* splits N into
+micro-batches b1 + b2 + ... = N and names one algorithm for each; the chunks run one after
+another on one shared workspace, so a plan's time is the sum of its chunks' times and its
+workspace the maximum of theirs.
+
+Note [DP with a workspace limit]
+    best(b) is the fastest algorithm at size b whose workspace fits the limit M.
+    T(0) = 0, T(n) = min over b in S, b <= n of best(b) + T(n - b). The plan for N is read back
+    from the argmin table. O(N * |S|).
+
+Note [Desirable set]
+    The Pareto front of all plans over (time, workspace): a plan survives unless another is no
+    slower and needs no more workspace. Because time adds and workspace takes the maximum, a
+    plan dominated on a suffix is dominated as a whole, so F(n) = front{ (a, f) : b in S,
+    a in front(b), f in F(n - b) } is exact. The network ILP chooses one plan per kernel from it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from .table import AlgoPerf
+from .units import UNLIMITED, format_size
+
+__all__ = [
+    "POLICIES", "PlanError", "Chunk", "Plan", "candidate_sizes", "best_algorithms",
+    "plan_kernel", "pareto_front", "desirable_set", "undivided_plan",
+]
+
+#: Policy names as the paper and the CLI spell them.
+POLICIES = ("undivided", "powerOfTwo", "all")
+_POLICY_ALIASES = {
+    "undivided": "undivided", "powerOfTwo": "powerOfTwo", "all": "all",
+    "UNDIVIDED": "undivided", "POWER_OF_TWO": "powerOfTwo", "ALL": "all",
+    "power_of_two": "powerOfTwo", "poweroftwo": "powerOfTwo",
+}
+
+
+class PlanError(ValueError):
+    """No plan can be made; the message names the kernel and the cause."""
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One micro-batch of a plan: its size and the algorithm (and math type) it runs."""
+    batch: int
+    algo: int
+    math: int
+    time_ms: float
+    ws_bytes: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    n: int
+    chunks: Tuple[Chunk, ...]
+
+    @property
+    def time_ms(self) -> float:
+        return sum(c.time_ms for c in self.chunks)
+
+    @property
+    def ws_bytes(self) -> int:
+        return max((c.ws_bytes for c in self.chunks), default=0)
+
+    @property
+    def micro_batches(self) -> List[int]:
+        return [c.batch for c in self.chunks]
+
+    def describe(self) -> str:
+        """``128x2:algo6, 1x1:algo0``: runs of equal chunks, largest first."""
+        parts: List[str] = []
+        for c in self.chunks:
+            if parts and parts[-1][0] == (c.batch, c.algo, c.math):
+                parts[-1][1] += 1
+            else:
+                parts.append([(c.batch, c.algo, c.math), 1])
+        return ", ".join(f"{b}x{k}:algo{a}" + ("" if m == 0 else f"/m{m}")
+                         for (b, a, m), k in parts)
+
+
+def normalise_policy(policy: str) -> str:
+    try:
+        return _POLICY_ALIASES[policy]
+    except (KeyError, TypeError):
+        raise PlanError(f"policy: unknown policy {policy!r} "
+                        f"(expected one of {', '.join(POLICIES)})") from None
+
+
+def candidate_sizes(policy: str, n: int, sizes: Optional[Iterable[int]] = None) -> List[int]:
+    """Micro-batch sizes a policy may use for mini-batch size ``n``.
+
+    ``sizes`` (an explicit list) overrides the policy; N itself is always a candidate, so the
+    undivided plan stays reachable.
+    """
+    if not isinstance(n, int) or n < 1:
+        raise PlanError(f"batch: mini-batch size must be a positive integer, got {n!r}")
+    if sizes is not None:
+        sizes = list(sizes)
+        bad = [s for s in sizes if not isinstance(s, int) or s < 1]
+        if bad:
+            raise PlanError(f"micro_batch_sizes: sizes must be positive integers, got {bad}")
+        return sorted({s for s in sizes if s <= n} | {n})
+    policy = normalise_policy(policy)
+    if policy == "undivided":
+        return [n]
+    if policy == "all":
+        return list(range(1, n + 1))
+    out, b = [], 1
+    while b < n:
+        out.append(b)
+        b *= 2
+    return out + [n]
+
+
+def best_algorithms(bench: Mapping[int, Sequence[AlgoPerf]], limit: int = UNLIMITED
+                    ) -> dict:
+    """``{b: fastest AlgoPerf at b with ws_bytes <= limit}`` (sizes with none are left out).
+
+    Ties go to the smaller workspace, then the lower algorithm number: deterministic plans.
+    """
+    out = {}
+    for b, perfs in bench.items():
+        fits = [p for p in perfs if p.ws_bytes <= limit]
+        if fits:
+            out[b] = min(fits, key=lambda p: (p.time_ms, p.ws_bytes, p.algo, p.math))
+    return out
+
+
+def _chunk(b: int, p: AlgoPerf) -> Chunk:
+    return Chunk(b, p.algo, p.math, p.time_ms, p.ws_bytes)
+
+
+def _usable_sizes(bench, policy, n, sizes, strict, name) -> List[int]:
+    cands = candidate_sizes(policy, n, sizes)
+    missing = [b for b in cands if b not in bench]
+    if missing and strict:
+        raise PlanError(f"{name}: no measurements for micro-batch size(s) "
+                        f"{_short_list(missing)} needed by the policy")
+    return [b for b in cands if b in bench]
+
+
+def _short_list(xs: Sequence[int]) -> str:
+    xs = list(xs)
+    return str(xs) if len(xs) <= 8 else f"[{xs[0]}, {xs[1]}, ..., {xs[-1]}] ({len(xs)} sizes)"
+
+
+def plan_kernel(bench: Mapping[int, Sequence[AlgoPerf]], n: int, policy: str = "powerOfTwo",
+                limit: int = UNLIMITED, sizes: Optional[Iterable[int]] = None, *,
+                strict: bool = True, name: str = "kernel") -> Plan:
+    """The fastest plan for mini-batch ``n`` whose workspace is at most ``limit`` bytes.
+
+    ``strict``: every candidate size must have been measured (else :class:`PlanError`);
+    with ``strict=False`` unmeasured sizes are skipped (planning from a table measured with
+    fewer sizes than the policy names).
+    """
+    if limit < 0:
+        raise PlanError(f"{name}: workspace_limit must not be negative, got {limit}")
+    usable = _usable_sizes(bench, policy, n, sizes, strict, name)
+    best = best_algorithms({b: bench[b] for b in usable}, limit)
+    S = sorted(best)
+    INF = float("inf")
+    T = [0.0] + [INF] * n
+    choice = [0] * (n + 1)
+    for m in range(1, n + 1):
+        tm, cm = INF, 0
+        for b in S:
+            if b > m:
+                break
+            t = best[b].time_ms + T[m - b]
+            # '<=' with ascending b: ties go to the larger micro-batch (fewer chunks)
+            if t <= tm:
+                tm, cm = t, b
+        T[m], choice[m] = tm, cm
+    if T[n] == INF:
+        raise PlanError(
+            f"{name}: no plan for batch {n} within workspace limit {format_size(limit)}: "
+            f"no algorithm fits at micro-batch size(s) {_short_list(S) if S else '(none)'}")
+    chunks, m = [], n
+    while m:
+        b = choice[m]
+        chunks.append(_chunk(b, best[b]))
+        m -= b
+    chunks.sort(key=lambda c: (-c.batch, c.algo, c.math))
+    return Plan(n, tuple(chunks))
+
+
+def undivided_plan(bench, n, limit=UNLIMITED, *, name="kernel") -> Plan:
+    """The baseline: the fastest single algorithm for the whole mini-batch within ``limit``."""
+    return plan_kernel(bench, n, "undivided", limit, name=name)
+
+
+def pareto_front(items: Iterable, key=lambda p: (p.time_ms, p.ws_bytes)) -> list:
+    """Items not dominated under ``key`` = (time, workspace), sorted by workspace ascending.
+
+    An item is dominated when another is no slower and needs no more workspace and differs in
+    at least one; of exact ties the first one seen is kept.
+    """
+    best = []
+    for item in sorted(items, key=lambda p: (key(p)[1], key(p)[0])):
+        t, w = key(item)
+        if best and key(best[-1])[0] <= t:
+            continue        # an item with no more workspace is no slower
+        best.append(item)
+    return best
+
+
+def desirable_set(bench: Mapping[int, Sequence[AlgoPerf]], n: int, policy: str = "powerOfTwo",
+                  sizes: Optional[Iterable[int]] = None, limit: int = UNLIMITED, *,
+                  strict: bool = True, name: str = "kernel") -> List[Plan]:
+    """Pareto front of plans for ``n`` over (time, workspace); see Note [Desirable set]."""
+    usable = _usable_sizes(bench, policy, n, sizes, strict, name)
+    per_size = {}
+    for b in usable:
+        front = pareto_front([p for p in bench[b] if p.ws_bytes <= limit],
+                             key=lambda p: (p.time_ms, p.ws_bytes))
+        if front:
+            per_size[b] = [_chunk(b, p) for p in front]
+    # F[m]: list of (time, ws, chunk, predecessor index into F[m - b]) forming the front
+    F: List[list] = [[(0.0, 0, None, -1)]] + [[] for _ in range(n)]
+    S = sorted(per_size)
+    for m in range(1, n + 1):
+        cands = []
+        for b in S:
+            if b > m:
+                break
+            for c in per_size[b]:
+                for j, (t2, w2, _, _) in enumerate(F[m - b]):
+                    cands.append((c.time_ms + t2, max(c.ws_bytes, w2), c, j, b))
+        front = pareto_front(cands, key=lambda e: (e[0], e[1]))
+        F[m] = [(t, w, c, j) for t, w, c, j, _ in front]
+    if not F[n]:
+        raise PlanError(f"{name}: no plan for batch {n} within workspace limit {format_size(limit)}")
+    plans = []
+    for idx in range(len(F[n])):
+        chunks, m, i = [], n, idx
+        while m:
+            _, _, c, j = F[m][i]
+            chunks.append(c)
+            m, i = m - c.batch, j
+        chunks.sort(key=lambda c: (-c.batch, c.algo, c.math))
+        plans.append(Plan(n, tuple(chunks)))
+    return plans

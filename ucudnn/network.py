@@ -1,0 +1,249 @@
+"""Plans for a whole network: per-layer limits (DP) or one total budget (ILP).
+
+A network is a list of :class:`LayerSpec` (convolution shapes); each layer has up to three
+kernels (``fwd``, ``bwd_data``, ``bwd_filter``) and runs ``count`` times per iteration (ResNet
+repeats shapes; Caffe runs grouped layers once per group). Each run is its own kernel instance
+with its own workspace, as in Caffe.
+"""
+from __future__ import annotations
+
+import csv
+import os
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from .dp import Plan, PlanError, desirable_set, normalise_policy, plan_kernel, undivided_plan
+from .ilp import IlpResult, solve_workspace_division
+from .table import OPS, KernelBench
+
+__all__ = ["LayerSpec", "read_layers", "write_layers", "KernelPlan", "NetworkPlan",
+           "plan_network", "LayerError"]
+
+
+class LayerError(ValueError):
+    """A layer list is malformed; the message names the file, line, layer and field."""
+
+
+LAYER_COLUMNS = ("name", "N", "C", "H", "W", "K", "R", "S", "pad", "stride",
+                 "dilation", "groups", "count", "bwd_data")
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """One convolution shape: input N x C x H x W, K filters of C x R x S (per group)."""
+    name: str
+    n: int
+    c: int
+    h: int
+    w: int
+    k: int
+    r: int
+    s: int
+    pad: int = 0
+    stride: int = 1
+    dilation: int = 1
+    groups: int = 1
+    count: int = 1
+    bwd_data: bool = True
+
+    def __post_init__(self):
+        for f in ("n", "c", "h", "w", "k", "r", "s", "stride", "dilation", "groups", "count"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or v < 1:
+                raise LayerError(f"layer {self.name!r}: field {f!r} must be a positive integer, got {v!r}")
+        if not isinstance(self.pad, int) or self.pad < 0:
+            raise LayerError(f"layer {self.name!r}: field 'pad' must be >= 0, got {self.pad!r}")
+        for dim, size, f in (("H", self.h, self.r), ("W", self.w, self.s)):
+            if size + 2 * self.pad < self.dilation * (f - 1) + 1:
+                raise LayerError(f"layer {self.name!r}: filter larger than padded input along {dim}")
+
+    @property
+    def ops(self) -> Tuple[str, ...]:
+        return OPS if self.bwd_data else ("fwd", "bwd_filter")
+
+    @property
+    def out_hw(self) -> Tuple[int, int]:
+        def o(x, f):
+            return (x + 2 * self.pad - self.dilation * (f - 1) - 1) // self.stride + 1
+        return o(self.h, self.r), o(self.w, self.s)
+
+
+def read_layers(path: str | os.PathLike) -> List[LayerSpec]:
+    """Read a layer list CSV.
+
+    Columns ``name,N,C,H,W,K,R,S,pad,stride`` then, optional, ``dilation,groups,count,bwd_data``.
+    The header may be a comment line (``# name,N,...``) as in ``../shared/data``; columns named
+    ``unused`` are ignored.
+    """
+    path = os.fspath(path)
+    header: Optional[List[str]] = None
+    layers: List[LayerSpec] = []
+    with open(path, newline="") as f:
+        for lineno, rec in enumerate(csv.reader(f), start=1):
+            rec = [x.strip() for x in rec]
+            if not rec or not "".join(rec):
+                continue
+            if rec[0].startswith("#"):
+                if header is None and rec[0].lstrip("# ").strip() == "name":
+                    header = ["name"] + rec[1:]
+                continue
+            if header is None and rec[0] == "name":
+                header = rec
+                continue
+            cols = header or list(LAYER_COLUMNS)
+            if len(rec) > len(cols):
+                raise LayerError(f"{path}:{lineno}: {len(rec)} fields, expected at most {len(cols)}")
+            d = dict(zip(cols, rec))
+            kw = {}
+            where = f"{path}:{lineno}: layer {d.get('name', '?')!r}"
+            for col, attr in (("N", "n"), ("C", "c"), ("H", "h"), ("W", "w"), ("K", "k"),
+                              ("R", "r"), ("S", "s"), ("pad", "pad"), ("stride", "stride"),
+                              ("dilation", "dilation"), ("groups", "groups"), ("count", "count")):
+                if col in d and d[col] != "":
+                    try:
+                        kw[attr] = int(d[col])
+                    except ValueError:
+                        raise LayerError(f"{where}: field {col!r}: cannot parse {d[col]!r}") from None
+                elif col in LAYER_COLUMNS[:10]:
+                    raise LayerError(f"{where}: field {col!r} is missing")
+            if d.get("bwd_data", "") != "":
+                if d["bwd_data"] not in ("0", "1"):
+                    raise LayerError(f"{where}: field 'bwd_data' must be 0 or 1, got {d['bwd_data']!r}")
+                kw["bwd_data"] = d["bwd_data"] == "1"
+            try:
+                layers.append(LayerSpec(name=d["name"], **kw))
+            except LayerError as e:
+                raise LayerError(f"{path}:{lineno}: {e}") from None
+    if not layers:
+        raise LayerError(f"{path}: the layer list is empty")
+    names = [l.name for l in layers]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise LayerError(f"{path}: duplicate layer name(s) {sorted(dup)}")
+    return layers
+
+
+def write_layers(path: str | os.PathLike, layers: Iterable[LayerSpec]) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(LAYER_COLUMNS)
+        for l in layers:
+            w.writerow([l.name, l.n, l.c, l.h, l.w, l.k, l.r, l.s, l.pad, l.stride,
+                        l.dilation, l.groups, l.count, int(l.bwd_data)])
+
+
+@dataclass
+class KernelPlan:
+    layer: str
+    op: str
+    instance: int
+    plan: Plan
+    baseline: Plan
+
+    @property
+    def name(self) -> str:
+        return f"{self.layer}/{self.op}" + (f"#{self.instance}" if self.instance else "")
+
+
+@dataclass
+class NetworkPlan:
+    kernels: List[KernelPlan]
+    policy: str
+    optimizer: str
+    limit: Optional[int]
+    budget: Optional[int]
+    baseline_limit: int
+    ilp: Optional[IlpResult] = None
+    notes: List[str] = field(default_factory=list)
+
+    @property
+    def time_ms(self) -> float:
+        return sum(k.plan.time_ms for k in self.kernels)
+
+    @property
+    def baseline_time_ms(self) -> float:
+        return sum(k.baseline.time_ms for k in self.kernels)
+
+    @property
+    def speedup(self) -> float:
+        return self.baseline_time_ms / self.time_ms if self.time_ms > 0 else float("nan")
+
+    @property
+    def ws_bytes(self) -> int:
+        return sum(k.plan.ws_bytes for k in self.kernels)
+
+
+def plan_network(layers: Sequence[LayerSpec], benches: Mapping[Tuple[str, str], KernelBench], *,
+                 policy: str = "powerOfTwo", limit: Optional[int] = None,
+                 budget: Optional[int] = None, optimizer: str = "dp",
+                 sizes: Optional[Sequence[int]] = None, strict: bool = True) -> NetworkPlan:
+    """Plan every kernel instance of ``layers``.
+
+    ``optimizer="dp"``: each kernel within ``limit`` bytes. ``optimizer="ilp"``: one ``budget``
+    for all kernels (default ``limit`` x number of kernels). The baseline is the undivided plan
+    at ``limit`` (ILP: at ``budget`` / number of kernels, the same total memory).
+    """
+    policy = normalise_policy(policy)
+    if optimizer not in ("dp", "ilp"):
+        raise PlanError(f"optimizer: unknown optimizer {optimizer!r} (expected dp or ilp)")
+    instances = [(l, op, i) for l in layers for op in l.ops for i in range(l.count)]
+    for l in layers:
+        for op in l.ops:
+            if (l.name, op) not in benches:
+                raise PlanError(f"layer {l.name!r}: no benchmark for op {op!r}")
+    n_kernels = len(instances)
+    if optimizer == "dp":
+        if limit is None:
+            raise PlanError("workspace_limit: the DP optimizer needs a per-layer limit")
+        baseline_limit = limit
+    else:
+        if budget is None:
+            if limit is None:
+                raise PlanError("workspace_budget: the ILP optimizer needs a budget "
+                                "(or a per-layer limit to multiply by the number of kernels)")
+            budget = limit * n_kernels
+        baseline_limit = budget // n_kernels
+    for v, what in ((limit, "workspace_limit"), (budget, "workspace_budget")):
+        if v is not None and v < 0:
+            raise PlanError(f"{what}: must not be negative, got {v}")
+
+    notes: List[str] = []
+    baseline: Dict[Tuple[str, str], Plan] = {}
+    for l in layers:
+        for op in l.ops:
+            name = f"layer {l.name!r} op {op}"
+            baseline[l.name, op] = undivided_plan(benches[l.name, op], l.n, baseline_limit, name=name)
+    cands = sizes
+    if not strict:
+        missing = sorted({b for l in layers for op in l.ops
+                          for b in _policy_sizes(policy, l.n, sizes) if b not in benches[l.name, op]})
+        if missing:
+            notes.append(f"policy {policy}: sizes without measurements skipped "
+                         f"({len(missing)} sizes, e.g. {missing[:5]})")
+
+    kernels: List[KernelPlan] = []
+    ilp = None
+    if optimizer == "dp":
+        for l in layers:
+            for op in l.ops:
+                plan = plan_kernel(benches[l.name, op], l.n, policy, limit, cands,
+                                   strict=strict, name=f"layer {l.name!r} op {op}")
+                kernels += [KernelPlan(l.name, op, i, plan, baseline[l.name, op])
+                            for i in range(l.count)]
+    else:
+        fronts = {}
+        cache: Dict[Tuple[str, str], List[Plan]] = {}
+        for l, op, i in instances:
+            if (l.name, op) not in cache:
+                cache[l.name, op] = desirable_set(benches[l.name, op], l.n, policy, cands,
+                                                  strict=strict, name=f"layer {l.name!r} op {op}")
+            fronts[l.name, op, i] = cache[l.name, op]
+        ilp = solve_workspace_division(fronts, budget)
+        kernels = [KernelPlan(l.name, op, i, ilp.choices[l.name, op, i], baseline[l.name, op])
+                   for l, op, i in instances]
+    return NetworkPlan(kernels, policy, optimizer, limit, budget, baseline_limit, ilp, notes)
+
+
+def _policy_sizes(policy, n, sizes):
+    from .dp import candidate_sizes
+    return candidate_sizes(policy, n, sizes)

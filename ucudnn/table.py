@@ -1,0 +1,170 @@
+"""Benchmark tables: what cuDNN measured for each (layer, op, micro-batch size, algorithm).
+
+This is the exchange format of the project (``../shared/data``, the package's shipped data,
+``ucudnn bench --csv``)::
+
+    layer,op,batch,algo,time_ms,ws_bytes,math
+    conv1,fwd,1,0,0.05200,0,0
+
+``op`` is ``fwd``, ``bwd_data`` or ``bwd_filter``; ``algo`` the cuDNN enum value of
+``cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t``; ``math`` the ``cudnnMathType_t`` the algorithm
+ran with. Only successful algorithms are listed.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import math as _math
+import os
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, Mapping, Sequence, Tuple
+
+__all__ = [
+    "OPS", "AlgoPerf", "BenchRow", "KernelBench", "TableError",
+    "read_table", "write_table", "group_by_kernel", "rows_from_kernel",
+]
+
+#: The three convolution operations of a layer, in the order Caffe runs them.
+OPS = ("fwd", "bwd_data", "bwd_filter")
+TABLE_COLUMNS = ("layer", "op", "batch", "algo", "time_ms", "ws_bytes", "math")
+
+
+class TableError(ValueError):
+    """A benchmark table is malformed; the message names the file, line and field."""
+
+
+@dataclass(frozen=True)
+class AlgoPerf:
+    """One algorithm measured at one micro-batch size."""
+    algo: int
+    time_ms: float
+    ws_bytes: int
+    math: int = 0
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    layer: str
+    op: str
+    batch: int
+    algo: int
+    time_ms: float
+    ws_bytes: int
+    math: int = 0
+
+    @property
+    def perf(self) -> AlgoPerf:
+        return AlgoPerf(self.algo, self.time_ms, self.ws_bytes, self.math)
+
+
+#: micro-batch size -> algorithms measured at that size
+KernelBench = Dict[int, List[AlgoPerf]]
+
+
+def _field(where: str, name: str, text: str, conv):
+    try:
+        value = conv(text)
+    except (TypeError, ValueError):
+        raise TableError(f"{where}: field {name!r}: cannot parse {text!r}") from None
+    return value
+
+
+def _check_row(where: str, row: BenchRow) -> None:
+    if row.op not in OPS:
+        raise TableError(f"{where}: field 'op': {row.op!r} is not one of {', '.join(OPS)}")
+    if row.batch < 1:
+        raise TableError(f"{where}: field 'batch': must be >= 1, got {row.batch}")
+    if row.algo < 0:
+        raise TableError(f"{where}: field 'algo': must be >= 0, got {row.algo}")
+    if not (row.time_ms >= 0 and _math.isfinite(row.time_ms)):
+        raise TableError(f"{where}: field 'time_ms': must be a finite time >= 0, got {row.time_ms}")
+    if row.ws_bytes < 0:
+        raise TableError(f"{where}: field 'ws_bytes': must be >= 0, got {row.ws_bytes}")
+
+
+def read_table(path: str | os.PathLike) -> List[BenchRow]:
+    """Read a benchmark table; raise :class:`TableError` naming line and field on bad input."""
+    path = os.fspath(path)
+    with open(path, newline="") as f:
+        text = f.read()
+    return parse_table(text, source=path)
+
+
+def parse_table(text: str, source: str = "<table>") -> List[BenchRow]:
+    lines = [ln for ln in text.splitlines()]
+    reader = csv.reader(lines)
+    header = None
+    rows: List[BenchRow] = []
+    for lineno, rec in enumerate(reader, start=1):
+        if not rec or not "".join(rec).strip() or rec[0].lstrip().startswith("#"):
+            continue
+        rec = [r.strip() for r in rec]
+        if header is None:
+            header = rec
+            missing = [c for c in TABLE_COLUMNS if c not in header]
+            if missing:
+                raise TableError(f"{source}:{lineno}: header lacks column(s) {', '.join(missing)} "
+                                 f"(expected {','.join(TABLE_COLUMNS)})")
+            continue
+        if len(rec) != len(header):
+            raise TableError(f"{source}:{lineno}: {len(rec)} fields, header has {len(header)}")
+        d = dict(zip(header, rec))
+        where = f"{source}:{lineno}"
+        row = BenchRow(
+            layer=d["layer"], op=d["op"],
+            batch=_field(where, "batch", d["batch"], int),
+            algo=_field(where, "algo", d["algo"], int),
+            time_ms=_field(where, "time_ms", d["time_ms"], float),
+            ws_bytes=_field(where, "ws_bytes", d["ws_bytes"], int),
+            math=_field(where, "math", d.get("math", "0") or "0", int),
+        )
+        if not row.layer:
+            raise TableError(f"{where}: field 'layer' is empty")
+        _check_row(where, row)
+        rows.append(row)
+    if not rows:
+        raise TableError(f"{source}: the table holds no measurements")
+    return rows
+
+
+def format_table(rows: Iterable[BenchRow]) -> str:
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(TABLE_COLUMNS)
+    for r in rows:
+        w.writerow([r.layer, r.op, r.batch, r.algo, f"{r.time_ms:.5f}", r.ws_bytes, r.math])
+    return out.getvalue()
+
+
+def write_table(path: str | os.PathLike, rows: Iterable[BenchRow]) -> None:
+    """Write atomically: a temporary file in the same folder, then ``os.replace``."""
+    path = os.fspath(path)
+    text = format_table(rows)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".csv", dir=folder)
+    try:
+        with os.fdopen(fd, "w", newline="") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def group_by_kernel(rows: Iterable[BenchRow]) -> Dict[Tuple[str, str], KernelBench]:
+    """``{(layer, op): {batch: [AlgoPerf, ...]}}``, algorithms sorted by time."""
+    out: Dict[Tuple[str, str], KernelBench] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        out[(r.layer, r.op)][r.batch].append(r.perf)
+    result = {}
+    for key, bench in out.items():
+        result[key] = {b: sorted(perfs, key=lambda p: (p.time_ms, p.ws_bytes, p.algo))
+                       for b, perfs in sorted(bench.items())}
+    return result
+
+
+def rows_from_kernel(layer: str, op: str, bench: Mapping[int, Sequence[AlgoPerf]]) -> List[BenchRow]:
+    return [BenchRow(layer, op, b, p.algo, p.time_ms, p.ws_bytes, p.math)
+            for b in sorted(bench) for p in bench[b]]
