@@ -1,0 +1,117 @@
+"""Network-wide workspace division (ILP) against brute force and the per-layer DP."""
+import itertools
+import random
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+with warnings.catch_warnings():
+    # pulp 3.0 imports its own test modules, which pytest then rewrites; their invalid escape
+    # sequences warn, and filterwarnings=error would turn that into a SyntaxError
+    warnings.simplefilter("ignore", DeprecationWarning)
+    warnings.simplefilter("ignore", SyntaxWarning)
+    import pulp  # noqa: F401
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))     # --import-mode=importlib
+from planner_brute import random_bench  # noqa: E402
+from ucudnn.dp import Chunk, Plan, desirable_set  # noqa: E402
+from ucudnn.ilp import IlpError, solve_workspace_division  # noqa: E402
+from ucudnn.network import LayerSpec, plan_network, read_layers  # noqa: E402
+from ucudnn.table import group_by_kernel, read_table  # noqa: E402
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "h200-cudnn9.14"
+needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared data not found at {SHARED}")
+MiB = 1 << 20
+
+
+def _plan(t, ws, n=4):
+    return Plan(n, (Chunk(n, 0, 0, float(t), int(ws)),))
+
+
+def _random_fronts(rng, kernels):
+    fronts = {}
+    for k in range(kernels):
+        pts = {(rng.randint(1, 50), rng.randint(0, 40)) for _ in range(rng.randint(1, 5))}
+        fronts[f"k{k}"] = [_plan(t, w) for t, w in sorted(pts, key=lambda p: p[1])]
+    return fronts
+
+
+def _brute(fronts, budget):
+    best = None
+    for combo in itertools.product(*fronts.values()):
+        if sum(p.ws_bytes for p in combo) <= budget:
+            t = sum(p.time_ms for p in combo)
+            best = t if best is None else min(best, t)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_ilp_equals_brute_force(seed):
+    rng = random.Random(seed)
+    fronts = _random_fronts(rng, rng.randint(1, 5))
+    lo = sum(min(p.ws_bytes for p in f) for f in fronts.values())
+    hi = sum(max(p.ws_bytes for p in f) for f in fronts.values())
+    for budget in sorted({lo, (lo + hi) // 2, lo + rng.randint(0, max(0, hi - lo)), hi}):
+        res = solve_workspace_division(fronts, budget)
+        assert set(res.choices) == set(fronts)
+        for k, p in res.choices.items():
+            assert p in fronts[k]
+        assert res.total_ws_bytes <= budget
+        assert res.total_time_ms == pytest.approx(_brute(fronts, budget), abs=1e-9)
+        assert res.status == "Optimal"
+
+
+def test_budget_below_the_smallest_plan():
+    fronts = {"a": [_plan(5, 10), _plan(3, 20)], "b": [_plan(4, 7)]}
+    with pytest.raises(IlpError, match=r"below the smallest total workspace.*\(17 B\)"):
+        solve_workspace_division(fronts, 16)
+    with pytest.raises(IlpError, match="must not be negative"):
+        solve_workspace_division(fronts, -1)
+    with pytest.raises(IlpError, match="empty desirable set"):
+        solve_workspace_division({"a": []}, 100)
+    res = solve_workspace_division(fronts, 17)
+    assert res.total_time_ms == 9.0 and res.total_ws_bytes == 17
+
+
+def _random_network(rng, n_layers, n=8):
+    layers, benches = [], {}
+    for i in range(n_layers):
+        l = LayerSpec(f"L{i}", n, 3, 8, 8, 4, 3, 3, pad=1, count=rng.randint(1, 2),
+                      bwd_data=i > 0)
+        layers.append(l)
+        for op in l.ops:
+            benches[l.name, op] = random_bench(rng, n, zero_ws=1.0,
+                                               sizes=[1, 2, 4, 8] if rng.random() < 0.5 else None)
+    return layers, benches
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ilp_not_slower_than_dp_at_the_same_total_memory(seed):
+    rng = random.Random(100 + seed)
+    layers, benches = _random_network(rng, 3)
+    for limit in (0, 8, 20, 60):
+        dp = plan_network(layers, benches, policy="powerOfTwo", limit=limit)
+        ilp = plan_network(layers, benches, policy="powerOfTwo", limit=limit, optimizer="ilp")
+        assert ilp.budget == limit * len(dp.kernels)
+        assert ilp.ws_bytes <= ilp.budget
+        assert ilp.time_ms <= dp.time_ms + 1e-9
+        assert len(ilp.kernels) == len(dp.kernels)
+
+
+@needs_shared
+@pytest.mark.parametrize("net", ["alexnet", "resnet18"])
+def test_ilp_not_slower_than_dp_on_the_h200_tables(net):
+    repo = Path(__file__).resolve().parents[1]
+    layers = read_layers(repo / "ucudnn" / "data" / "h200" / f"{net}_layers.csv")
+    benches = group_by_kernel(read_table(SHARED / f"{net}_default.csv"))
+    for limit in (8 * MiB, 64 * MiB):
+        dp = plan_network(layers, benches, limit=limit)
+        ilp = plan_network(layers, benches, limit=limit, optimizer="ilp")
+        assert ilp.ws_bytes <= ilp.budget == limit * len(dp.kernels)
+        assert ilp.time_ms <= dp.time_ms * (1 + 1e-9)
+        assert ilp.baseline_time_ms == pytest.approx(dp.baseline_time_ms)
+    # one kernel's front really trades time for memory
+    front = desirable_set(benches["conv2" if net == "alexnet" else "l1_3x3", "fwd"], 256)
+    assert len(front) > 2
