@@ -1,0 +1,29 @@
+/* ucudnn: micro-batched cuDNN convolutions, C API for frameworks (Caffe).
+ *
+ *   #include <ucudnn.h>
+ *   Py_Initialize();                      // or reuse the host's interpreter
+ *   if (ucudnn_import() != 0) { PyErr_Print(); ... }
+ *   PyEval_SaveThread();                  // release the GIL: ucudnn takes it when it plans
+ *
+ *   ucudnn_kernel *k;
+ *   if (ucudnn_kernel_create(&params, &options, &k) != UCUDNN_OK)
+ *     fprintf(stderr, "%s\n", ucudnn_last_error());
+ *   size_t ws = ucudnn_kernel_workspace_size(k);
+ *   ucudnn_kernel_run(k, cudnn_handle, &alpha, x, w, &beta, y, workspace, ws);  // no GIL
+ *   ucudnn_kernel_destroy(k);
+ *
+ * The functions are Cython `cdef public api` functions of the extension module ucudnn._core,
+ * reached through the function table that ucudnn_import() loads (no link-time dependency on the
+ * module; link with libpython). `python -m ucudnn config --include` prints this folder.
+ */
+#ifndef UCUDNN_H_
+#define UCUDNN_H_
+
+#include <Python.h>
+#include "ucudnn_types.h"
+#include "_core_api.h"
+
+/* Import ucudnn._core and load its C API. Call with the GIL held. 0 on success. */
+static inline int ucudnn_import(void) { return import_ucudnn___core(); }
+
+#endif  /* UCUDNN_H_ */

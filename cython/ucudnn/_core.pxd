@@ -1,0 +1,99 @@
+# Declarations of ucudnn._core: the kernel struct that the hot path walks, and the Kernel class
+# that owns it. The struct is plain C so that ucudnn_kernel_run needs neither Python nor the GIL.
+
+from libc.stdint cimport uintptr_t
+cimport cudnn as dnn
+
+cdef extern from "ucudnn_types.h":
+    ctypedef struct ucudnn_conv_params:
+        int op, dtype, math, n, c, h, w, k, r, s
+        int pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups
+        int x_strides[4]
+        int y_strides[4]
+        const char* name
+    ctypedef struct ucudnn_plan_options:
+        int policy, optimizer
+        const int* micro_batch_sizes
+        int n_micro_batch_sizes
+        size_t workspace_limit
+        int repeats
+        const char* cache_path
+    enum:
+        UCUDNN_OK, UCUDNN_ERR_INVALID, UCUDNN_ERR_CUDNN, UCUDNN_ERR_CUDA
+        UCUDNN_ERR_PLAN, UCUDNN_ERR_PYTHON
+    enum:
+        UCUDNN_FWD, UCUDNN_BWD_DATA, UCUDNN_BWD_FILTER
+
+cdef extern from *:
+    """
+    typedef struct ucudnn_chunk {
+      int batch;        /* micro-batch size */
+      int offset;       /* first sample of the chunk in the mini-batch */
+      int algo;         /* cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t */
+      int math;         /* cudnnMathType_t: index into conv[] */
+      int desc;         /* index into xdesc[]/ydesc[] (one pair per distinct size) */
+    } ucudnn_chunk;
+
+    struct ucudnn_kernel {
+      int op, dtype, n, elem_size;
+      long long x_nstride, y_nstride;       /* elements between consecutive samples */
+      cudnnFilterDescriptor_t wdesc;
+      cudnnConvolutionDescriptor_t conv[4];  /* one per cudnnMathType_t */
+      int n_descs;
+      cudnnTensorDescriptor_t *xdesc;       /* x (fwd, bwd_filter) or dx (bwd_data) */
+      cudnnTensorDescriptor_t *ydesc;       /* y (fwd) or dy (bwd_data, bwd_filter) */
+      int n_chunks;
+      ucudnn_chunk *chunks;
+      size_t ws_bytes;                      /* workspace the plan needs */
+      double predicted_ms;
+      void *owner;                          /* the Python Kernel object that owns this struct */
+      char name[128];
+    };
+    """
+    ctypedef struct ucudnn_chunk:
+        int batch, offset, algo, math, desc
+    ctypedef struct ucudnn_kernel:
+        int op, dtype, n, elem_size
+        long long x_nstride, y_nstride
+        dnn.cudnnFilterDescriptor_t wdesc
+        dnn.cudnnConvolutionDescriptor_t conv[4]
+        int n_descs
+        dnn.cudnnTensorDescriptor_t* xdesc
+        dnn.cudnnTensorDescriptor_t* ydesc
+        int n_chunks
+        ucudnn_chunk* chunks
+        size_t ws_bytes
+        double predicted_ms
+        void* owner
+        char name[128]
+
+
+cdef class Handle:
+    cdef dnn.cudnnHandle_t h
+    cdef readonly uintptr_t stream
+
+
+cdef class DeviceBuffer:
+    cdef void* p
+    cdef readonly size_t nbytes
+
+
+cdef class Kernel:
+    cdef ucudnn_kernel k
+    cdef int x_strides[4]
+    cdef int y_strides[4]
+    cdef readonly object shape, op, n, dtype, math, name
+    cdef readonly int device
+    cdef public object plan, bench, settings, desirable
+
+    cdef int _set_tensor(self, dnn.cudnnTensorDescriptor_t d, int which, int b) except -1
+    cdef void _free_plan(self) noexcept
+    cdef list _find_c(self, Handle handle, uintptr_t xd, uintptr_t yd, DeviceBuffer x,
+                      DeviceBuffer y, DeviceBuffer w, DeviceBuffer ws)
+    cdef list _time_c(self, Handle handle, uintptr_t xd, uintptr_t yd, DeviceBuffer x,
+                      DeviceBuffer y, DeviceBuffer w, DeviceBuffer ws, list records, int iters)
+
+
+cdef int run_kernel(const ucudnn_kernel* k, dnn.cudnnHandle_t h, const void* alpha,
+                    const void* a, const void* b, const void* beta, void* out,
+                    void* ws, size_t ws_size) noexcept nogil

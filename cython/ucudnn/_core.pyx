@@ -1,0 +1,872 @@
+"""ucudnn._core: micro-batched cuDNN convolutions.
+
+Three layers, top-down:
+
+* ``Kernel`` (Python class over a C struct): one convolution operation of one layer. It builds
+  the cuDNN descriptors, benchmarks algorithms per micro-batch size (``benchmark``), takes a plan
+  from the planners in ``ucudnn`` (``set_plan``) and resolves it into C arrays.
+* ``run_kernel`` (C, ``nogil``): walks the resolved plan and calls cuDNN once per micro-batch.
+  No Python, no host synchronisation: chunks are ordered on the caller's stream.
+* The C API (``cdef public api``): what Caffe calls; see cython/ucudnn.h and
+  Note [C API conventions] in ucudnn_types.h.
+
+Note [Micro-batch semantics]
+    Forward and backward-data write disjoint slices of their output, so every chunk gets the
+    caller's alpha and beta. Backward-filter accumulates into one weight gradient: the first
+    chunk uses the caller's beta, every later chunk beta = 1 (the original library passed the
+    caller's beta to every chunk, which loses all but the last chunk when beta = 0).
+"""
+
+from libc.stdlib cimport malloc, calloc, free
+from libc.string cimport memset, strncpy
+from libc.stdio cimport snprintf
+from libc.stdint cimport uintptr_t
+from cpython.ref cimport Py_INCREF, Py_DECREF
+
+cimport cudnn as dnn
+cimport cudart as rt
+
+import threading
+
+cdef extern from *:
+    """
+    static __thread char ucudnn_errbuf[1024];
+    static void ucudnn_seterr(const char *msg) {
+      snprintf(ucudnn_errbuf, sizeof ucudnn_errbuf, "%s", msg);
+    }
+    """
+    char ucudnn_errbuf[1024]
+    void ucudnn_seterr(const char* msg) nogil
+
+OPS = ("fwd", "bwd_data", "bwd_filter")
+_OP_CODE = {"fwd": UCUDNN_FWD, "bwd_data": UCUDNN_BWD_DATA, "bwd_filter": UCUDNN_BWD_FILTER}
+_DTYPES = {"float32": (0, 4), "float64": (1, 8), "float16": (2, 2), "bfloat16": (9, 2)}
+_MATH = {"default": 0, "tensor_op": 1, "tensor_op_allow_conversion": 2, "fma": 3}
+_MAX_SIZE_T = <size_t>-1
+
+
+# --------------------------------------------------------------------------- errors
+
+class CoreError(RuntimeError):
+    """A CUDA or cuDNN call failed; ``status`` is the library's status code."""
+    def __init__(self, message, status=0):
+        super().__init__(message)
+        self.status = status
+
+
+class CudnnError(CoreError):
+    pass
+
+
+class CudaError(CoreError):
+    pass
+
+
+cdef int check_cudnn(dnn.cudnnStatus_t st, what) except -1:
+    cdef char msg[512]
+    if st == dnn.CUDNN_STATUS_SUCCESS:
+        return 0
+    msg[0] = 0
+    dnn.cudnnGetLastErrorString(msg, sizeof(msg))
+    detail = msg.decode("utf-8", "replace")
+    raise CudnnError(f"{what}: {dnn.cudnnGetErrorString(st).decode()} ({int(st)})"
+                     + (f": {detail}" if detail else ""), int(st))
+
+
+cdef int check_cuda(rt.cudaError_t err, what) except -1:
+    if err == rt.cudaSuccess:
+        return 0
+    rt.cudaGetLastError()   # reset the runtime's last-error state
+    raise CudaError(f"{what}: {rt.cudaGetErrorString(err).decode()} ({int(err)})", int(err))
+
+
+# --------------------------------------------------------------------------- device
+
+def device_count():
+    """Number of visible CUDA devices; 0 when the driver or a GPU is missing."""
+    cdef int n = 0
+    if rt.cudaGetDeviceCount(&n) != rt.cudaSuccess:
+        rt.cudaGetLastError()
+        return 0
+    return n
+
+
+def device_info():
+    """GPU, driver, runtime and cuDNN versions of the current device."""
+    cdef int dev = 0, drv = 0, rtv = 0
+    cdef rt.cudaDeviceProp prop
+    cdef size_t free_b = 0, total_b = 0
+    check_cuda(rt.cudaGetDevice(&dev), "cudaGetDevice")
+    check_cuda(rt.cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties")
+    check_cuda(rt.cudaDriverGetVersion(&drv), "cudaDriverGetVersion")
+    check_cuda(rt.cudaRuntimeGetVersion(&rtv), "cudaRuntimeGetVersion")
+    check_cuda(rt.cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo")
+    return {
+        "device": dev,
+        "gpu": prop.name.decode(),
+        "compute_capability": f"{prop.major}.{prop.minor}",
+        "multiprocessors": prop.multiProcessorCount,
+        "memory_total": int(prop.totalGlobalMem),
+        "memory_free": int(free_b),
+        "driver_cuda_version": int(drv),
+        "cuda_runtime_version": int(rtv),
+        "cudnn_version": int(dnn.cudnnGetVersion()),
+        "cudnn_cudart_version": int(dnn.cudnnGetCudartVersion()),
+    }
+
+
+def cudnn_version():
+    """cuDNN's version as loaded (e.g. 91400); needs no GPU."""
+    return int(dnn.cudnnGetVersion())
+
+
+cdef class Handle:
+    """A cuDNN handle bound to the current device and a stream (0: the legacy default)."""
+
+    def __cinit__(self, uintptr_t stream=0):
+        self.h = NULL
+        check_cudnn(dnn.cudnnCreate(&self.h), "cudnnCreate")
+        self.set_stream(stream)
+
+    def set_stream(self, uintptr_t stream):
+        check_cudnn(dnn.cudnnSetStream(self.h, <rt.cudaStream_t>stream), "cudnnSetStream")
+        self.stream = stream
+
+    @property
+    def ptr(self):
+        return <uintptr_t>self.h
+
+    def __dealloc__(self):
+        if self.h != NULL:
+            dnn.cudnnDestroy(self.h)
+
+
+_tls = threading.local()
+_bench_lock = threading.RLock()
+
+
+cdef Handle _thread_handle():
+    """One handle per thread and device, for workspace queries and benchmarks."""
+    cdef int dev = 0
+    check_cuda(rt.cudaGetDevice(&dev), "cudaGetDevice")
+    handles = getattr(_tls, "handles", None)
+    if handles is None:
+        handles = _tls.handles = {}
+    h = handles.get(dev)
+    if h is None:
+        h = handles[dev] = Handle()
+    return h
+
+
+# --------------------------------------------------------------------------- device buffers
+
+cdef class DeviceBuffer:
+    """cudaMalloc'd memory freed on collection; ``ptr`` is the device address."""
+
+    def __cinit__(self, size_t nbytes):
+        self.p = NULL
+        self.nbytes = nbytes
+        if nbytes:
+            check_cuda(rt.cudaMalloc(&self.p, nbytes), f"cudaMalloc({nbytes} bytes)")
+
+    @property
+    def ptr(self):
+        return <uintptr_t>self.p
+
+    def fill_random(self, int elem_size, unsigned int seed=1):
+        """Fill with pseudo-random values in [-1, 1) of the given element size (host LCG)."""
+        fill_random(self.p, self.nbytes, elem_size, seed)
+
+    def __dealloc__(self):
+        if self.p != NULL:
+            rt.cudaFree(self.p)
+
+
+cdef int fill_random(void* dev, size_t nbytes, int elem_size, unsigned int seed) except -1:
+    cdef size_t count = nbytes // elem_size, i
+    cdef void* host = malloc(nbytes) if nbytes else NULL
+    cdef unsigned int state = seed * 2654435761u + 12345u
+    cdef float v
+    if nbytes and host == NULL:
+        raise MemoryError()
+    try:
+        with nogil:
+            for i in range(count):
+                state = state * 1664525u + 1013904223u
+                v = <float>(state >> 8) / 8388608.0 - 1.0
+                if elem_size == 4:
+                    (<float*>host)[i] = v
+                elif elem_size == 8:
+                    (<double*>host)[i] = v
+                else:
+                    # fp16 / bf16: a small constant is enough for timing
+                    (<unsigned short*>host)[i] = 0x3C00 if elem_size == 2 else 0
+        check_cuda(rt.cudaMemcpy(dev, host, count * elem_size, rt.cudaMemcpyHostToDevice),
+                   "cudaMemcpy")
+    finally:
+        free(host)
+    return 0
+
+
+# --------------------------------------------------------------------------- kernel
+
+cdef int _as_int4(object v, int* out, what) except -1:
+    if v is None:
+        out[0] = out[1] = out[2] = out[3] = 0
+        return 0
+    v = tuple(int(x) for x in v)
+    if len(v) != 4 or any(x < 1 for x in v):
+        raise ValueError(f"{what}: four positive strides expected, got {v!r}")
+    for i in range(4):
+        out[i] = v[i]
+    return 0
+
+
+cdef class Kernel:
+    """One convolution operation of one layer at mini-batch size ``n``.
+
+    ``shape`` is a :class:`ucudnn.conv.ConvShape`; ``op`` is ``fwd``, ``bwd_data`` or
+    ``bwd_filter``. Tensors are NCHW with the shape's strides (packed when ``None``).
+    """
+
+    def __cinit__(self):
+        memset(&self.k, 0, sizeof(self.k))
+        self.k.owner = <void*>self
+
+    def __init__(self, shape, op, int n, dtype="float32", math="default", name=None):
+        if op not in _OP_CODE:
+            raise ValueError(f"op: unknown operation {op!r} (expected one of {', '.join(OPS)})")
+        if dtype not in _DTYPES:
+            raise ValueError(f"dtype: unsupported {dtype!r} (expected one of {', '.join(_DTYPES)})")
+        if math not in _MATH:
+            raise ValueError(f"math: unknown math mode {math!r} (expected one of {', '.join(_MATH)})")
+        if n < 1:
+            raise ValueError(f"batch: mini-batch size must be >= 1, got {n}")
+        self.shape, self.op, self.n, self.dtype, self.math = shape, op, n, dtype, math
+        self.name = name or f"{op}"
+        self.plan = self.bench = self.settings = self.desirable = None
+        check_cuda(rt.cudaGetDevice(&self.device), "cudaGetDevice")
+        self.k.op = _OP_CODE[op]
+        self.k.dtype, self.k.elem_size = _DTYPES[dtype]
+        self.k.n = n
+        cdef bytes bname = self.name.encode()[:127]
+        strncpy(self.k.name, bname, 127)
+        _as_int4(shape.packed_x_strides(), self.x_strides, "x_strides")
+        _as_int4(shape.packed_y_strides(), self.y_strides, "y_strides")
+        self.k.x_nstride = self.x_strides[0]
+        self.k.y_nstride = self.y_strides[0]
+
+        cdef dnn.cudnnDataType_t dt = <dnn.cudnnDataType_t>self.k.dtype
+        # accumulate half/bfloat16 in float, as Caffe and PyTorch do
+        cdef dnn.cudnnDataType_t compute = dnn.CUDNN_DATA_FLOAT if self.k.dtype in (2, 9) else dt
+        check_cudnn(dnn.cudnnCreateFilterDescriptor(&self.k.wdesc), "cudnnCreateFilterDescriptor")
+        check_cudnn(dnn.cudnnSetFilter4dDescriptor(
+            self.k.wdesc, dt, dnn.CUDNN_TENSOR_NCHW, shape.k, shape.c // shape.groups,
+            shape.r, shape.s), f"{self.name}: filter descriptor")
+        for m in range(4):
+            check_cudnn(dnn.cudnnCreateConvolutionDescriptor(&self.k.conv[m]),
+                        "cudnnCreateConvolutionDescriptor")
+            check_cudnn(dnn.cudnnSetConvolution2dDescriptor(
+                self.k.conv[m], shape.pad_h, shape.pad_w, shape.stride_h, shape.stride_w,
+                shape.dil_h, shape.dil_w, dnn.CUDNN_CROSS_CORRELATION, compute),
+                f"{self.name}: convolution descriptor")
+            check_cudnn(dnn.cudnnSetConvolutionMathType(self.k.conv[m], <dnn.cudnnMathType_t>m),
+                        "cudnnSetConvolutionMathType")
+            check_cudnn(dnn.cudnnSetConvolutionGroupCount(self.k.conv[m], shape.groups),
+                        "cudnnSetConvolutionGroupCount")
+
+    cdef int _set_tensor(self, dnn.cudnnTensorDescriptor_t d, int which, int b) except -1:
+        """which 0: the input side (x / dx); 1: the output side (y / dy); b samples."""
+        s = self.shape
+        if which == 0:
+            check_cudnn(dnn.cudnnSetTensor4dDescriptorEx(
+                d, <dnn.cudnnDataType_t>self.k.dtype, b, s.c, s.h, s.w, self.x_strides[0],
+                self.x_strides[1], self.x_strides[2], self.x_strides[3]),
+                f"{self.name}: input tensor descriptor (batch {b})")
+        else:
+            check_cudnn(dnn.cudnnSetTensor4dDescriptorEx(
+                d, <dnn.cudnnDataType_t>self.k.dtype, b, s.k, s.out_h, s.out_w,
+                self.y_strides[0], self.y_strides[1], self.y_strides[2], self.y_strides[3]),
+                f"{self.name}: output tensor descriptor (batch {b})")
+        return 0
+
+    def extent_bytes(self, int which, int b):
+        """Bytes a tensor of ``b`` samples spans (input side 0, output side 1)."""
+        st = [self.x_strides[i] if which == 0 else self.y_strides[i] for i in range(4)]
+        s = self.shape
+        dims = (b, s.c, s.h, s.w) if which == 0 else (b, s.k, s.out_h, s.out_w)
+        return (1 + sum((d - 1) * st[i] for i, d in enumerate(dims))) * self.k.elem_size
+
+    @property
+    def filter_bytes(self):
+        s = self.shape
+        return s.k * (s.c // s.groups) * s.r * s.s * self.k.elem_size
+
+    # ------------------------------------------------------------------ benchmark
+
+    def benchmark(self, sizes, int repeats=3, workspace_cap=None, progress=None,
+                  int time_iters=5):
+        """Time every algorithm with cudnnFind...AlgorithmEx for each micro-batch size.
+
+        Returns ``{b: [(algo, status, time_ms, ws_bytes, math), ...]}`` with the median time of
+        ``repeats`` Finds (one warm-up Find per call) and every algorithm's status; callers filter.
+        With ``time_iters`` > 0 each successful algorithm is then timed again with CUDA events
+        (median of ``time_iters`` runs enqueued back to back after one warm-up), the way plans
+        are executed: see Note [Find times]. The benchmark workspace is ``workspace_cap``
+        (default 8 GiB) capped by free memory.
+
+        Note [Find times]
+            On the H200, plans predicted from cudnnFind...Ex times alone were measured 13-29 %
+            faster than predicted at 64 and 512 MiB: Find times each algorithm in isolation,
+            where launch latency is exposed, while a framework enqueues kernels back to back.
+            Re-timing the candidates back to back makes the planner's prediction the time
+            the plan is measured at.
+        """
+        sizes = sorted({int(b) for b in sizes})
+        if not sizes or sizes[0] < 1 or max(sizes) > self.n:
+            raise ValueError(f"{self.name}: micro-batch sizes must lie in 1..{self.n}, got {sizes}")
+        if repeats < 1:
+            raise ValueError(f"repeats: must be >= 1, got {repeats}")
+        with _bench_lock:
+            return self._benchmark(sizes, repeats, workspace_cap, progress, time_iters)
+
+    def _benchmark(self, sizes, int repeats, workspace_cap, progress, int time_iters):
+        cdef int bmax = max(sizes)
+        cdef Handle handle = _thread_handle()
+        xbuf = DeviceBuffer(self.extent_bytes(0, bmax))
+        ybuf = DeviceBuffer(self.extent_bytes(1, bmax))
+        wbuf = DeviceBuffer(self.filter_bytes)
+        for i, buf in enumerate((xbuf, ybuf, wbuf)):
+            buf.fill_random(self.k.elem_size, 17 + i)
+        cdef size_t free_b = 0, total_b = 0
+        check_cuda(rt.cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo")
+        cap = 8 << 30 if workspace_cap is None else int(workspace_cap)
+        ws_size = max(0, min(cap, int(free_b) - (512 << 20)))
+        ws = None
+        while ws is None:
+            try:
+                ws = DeviceBuffer(ws_size)
+            except CudaError:
+                if ws_size < (1 << 20):
+                    raise
+                ws_size //= 2
+        cdef dnn.cudnnTensorDescriptor_t xd = NULL, yd = NULL
+        check_cudnn(dnn.cudnnCreateTensorDescriptor(&xd), "cudnnCreateTensorDescriptor")
+        check_cudnn(dnn.cudnnCreateTensorDescriptor(&yd), "cudnnCreateTensorDescriptor")
+        result = {}
+        try:
+            for i, b in enumerate(sizes):
+                self._set_tensor(xd, 0, b)
+                self._set_tensor(yd, 1, b)
+                n_runs = repeats + (1 if i == 0 else 0)    # one warm-up Find per call
+                runs = [self._find_c(handle, <uintptr_t>xd, <uintptr_t>yd, xbuf, ybuf, wbuf, ws)
+                        for _ in range(n_runs)][n_runs - repeats:]
+                records = _merge_runs(runs, self.math == "fma")
+                if time_iters > 0:
+                    records = self._time_c(handle, <uintptr_t>xd, <uintptr_t>yd, xbuf, ybuf,
+                                           wbuf, ws, records, time_iters)
+                result[b] = records
+                if progress is not None:
+                    progress(b)
+        finally:
+            dnn.cudnnDestroyTensorDescriptor(xd)
+            dnn.cudnnDestroyTensorDescriptor(yd)
+        return result
+
+    cdef list _find_c(self, Handle handle, uintptr_t xd_, uintptr_t yd_, DeviceBuffer x,
+                      DeviceBuffer y, DeviceBuffer w, DeviceBuffer ws):
+        cdef dnn.cudnnTensorDescriptor_t xd = <dnn.cudnnTensorDescriptor_t>xd_
+        cdef dnn.cudnnTensorDescriptor_t yd = <dnn.cudnnTensorDescriptor_t>yd_
+        cdef dnn.cudnnConvolutionFwdAlgoPerf_t fp[32]
+        cdef dnn.cudnnConvolutionBwdDataAlgoPerf_t dp[32]
+        cdef dnn.cudnnConvolutionBwdFilterAlgoPerf_t wp[32]
+        cdef int got = 0, i
+        cdef dnn.cudnnStatus_t st
+        cdef int mi = _MATH[self.math]
+        cdef dnn.cudnnConvolutionDescriptor_t conv = self.k.conv[mi]
+        cdef dnn.cudnnHandle_t h = handle.h
+        cdef dnn.cudnnFilterDescriptor_t wd = self.k.wdesc
+        out = []
+        if self.k.op == UCUDNN_FWD:
+            with nogil:
+                st = dnn.cudnnFindConvolutionForwardAlgorithmEx(
+                    h, xd, x.p, wd, w.p, conv, yd, y.p, 32, &got, fp, ws.p, ws.nbytes)
+            check_cudnn(st, f"{self.name}: cudnnFindConvolutionForwardAlgorithmEx")
+            for i in range(got):
+                out.append((int(fp[i].algo), int(fp[i].status), fp[i].time, fp[i].memory,
+                            int(fp[i].mathType)))
+        elif self.k.op == UCUDNN_BWD_DATA:
+            with nogil:
+                st = dnn.cudnnFindConvolutionBackwardDataAlgorithmEx(
+                    h, wd, w.p, yd, y.p, conv, xd, x.p, 32, &got, dp, ws.p, ws.nbytes)
+            check_cudnn(st, f"{self.name}: cudnnFindConvolutionBackwardDataAlgorithmEx")
+            for i in range(got):
+                out.append((int(dp[i].algo), int(dp[i].status), dp[i].time, dp[i].memory,
+                            int(dp[i].mathType)))
+        else:
+            with nogil:
+                st = dnn.cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                    h, xd, x.p, yd, y.p, conv, wd, w.p, 32, &got, wp, ws.p, ws.nbytes)
+            check_cudnn(st, f"{self.name}: cudnnFindConvolutionBackwardFilterAlgorithmEx")
+            for i in range(got):
+                out.append((int(wp[i].algo), int(wp[i].status), wp[i].time, wp[i].memory,
+                            int(wp[i].mathType)))
+        return out
+
+    cdef list _time_c(self, Handle handle, uintptr_t xd_, uintptr_t yd_, DeviceBuffer x,
+                      DeviceBuffer y, DeviceBuffer w, DeviceBuffer ws, list records, int iters):
+        cdef dnn.cudnnTensorDescriptor_t xd = <dnn.cudnnTensorDescriptor_t>xd_
+        cdef dnn.cudnnTensorDescriptor_t yd = <dnn.cudnnTensorDescriptor_t>yd_
+        cdef rt.cudaEvent_t* ev = <rt.cudaEvent_t*>calloc(iters + 1, sizeof(rt.cudaEvent_t))
+        cdef rt.cudaStream_t stream = <rt.cudaStream_t>handle.stream
+        cdef float one_f = 1.0, zero_f = 0.0, ms = 0.0
+        cdef double one_d = 1.0, zero_d = 0.0
+        cdef const void* alpha = <const void*>&one_d if self.k.dtype == 1 else <const void*>&one_f
+        cdef const void* beta = <const void*>&zero_d if self.k.dtype == 1 else <const void*>&zero_f
+        cdef dnn.cudnnStatus_t st = dnn.CUDNN_STATUS_SUCCESS
+        cdef int algo, mt, it, op = self.k.op
+        cdef dnn.cudnnHandle_t h = handle.h
+        cdef dnn.cudnnFilterDescriptor_t wd = self.k.wdesc
+        cdef dnn.cudnnConvolutionDescriptor_t conv
+        if ev == NULL:
+            raise MemoryError()
+        out = []
+        try:
+            for it in range(iters + 1):
+                check_cuda(rt.cudaEventCreate(&ev[it]), "cudaEventCreate")
+            for rec in records:
+                algo, status, t, mem, mt = rec
+                if status != 0 or mem > ws.nbytes or not 0 <= mt < 4:
+                    out.append(rec)
+                    continue
+                conv = self.k.conv[mt]
+                # one warm-up, then iters runs back to back (no host synchronisation between
+                # them, as plans run), an event between consecutive runs
+                with nogil:
+                    st = conv_call(op, h, algo, conv, alpha, beta, xd, x.p, wd, w.p, yd, y.p,
+                                   ws.p, ws.nbytes)
+                    if st == dnn.CUDNN_STATUS_SUCCESS:
+                        rt.cudaEventRecord(ev[0], stream)
+                        for it in range(iters):
+                            st = conv_call(op, h, algo, conv, alpha, beta, xd, x.p, wd, w.p, yd,
+                                           y.p, ws.p, ws.nbytes)
+                            rt.cudaEventRecord(ev[it + 1], stream)
+                        rt.cudaEventSynchronize(ev[iters])
+                if st != dnn.CUDNN_STATUS_SUCCESS:
+                    out.append((algo, int(st), t, mem, mt))
+                    continue
+                times = []
+                for it in range(iters):
+                    check_cuda(rt.cudaEventElapsedTime(&ms, ev[it], ev[it + 1]),
+                               "cudaEventElapsedTime")
+                    times.append(ms)
+                times.sort()
+                out.append((algo, status, float(times[len(times) // 2]), mem, mt))
+        finally:
+            for it in range(iters + 1):
+                if ev[it] != NULL:
+                    rt.cudaEventDestroy(ev[it])
+            free(ev)
+        out.sort(key=lambda r: (r[1] != 0, r[2]))
+        return out
+
+    # ------------------------------------------------------------------ plan
+
+    def workspace_for(self, int batch, int algo, int math):
+        """cuDNN's workspace need for ``algo`` at micro-batch ``batch`` (raises if unsupported)."""
+        cdef Handle handle = _thread_handle()
+        cdef dnn.cudnnTensorDescriptor_t xd = NULL, yd = NULL
+        cdef size_t size = 0
+        cdef dnn.cudnnStatus_t st
+        if not 0 <= math < 4:
+            raise ValueError(f"{self.name}: math type {math} out of range")
+        check_cudnn(dnn.cudnnCreateTensorDescriptor(&xd), "cudnnCreateTensorDescriptor")
+        check_cudnn(dnn.cudnnCreateTensorDescriptor(&yd), "cudnnCreateTensorDescriptor")
+        try:
+            self._set_tensor(xd, 0, batch)
+            self._set_tensor(yd, 1, batch)
+            if self.k.op == UCUDNN_FWD:
+                st = dnn.cudnnGetConvolutionForwardWorkspaceSize(
+                    handle.h, xd, self.k.wdesc, self.k.conv[math], yd,
+                    <dnn.cudnnConvolutionFwdAlgo_t>algo, &size)
+            elif self.k.op == UCUDNN_BWD_DATA:
+                st = dnn.cudnnGetConvolutionBackwardDataWorkspaceSize(
+                    handle.h, self.k.wdesc, yd, self.k.conv[math], xd,
+                    <dnn.cudnnConvolutionBwdDataAlgo_t>algo, &size)
+            else:
+                st = dnn.cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                    handle.h, xd, yd, self.k.conv[math], self.k.wdesc,
+                    <dnn.cudnnConvolutionBwdFilterAlgo_t>algo, &size)
+            check_cudnn(st, f"{self.name}: workspace size of algorithm {algo} at batch {batch}")
+        finally:
+            dnn.cudnnDestroyTensorDescriptor(xd)
+            dnn.cudnnDestroyTensorDescriptor(yd)
+        return int(size)
+
+    def set_plan(self, plan):
+        """Resolve a :class:`ucudnn.dp.Plan` into C arrays: chunks, per-size descriptors.
+
+        The workspace the plan needs is asked of cuDNN for each chunk (not taken from the
+        benchmark record), so a stale cache entry cannot under-size it.
+        """
+        chunks = list(plan.chunks)
+        if sum(c.batch for c in chunks) != self.n:
+            raise ValueError(f"{self.name}: plan covers {sum(c.batch for c in chunks)} samples, "
+                             f"mini-batch is {self.n}")
+        ws_need = max(self.workspace_for(c.batch, c.algo, c.math) for c in chunks)
+        sizes = sorted({c.batch for c in chunks}, reverse=True)
+        cdef ucudnn_chunk* arr = <ucudnn_chunk*>calloc(len(chunks), sizeof(ucudnn_chunk))
+        cdef dnn.cudnnTensorDescriptor_t* xds = <dnn.cudnnTensorDescriptor_t*>calloc(
+            len(sizes), sizeof(dnn.cudnnTensorDescriptor_t))
+        cdef dnn.cudnnTensorDescriptor_t* yds = <dnn.cudnnTensorDescriptor_t*>calloc(
+            len(sizes), sizeof(dnn.cudnnTensorDescriptor_t))
+        if arr == NULL or xds == NULL or yds == NULL:
+            free(arr); free(xds); free(yds)
+            raise MemoryError()
+        cdef int i
+        try:
+            for i, b in enumerate(sizes):
+                check_cudnn(dnn.cudnnCreateTensorDescriptor(&xds[i]), "cudnnCreateTensorDescriptor")
+                check_cudnn(dnn.cudnnCreateTensorDescriptor(&yds[i]), "cudnnCreateTensorDescriptor")
+                self._set_tensor(xds[i], 0, b)
+                self._set_tensor(yds[i], 1, b)
+        except BaseException:
+            for i in range(len(sizes)):
+                if xds[i] != NULL: dnn.cudnnDestroyTensorDescriptor(xds[i])
+                if yds[i] != NULL: dnn.cudnnDestroyTensorDescriptor(yds[i])
+            free(arr); free(xds); free(yds)
+            raise
+        offset = 0
+        for i, c in enumerate(chunks):
+            arr[i].batch, arr[i].offset, arr[i].algo = c.batch, offset, c.algo
+            arr[i].math, arr[i].desc = c.math, sizes.index(c.batch)
+            offset += c.batch
+        self._free_plan()
+        self.k.chunks, self.k.n_chunks = arr, len(chunks)
+        self.k.xdesc, self.k.ydesc, self.k.n_descs = xds, yds, len(sizes)
+        self.k.ws_bytes = ws_need
+        self.k.predicted_ms = plan.time_ms
+        self.plan = plan
+
+    cdef void _free_plan(self) noexcept:
+        cdef int i
+        for i in range(self.k.n_descs):
+            dnn.cudnnDestroyTensorDescriptor(self.k.xdesc[i])
+            dnn.cudnnDestroyTensorDescriptor(self.k.ydesc[i])
+        free(self.k.xdesc); free(self.k.ydesc); free(self.k.chunks)
+        self.k.xdesc = self.k.ydesc = NULL
+        self.k.chunks = NULL
+        self.k.n_descs = self.k.n_chunks = 0
+        self.k.ws_bytes = 0
+
+    @property
+    def workspace_size(self):
+        """Bytes of workspace the current plan needs (0 without a plan)."""
+        return int(self.k.ws_bytes)
+
+    @property
+    def address(self):
+        """Address of the C struct, as the C API's ``ucudnn_kernel*``."""
+        return <uintptr_t>&self.k
+
+    # ------------------------------------------------------------------ run
+
+    def run(self, Handle handle, uintptr_t a, uintptr_t b, uintptr_t out, uintptr_t workspace=0,
+            workspace_size=None, double alpha=1.0, double beta=0.0):
+        """Run the plan: fwd (a=x, b=w, out=y), bwd_data (a=w, b=dy, out=dx),
+        bwd_filter (a=x, b=dy, out=dw). Device addresses as integers; asynchronous."""
+        cdef size_t wss = self.k.ws_bytes if workspace_size is None else workspace_size
+        cdef float af = alpha, bf = beta
+        cdef const void* pa = <const void*>&alpha if self.k.dtype == 1 else <const void*>&af
+        cdef const void* pb = <const void*>&beta if self.k.dtype == 1 else <const void*>&bf
+        cdef int rc
+        with nogil:
+            rc = run_kernel(&self.k, handle.h, pa, <const void*>a, <const void*>b, pb,
+                            <void*>out, <void*>workspace, wss)
+        if rc != UCUDNN_OK:
+            raise CudnnError(ucudnn_errbuf.decode("utf-8", "replace"), rc)
+
+    def __dealloc__(self):
+        cdef int m
+        self._free_plan()
+        if self.k.wdesc != NULL:
+            dnn.cudnnDestroyFilterDescriptor(self.k.wdesc)
+        for m in range(4):
+            if self.k.conv[m] != NULL:
+                dnn.cudnnDestroyConvolutionDescriptor(self.k.conv[m])
+
+
+def _merge_runs(runs, bint strict_fma):
+    """Median time per (algo, math) over repeated Finds; the worst status and largest workspace."""
+    merged = {}
+    for run in runs:
+        for algo, status, t, mem, mt in run:
+            if strict_fma:
+                mt = 3          # run it as asked: CUDNN_FMA_MATH, never TF32
+            e = merged.setdefault((algo, mt), [[], 0, 0])
+            e[0].append(t)
+            e[1] = status if status != 0 else e[1]
+            e[2] = max(e[2], mem)
+    out = []
+    for (algo, mt), (times, status, mem) in merged.items():
+        times.sort()
+        k = len(times)
+        med = times[k // 2] if k % 2 else 0.5 * (times[k // 2 - 1] + times[k // 2])
+        if len(times) < len(runs) and status == 0:
+            status = -1         # not reported by every Find: treat as unreliable
+        out.append((algo, status, float(med), int(mem), mt))
+    out.sort(key=lambda r: (r[1] != 0, r[2]))
+    return out
+
+
+# --------------------------------------------------------------------------- hot path
+
+cdef inline dnn.cudnnStatus_t conv_call(
+        int op, dnn.cudnnHandle_t h, int algo, dnn.cudnnConvolutionDescriptor_t conv,
+        const void* alpha, const void* beta, dnn.cudnnTensorDescriptor_t xd, const void* x,
+        dnn.cudnnFilterDescriptor_t wd, const void* w, dnn.cudnnTensorDescriptor_t yd,
+        const void* y, void* ws, size_t ws_size) noexcept nogil:
+    """One cuDNN convolution call. x is the input side (x, or dx written by bwd_data), y the
+    output side (y written by fwd, or dy), w the filter (dw written by bwd_filter)."""
+    if op == UCUDNN_FWD:
+        return dnn.cudnnConvolutionForward(h, alpha, xd, x, wd, w, conv,
+                                           <dnn.cudnnConvolutionFwdAlgo_t>algo, ws, ws_size,
+                                           beta, yd, <void*>y)
+    if op == UCUDNN_BWD_DATA:
+        return dnn.cudnnConvolutionBackwardData(h, alpha, wd, w, yd, y, conv,
+                                                <dnn.cudnnConvolutionBwdDataAlgo_t>algo, ws,
+                                                ws_size, beta, xd, <void*>x)
+    return dnn.cudnnConvolutionBackwardFilter(h, alpha, xd, x, yd, y, conv,
+                                              <dnn.cudnnConvolutionBwdFilterAlgo_t>algo, ws,
+                                              ws_size, beta, wd, <void*>w)
+
+
+cdef int run_kernel(const ucudnn_kernel* k, dnn.cudnnHandle_t h, const void* alpha,
+                    const void* a, const void* b, const void* beta, void* out,
+                    void* ws, size_t ws_size) noexcept nogil:
+    """See Note [Micro-batch semantics]. Enqueues only; returns a UCUDNN_* status."""
+    cdef char msg[512]
+    cdef float one_f = 1.0
+    cdef double one_d = 1.0
+    cdef const void* one = <const void*>&one_d if k.dtype == 1 else <const void*>&one_f
+    cdef const char* pa = <const char*>a
+    cdef const char* pb = <const char*>b
+    cdef char* po = <char*>out
+    cdef long long xo, yo
+    cdef int i
+    cdef const ucudnn_chunk* c
+    cdef dnn.cudnnStatus_t st = dnn.CUDNN_STATUS_SUCCESS
+    if k.n_chunks == 0:
+        snprintf(msg, sizeof(msg), "layer %s: kernel has no plan", k.name)
+        ucudnn_seterr(msg)
+        return UCUDNN_ERR_PLAN
+    if ws_size < k.ws_bytes or (k.ws_bytes > 0 and ws == NULL):
+        snprintf(msg, sizeof(msg), "layer %s: workspace of %zu bytes given, the plan needs %zu",
+                 k.name, ws_size, k.ws_bytes)
+        ucudnn_seterr(msg)
+        return UCUDNN_ERR_INVALID
+    for i in range(k.n_chunks):
+        c = &k.chunks[i]
+        xo = c.offset * k.x_nstride * k.elem_size
+        yo = c.offset * k.y_nstride * k.elem_size
+        if k.op == UCUDNN_FWD:          # x (a) -> y (out)
+            st = conv_call(k.op, h, c.algo, k.conv[c.math], alpha, beta,
+                           k.xdesc[c.desc], pa + xo, k.wdesc, b, k.ydesc[c.desc], po + yo, ws, ws_size)
+        elif k.op == UCUDNN_BWD_DATA:   # w (a), dy (b) -> dx (out)
+            st = conv_call(k.op, h, c.algo, k.conv[c.math], alpha, beta,
+                           k.xdesc[c.desc], po + xo, k.wdesc, a, k.ydesc[c.desc], pb + yo, ws, ws_size)
+        else:                           # x (a), dy (b) -> dw (out), accumulated over chunks
+            st = conv_call(k.op, h, c.algo, k.conv[c.math], alpha, beta if i == 0 else one,
+                           k.xdesc[c.desc], pa + xo, k.wdesc, out, k.ydesc[c.desc], pb + yo, ws, ws_size)
+        if st != dnn.CUDNN_STATUS_SUCCESS:
+            snprintf(msg, sizeof(msg), "layer %s: chunk %d (batch %d, algo %d): %s",
+                     k.name, i, c.batch, c.algo, dnn.cudnnGetErrorString(st))
+            ucudnn_seterr(msg)
+            return UCUDNN_ERR_CUDNN
+    return UCUDNN_OK
+
+
+# --------------------------------------------------------------------------- C API
+
+cdef int _fail(BaseException e) noexcept:
+    """Record a Python exception as the thread's last error; map it to a status code."""
+    msg = f"{type(e).__name__}: {e}".encode("utf-8", "replace")[:1023]
+    ucudnn_seterr(msg)
+    if isinstance(e, CudnnError):
+        return UCUDNN_ERR_CUDNN
+    if isinstance(e, CudaError):
+        return UCUDNN_ERR_CUDA
+    if type(e).__name__ in ("PlanError", "IlpError"):
+        return UCUDNN_ERR_PLAN
+    if isinstance(e, ValueError):
+        return UCUDNN_ERR_INVALID
+    return UCUDNN_ERR_PYTHON
+
+
+cdef object _kernel_from_params(const ucudnn_conv_params* p):
+    from ucudnn.conv import ConvShape
+    name = p.name.decode("utf-8", "replace") if p.name != NULL else None
+    xs = tuple(p.x_strides[i] for i in range(4))
+    ys = tuple(p.y_strides[i] for i in range(4))
+    where = f"layer {name!r}: " if name else ""
+    if p.op not in (0, 1, 2):
+        raise ValueError(f"{where}field 'op': {p.op} is not 0 (fwd), 1 (bwd_data) or 2 (bwd_filter)")
+    dtypes = {v[0]: k for k, v in _DTYPES.items()}
+    if p.dtype not in dtypes:
+        raise ValueError(f"{where}field 'dtype': unsupported cudnnDataType_t {p.dtype}")
+    maths = {v: k for k, v in _MATH.items()}
+    if p.math not in maths:
+        raise ValueError(f"{where}field 'math': unknown cudnnMathType_t {p.math}")
+    try:
+        shape = ConvShape(p.c, p.h, p.w, p.k, p.r, p.s, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
+                          p.dil_h, p.dil_w, p.groups, None if not any(xs) else xs,
+                          None if not any(ys) else ys)
+    except ValueError as e:
+        raise ValueError(f"{where}{e}") from None
+    return Kernel(shape, OPS[p.op], p.n, dtypes[p.dtype], maths[p.math], name)
+
+
+cdef public api int ucudnn_kernel_create(const ucudnn_conv_params* params,
+                                         const ucudnn_plan_options* options,
+                                         ucudnn_kernel** out) noexcept nogil:
+    """Benchmark (through the cache) and plan one kernel. Takes the GIL."""
+    with gil:
+        try:
+            if params == NULL or options == NULL or out == NULL:
+                raise ValueError("ucudnn_kernel_create: NULL argument")
+            out[0] = NULL
+            kern = _kernel_from_params(params)
+            sizes = None
+            if options.micro_batch_sizes != NULL and options.n_micro_batch_sizes > 0:
+                sizes = [options.micro_batch_sizes[i] for i in range(options.n_micro_batch_sizes)]
+            from ucudnn import runtime
+            runtime.prepare_kernel(
+                kern, policy=options.policy, optimizer=options.optimizer,
+                limit=int(options.workspace_limit), sizes=sizes,
+                repeats=options.repeats if options.repeats > 0 else 3,
+                cache_path=options.cache_path.decode() if options.cache_path != NULL else None)
+            Py_INCREF(kern)
+            out[0] = &(<Kernel>kern).k
+            return UCUDNN_OK
+        except BaseException as e:
+            return _fail(e)
+
+
+cdef public api int ucudnn_plan_network(ucudnn_kernel** kernels, int n,
+                                        size_t budget) noexcept nogil:
+    """Divide ``budget`` bytes among ``kernels`` (created with UCUDNN_ILP) by the ILP."""
+    with gil:
+        try:
+            if n < 0 or (n > 0 and kernels == NULL):
+                raise ValueError("ucudnn_plan_network: bad kernel array")
+            objs = [<object>kernels[i].owner for i in range(n)]
+            from ucudnn import runtime
+            runtime.plan_network_kernels(objs, int(budget))
+            return UCUDNN_OK
+        except BaseException as e:
+            return _fail(e)
+
+
+cdef public api int ucudnn_kernel_replan(ucudnn_kernel* kernel, size_t limit) noexcept nogil:
+    """Plan again within ``limit`` bytes (e.g. after a failed workspace allocation)."""
+    with gil:
+        try:
+            from ucudnn import runtime
+            runtime.replan_kernel(<object>kernel.owner, int(limit))
+            return UCUDNN_OK
+        except BaseException as e:
+            return _fail(e)
+
+
+cdef public api size_t ucudnn_kernel_workspace_size(const ucudnn_kernel* kernel) noexcept nogil:
+    return kernel.ws_bytes
+
+
+cdef public api double ucudnn_kernel_predicted_ms(const ucudnn_kernel* kernel) noexcept nogil:
+    return kernel.predicted_ms
+
+
+cdef public api int ucudnn_kernel_describe(const ucudnn_kernel* kernel, char* buf,
+                                           size_t size) noexcept nogil:
+    """Write the plan (``128x2:algo1, ...``) into ``buf``; the text is truncated to fit."""
+    with gil:
+        try:
+            plan = (<Kernel>kernel.owner).plan
+            text = (plan.describe() if plan is not None else "(no plan)").encode()
+            if size:
+                strncpy(buf, text, size - 1)
+                buf[size - 1] = 0
+            return UCUDNN_OK
+        except BaseException as e:
+            return _fail(e)
+
+
+cdef public api int ucudnn_kernel_run(const ucudnn_kernel* kernel, void* cudnn_handle,
+                                      const void* alpha, const void* a, const void* b,
+                                      const void* beta, void* out, void* workspace,
+                                      size_t workspace_size) noexcept nogil:
+    """Enqueue the planned micro-batches on ``cudnn_handle``'s stream. Needs no GIL."""
+    return run_kernel(kernel, <dnn.cudnnHandle_t>cudnn_handle, alpha, a, b, beta, out,
+                      workspace, workspace_size)
+
+
+cdef public api void ucudnn_kernel_destroy(ucudnn_kernel* kernel) noexcept nogil:
+    if kernel == NULL:
+        return
+    with gil:
+        Py_DECREF(<object>kernel.owner)
+
+
+cdef public api const char* ucudnn_last_error() noexcept nogil:
+    """The message of the last failed call on this thread."""
+    return ucudnn_errbuf
+
+
+# --------------------------------------------------------------------------- timing
+
+def time_run(Kernel kern, Handle handle, uintptr_t a, uintptr_t b, uintptr_t out,
+             uintptr_t workspace, size_t workspace_size, int iters=20, int warmup=3,
+             double alpha=1.0, double beta=0.0):
+    """Time ``iters`` runs of the kernel's plan on ``handle``'s stream with CUDA events.
+
+    Returns the per-iteration times in milliseconds (one event pair per iteration, after
+    ``warmup`` untimed runs). For benchmarks; not on any hot path.
+    """
+    if iters < 1:
+        raise ValueError(f"iters: must be >= 1, got {iters}")
+    cdef float af = alpha, bf = beta
+    cdef const void* pa = <const void*>&alpha if kern.k.dtype == 1 else <const void*>&af
+    cdef const void* pb = <const void*>&beta if kern.k.dtype == 1 else <const void*>&bf
+    cdef rt.cudaEvent_t* ev = <rt.cudaEvent_t*>calloc(2 * iters, sizeof(rt.cudaEvent_t))
+    cdef rt.cudaStream_t stream = <rt.cudaStream_t>handle.stream
+    cdef int i, rc = UCUDNN_OK
+    cdef float ms
+    if ev == NULL:
+        raise MemoryError()
+    try:
+        for i in range(2 * iters):
+            check_cuda(rt.cudaEventCreate(&ev[i]), "cudaEventCreate")
+        with nogil:
+            for i in range(warmup + iters):
+                if i >= warmup:
+                    rt.cudaEventRecord(ev[2 * (i - warmup)], stream)
+                rc = run_kernel(&kern.k, handle.h, pa, <const void*>a, <const void*>b, pb,
+                                <void*>out, <void*>workspace, workspace_size)
+                if rc != UCUDNN_OK:
+                    break
+                if i >= warmup:
+                    rt.cudaEventRecord(ev[2 * (i - warmup) + 1], stream)
+        if rc != UCUDNN_OK:
+            raise CudnnError(ucudnn_errbuf.decode("utf-8", "replace"), rc)
+        check_cuda(rt.cudaEventSynchronize(ev[2 * iters - 1]), "cudaEventSynchronize")
+        times = []
+        for i in range(iters):
+            check_cuda(rt.cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]),
+                       "cudaEventElapsedTime")
+            times.append(ms)
+        return times
+    finally:
+        for i in range(2 * iters):
+            if ev[i] != NULL:
+                rt.cudaEventDestroy(ev[i])
+        free(ev)

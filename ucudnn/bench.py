@@ -1,0 +1,122 @@
+"""Measuring cuDNN on this machine's GPU: device facts and per-kernel benchmarks.
+
+The timing itself happens in the compiled core (``Kernel.benchmark``: cudnnFind...AlgorithmEx,
+repeated, median); this module turns its records into :class:`~ucudnn.table.AlgoPerf` lists and
+goes through the benchmark cache so that a kernel is measured once per GPU model, cuDNN
+version, dtype, math mode, shape and micro-batch size.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+from typing import Callable, Dict, Iterable, List, Optional
+
+from .conv import ConvShape
+from .table import AlgoPerf, KernelBench
+
+__all__ = ["NoGpuError", "core", "device_info", "driver_version", "cache_key",
+           "benchmark_kernel", "measure"]
+
+
+class NoGpuError(RuntimeError):
+    """The compiled core is missing or no CUDA device is visible."""
+
+
+def core():
+    """The compiled core module; :class:`NoGpuError` if it was not built."""
+    try:
+        from . import _core
+    except ImportError as e:
+        raise NoGpuError(f"the compiled core ucudnn._core is not available ({e}); "
+                         "build it with `pip install .`") from None
+    return _core
+
+
+def driver_version() -> str:
+    """The NVIDIA driver version (e.g. ``580.159.03``), or ``unknown``."""
+    try:
+        with open("/proc/driver/nvidia/version") as f:
+            for word in f.readline().split():
+                if word[:1].isdigit() and word.count(".") >= 1:
+                    return word
+    except OSError:
+        pass
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip().splitlines()[0]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return "unknown"
+
+
+@functools.lru_cache(maxsize=None)
+def _device_info(device: int) -> dict:
+    info = core().device_info()
+    info["driver"] = driver_version()
+    return info
+
+
+def device_info() -> dict:
+    """GPU name, compute capability, memory, driver, CUDA and cuDNN versions of the current
+    device. :class:`NoGpuError` when the core is missing or no device is visible."""
+    c = core()
+    if c.device_count() == 0:
+        raise NoGpuError("no CUDA device is visible (driver missing, or no GPU on this machine)")
+    try:
+        dev = c.device_info()["device"]
+    except c.CoreError as e:
+        raise NoGpuError(f"CUDA is not usable: {e}") from None
+    return dict(_device_info(dev))
+
+
+def cache_key(shape: ConvShape, op: str, math: str = "default", dtype: str = "float32"):
+    """The cache key of a kernel on the current device."""
+    from .cache import CacheKey
+    info = device_info()
+    return CacheKey(gpu=info["gpu"], cudnn_version=info["cudnn_version"], dtype=dtype,
+                    math=math, op=op, shape=shape)
+
+
+def _perfs(records) -> List[AlgoPerf]:
+    """Successful algorithms of one size, fastest first."""
+    return sorted((AlgoPerf(int(a), float(t), int(ws), int(m))
+                   for a, status, t, ws, m in records if status == 0),
+                  key=lambda p: (p.time_ms, p.ws_bytes, p.algo))
+
+
+def benchmark_kernel(shape: ConvShape, op: str, n: int, sizes: Iterable[int], *,
+                     repeats: int = 3, math: str = "default", dtype: str = "float32",
+                     workspace_cap: Optional[int] = None,
+                     progress: Optional[Callable[[int], None]] = None,
+                     name: Optional[str] = None) -> KernelBench:
+    """Time every algorithm at each micro-batch size (no cache). ``{b: [AlgoPerf]}``."""
+    device_info()
+    kern = core().Kernel(shape, op, n, dtype, math, name)
+    return measure_kernel(kern, sizes, repeats=repeats, workspace_cap=workspace_cap,
+                          progress=progress)
+
+
+def measure_kernel(kern, sizes, *, repeats=3, workspace_cap=None, progress=None) -> KernelBench:
+    raw = kern.benchmark(list(sizes), repeats, workspace_cap, progress)
+    return {b: _perfs(recs) for b, recs in raw.items()}
+
+
+def measure(kern, sizes: Iterable[int], *, repeats: int = 3, cache_path=None,
+            workspace_cap: Optional[int] = None, progress=None) -> KernelBench:
+    """Benchmarks of ``kern`` (a core ``Kernel``) at ``sizes``: from the cache where present,
+    measured and stored otherwise."""
+    from .cache import BenchCache
+    sizes = sorted(set(sizes))
+    key = cache_key(kern.shape, kern.op, kern.math, kern.dtype)
+    with BenchCache(cache_path) as cache:
+        found = cache.get_many(key, sizes)
+        missing = [b for b in sizes if b not in found]
+        if missing:
+            fresh = measure_kernel(kern, missing, repeats=repeats, workspace_cap=workspace_cap,
+                                   progress=progress)
+            cache.put_many(key, fresh, repeats)
+            found.update(fresh)
+    return {b: found[b] for b in sizes}

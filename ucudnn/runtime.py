@@ -1,0 +1,151 @@
+"""Planning for live kernels: what the C API (and so Caffe) calls.
+
+``prepare_kernel`` benchmarks a core ``Kernel`` through the cache and gives it a plan (DP) or
+its desirable set (ILP); ``plan_network_kernels`` divides one budget among ILP kernels;
+``replan_kernel`` plans again under a smaller limit. Every plan is resolved into the kernel's C
+arrays by ``Kernel.set_plan``, which asks cuDNN for each chunk's workspace.
+
+Note [Falling back]
+    A plan can fail to resolve (cuDNN rejects an algorithm for this exact descriptor, or needs
+    more workspace than the cache said). The failing (size, algorithm) is then dropped from the
+    kernel's benchmark and the kernel planned again, until a plan resolves; the undivided
+    zero-workspace algorithm is the last resort. The kernel is never left without a plan.
+"""
+from __future__ import annotations
+
+import logging
+from typing import List, Optional, Sequence
+
+from .dp import PlanError, candidate_sizes, desirable_set, plan_kernel, undivided_plan
+from .ilp import solve_workspace_division
+from .units import format_size
+
+log = logging.getLogger("ucudnn")
+
+POLICY_NAMES = {0: "undivided", 1: "powerOfTwo", 2: "all"}
+OPTIMIZERS = {0: "dp", 1: "ilp"}
+
+
+def _policy(policy, where):
+    if isinstance(policy, int):
+        if policy not in POLICY_NAMES:
+            raise PlanError(f"{where}: field 'policy': unknown value {policy} "
+                            "(0 undivided, 1 powerOfTwo, 2 all)")
+        return POLICY_NAMES[policy]
+    return policy
+
+
+def prepare_kernel(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
+                   sizes: Optional[Sequence[int]] = None, repeats: int = 3,
+                   cache_path: Optional[str] = None, workspace_cap: Optional[int] = None):
+    """Benchmark ``kern`` and plan it (DP within ``limit``) or prepare it for the ILP."""
+    where = f"layer {kern.name!r}"
+    policy = _policy(policy, where)
+    if isinstance(optimizer, int):
+        if optimizer not in OPTIMIZERS:
+            raise PlanError(f"{where}: field 'optimizer': unknown value {optimizer} (0 DP, 1 ILP)")
+        optimizer = OPTIMIZERS[optimizer]
+    if limit < 0:
+        raise PlanError(f"{where}: field 'workspace_limit': must not be negative, got {limit}")
+    cands = candidate_sizes(policy, kern.n, sizes)
+    from .bench import measure
+    kern.bench = measure(kern, cands, repeats=repeats, cache_path=cache_path,
+                         workspace_cap=workspace_cap)
+    kern.settings = {"policy": policy, "sizes": sizes, "limit": limit, "optimizer": optimizer}
+    if optimizer == "dp":
+        _apply(kern, limit)
+    else:
+        kern.desirable = desirable_set(kern.bench, kern.n, policy, sizes, name=where)
+        # until the network is planned, run the smallest-workspace plan
+        _apply(kern, kern.desirable[0].ws_bytes)
+    return kern
+
+
+def _apply(kern, limit: int, first=None):
+    """Plan ``kern`` within ``limit`` and resolve it; see Note [Falling back]."""
+    s = kern.settings
+    where = f"layer {kern.name!r}"
+    while True:
+        plan = first or plan_kernel(kern.bench, kern.n, s["policy"], limit, s["sizes"], name=where)
+        first = None
+        try:
+            kern.set_plan(plan)
+        except Exception as e:  # a CudnnError from the workspace query, typically
+            bad = _first_unresolvable(kern, plan)
+            if bad is None:
+                raise
+            log.warning("%s: dropping micro-batch %d algorithm %d: %s", where, bad[0], bad[1], e)
+            _drop(kern, *bad)
+            continue
+        if kern.workspace_size > limit:
+            # the cache under-stated the workspace: record what cuDNN says and plan again
+            _fix_workspace(kern, plan)
+            continue
+        baseline = _baseline(kern, limit)
+        log.info("%s %s: %s, %.3f ms predicted, workspace %s (undivided %s)", where, kern.op,
+                 plan.describe(), plan.time_ms, format_size(kern.workspace_size),
+                 f"{baseline.time_ms:.3f} ms" if baseline else "n/a")
+        return plan
+
+
+def _baseline(kern, limit):
+    try:
+        return undivided_plan(kern.bench, kern.n, limit)
+    except PlanError:
+        return None
+
+
+def _first_unresolvable(kern, plan):
+    for c in plan.chunks:
+        try:
+            kern.workspace_for(c.batch, c.algo, c.math)
+        except Exception:
+            return (c.batch, c.algo, c.math)
+    return None
+
+
+def _drop(kern, batch, algo, math):
+    kern.bench = {b: [p for p in perfs if (b, p.algo, p.math) != (batch, algo, math)]
+                  for b, perfs in kern.bench.items()}
+
+
+def _fix_workspace(kern, plan):
+    from .table import AlgoPerf
+    new = {}
+    for b, perfs in kern.bench.items():
+        fixed = []
+        for p in perfs:
+            if any(c.batch == b and c.algo == p.algo and c.math == p.math for c in plan.chunks):
+                p = AlgoPerf(p.algo, p.time_ms, kern.workspace_for(b, p.algo, p.math), p.math)
+            fixed.append(p)
+        new[b] = fixed
+    kern.bench = new
+
+
+def replan_kernel(kern, limit: int):
+    """Plan ``kern`` again within ``limit`` bytes (its benchmark is kept)."""
+    if kern.bench is None:
+        raise PlanError(f"layer {kern.name!r}: kernel was never benchmarked")
+    return _apply(kern, limit)
+
+
+def plan_network_kernels(kernels: List, budget: int):
+    """Divide ``budget`` bytes among ``kernels`` (prepared with the ILP optimizer)."""
+    fronts = {}
+    for i, k in enumerate(kernels):
+        if k.desirable is None:
+            raise PlanError(f"layer {k.name!r}: kernel was not prepared for the ILP optimizer")
+        fronts[i] = k.desirable
+    result = solve_workspace_division(fronts, budget)
+    per_kernel = budget // max(1, len(kernels))
+    for i, k in enumerate(kernels):
+        _apply(k, result.choices[i].ws_bytes, first=result.choices[i])
+    base = [_baseline(k, per_kernel) for k in kernels]
+    if all(base):
+        bt = sum(b.time_ms for b in base)
+        log.info("ILP: %d kernels, budget %s, %.3f ms predicted (undivided at %s per kernel: "
+                 "%.3f ms, expected speedup %.2fx), solved in %.3f s", len(kernels),
+                 format_size(budget), result.total_time_ms, format_size(per_kernel), bt,
+                 bt / result.total_time_ms if result.total_time_ms else float("nan"),
+                 result.solve_seconds)
+    return result
