@@ -208,11 +208,6 @@ def plan_network(layers: Sequence[LayerSpec], benches: Mapping[Tuple[str, str], 
             raise PlanError(f"{what}: must not be negative, got {v}")
 
     notes: List[str] = []
-    baseline: Dict[Tuple[str, str], Plan] = {}
-    for l in layers:
-        for op in l.ops:
-            name = f"layer {l.name!r} op {op}"
-            baseline[l.name, op] = undivided_plan(benches[l.name, op], l.n, baseline_limit, name=name)
     cands = sizes
     if not strict:
         missing = sorted({b for l in layers for op in l.ops
@@ -223,13 +218,20 @@ def plan_network(layers: Sequence[LayerSpec], benches: Mapping[Tuple[str, str], 
 
     kernels: List[KernelPlan] = []
     ilp = None
+    baseline: Dict[Tuple[str, str], Plan] = {}
+
+    def base(l, op):
+        if (l.name, op) not in baseline:
+            baseline[l.name, op] = undivided_plan(benches[l.name, op], l.n, baseline_limit,
+                                                  name=f"layer {l.name!r} op {op} (undivided baseline)")
+        return baseline[l.name, op]
+
     if optimizer == "dp":
         for l in layers:
             for op in l.ops:
                 plan = plan_kernel(benches[l.name, op], l.n, policy, limit, cands,
                                    strict=strict, name=f"layer {l.name!r} op {op}")
-                kernels += [KernelPlan(l.name, op, i, plan, baseline[l.name, op])
-                            for i in range(l.count)]
+                kernels += [KernelPlan(l.name, op, i, plan, base(l, op)) for i in range(l.count)]
     else:
         fronts = {}
         cache: Dict[Tuple[str, str], List[Plan]] = {}
@@ -238,8 +240,9 @@ def plan_network(layers: Sequence[LayerSpec], benches: Mapping[Tuple[str, str], 
                 cache[l.name, op] = desirable_set(benches[l.name, op], l.n, policy, cands,
                                                   strict=strict, name=f"layer {l.name!r} op {op}")
             fronts[l.name, op, i] = cache[l.name, op]
+        # solved before the baseline is planned, so that a budget error is the one reported
         ilp = solve_workspace_division(fronts, budget)
-        kernels = [KernelPlan(l.name, op, i, ilp.choices[l.name, op, i], baseline[l.name, op])
+        kernels = [KernelPlan(l.name, op, i, ilp.choices[l.name, op, i], base(l, op))
                    for l, op, i in instances]
     return NetworkPlan(kernels, policy, optimizer, limit, budget, baseline_limit, ilp, notes)
 
