@@ -1,6 +1,6 @@
 # cuDNN 9 declarations: the legacy convolution API (descriptors, Find...AlgorithmEx, the three
 # convolutions, workspace queries, math type). Enum values are checked against the header at
-# build time by tests/test_build.py (they are also what the benchmark tables store).
+# build time by tests/test_cudnn_header.py (they are also what the benchmark tables store).
 
 from cudart cimport cudaStream_t
 
