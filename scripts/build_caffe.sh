@@ -1,0 +1,729 @@
+#!/usr/bin/env bash
+# Fetch, patch and build BVLC Caffe (pinned commit) for ucudnn on CUDA 13 / cuDNN 9.
+#
+# Pipeline:  fetch pristine source -> verify -> copy + apply caffe_patch/*.patch
+#            -> cmake configure -> build (libcaffe, caffe tool, pycaffe, test.testbin)
+#
+# Everything goes under third_party/caffe/ (git-ignored) unless --prefix is given:
+#   PREFIX/downloads/   source tarball (Debian orig tarball) / apt work files
+#   PREFIX/pristine/    unmodified upstream tree (never edited)
+#   PREFIX/src/         patched copy of pristine/ (recreated when the series changes)
+#   PREFIX/build/       CMake build tree (--build-dir to override)
+#   PREFIX/deps/        (--offline only) .deb packages extracted into a local prefix
+#
+# Run `scripts/build_caffe.sh --help` for the options.
+set -euo pipefail
+
+# ----------------------------------------------------------------------------
+# Pinned upstream source
+CAFFE_COMMIT="99bd99795dcdf0b1d3086a8d67ab1782a8a08383"
+CAFFE_GIT_URL="https://github.com/BVLC/caffe.git"
+DEB_SRC_PKG="caffe"
+DEB_SRC_VERSION="1.0.0+git20180821.99bd997"
+DEB_SRC_SUITE="bullseye"
+DEB_ORIG_TARBALL="caffe_${DEB_SRC_VERSION}.orig.tar.gz"
+DEB_ORIG_SHA256="e0eb3f06794f7402c77b7dec8e8480273ee1a1bb192e9122b621a69d4147ad0c"
+DEB_POOL_PATH="pool/main/c/caffe/${DEB_ORIG_TARBALL}"
+# sha256 of files of the pristine tree at CAFFE_COMMIT (to sanity-check --source)
+KNOWN_FILES=(
+  "CMakeLists.txt 10fa22045bfd35d09854b50c40871d60cc48bd0579648bb0993be9c278452d9c"
+  "src/caffe/layers/cudnn_conv_layer.cpp a82071c3151058a923cce1315ff9216b1a384d4e7b7b64b3fb3fcdfffd7b8ae9"
+)
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "${SCRIPT_DIR}/.." && pwd)"
+PATCH_DIR="${REPO_ROOT}/caffe_patch"
+
+# ----------------------------------------------------------------------------
+# Defaults
+PREFIX="${REPO_ROOT}/third_party/caffe"
+BUILD_DIR=""
+SOURCE=""
+FETCH="auto"
+OFFLINE_DIR=""
+CUDA_ARCH="90"
+CUDA_PTX=""
+JOBS="$(nproc 2>/dev/null || echo 2)"
+WITH_PYTHON=1
+WITH_UCUDNN=1
+UCUDNN_PY="python3"
+WITH_LMDB=OFF
+WITH_LEVELDB=OFF
+WITH_OPENCV=OFF
+HDF5_MODE="auto"
+SKIP_BUILD=0
+CONFIGURE_ONLY=0
+BUILD_TESTS=1
+CUDA_ROOT="${CUDA_HOME:-/usr/local/cuda}"
+PYTHON_EXE=""
+EXTRA_CMAKE_ARGS=()
+
+usage() {
+  cat <<EOF
+Usage: scripts/build_caffe.sh [options]
+
+Fetches BVLC Caffe at commit ${CAFFE_COMMIT:0:12}, applies caffe_patch/*.patch
+and builds it with CMake (cuDNN on, CUDA 13).
+
+Source (default: --fetch auto = Debian source package, then git):
+  --source PATH|TARBALL  use an existing Caffe tree (directory) or tarball
+  --fetch MODE           auto | debian | git
+                           debian: apt-get source ${DEB_SRC_PKG} (${DEB_SRC_VERSION})
+                                   (${DEB_SRC_SUITE}, temporary deb-src list; orig tarball
+                                   sha256-verified; pristine upstream tree is used)
+                           git:    git clone ${CAFFE_GIT_URL} @ ${CAFFE_COMMIT:0:12}
+  --offline DIR          build from a folder made by scripts/gather_offline.sh
+                         (no network: source tarball + glog/gflags/libunwind/boost
+                         .debs extracted into PREFIX/deps)
+
+Locations:
+  --prefix DIR           work root (default: third_party/caffe)
+  --build-dir DIR        CMake build directory (default: PREFIX/build)
+
+Build:
+  --cuda-arch "LIST"     real GPU archs, e.g. "90" or "80 90" (default: 90; nvcc 13 needs >= 75)
+  --cuda-ptx "LIST"      PTX archs to embed (default: highest of --cuda-arch)
+  --jobs N               parallel build jobs (default: nproc = ${JOBS})
+  --no-python            do not build pycaffe / the Python layer
+  --ucudnn-python EXE    Python with the ucudnn package installed (default: python3);
+                         Caffe embeds it to plan micro-batches (caffe_patch/0002)
+  --no-ucudnn            build without ucudnn (stock cuDNN convolutions)
+  --python EXE           python3 interpreter for pycaffe (default: auto-detect one
+                         with a matching Boost.Python, preferring /usr/bin/python3)
+  --hdf5 auto|on|off     HDF5 layers/snapshots (default auto: on if hdf5 headers found)
+  --with-lmdb | --with-leveldb | --with-opencv   enable optional deps (default OFF)
+  --no-tests             do not build the gtest binary test.testbin
+  --cuda-root DIR        CUDA toolkit (default: \$CUDA_HOME or /usr/local/cuda)
+  --cmake-arg ARG        extra CMake argument (repeatable)
+  --skip-build           only fetch, verify and patch (prints the patched tree)
+  --configure-only       fetch, patch and run CMake, but do not build
+  -h, --help             this help
+
+Examples:
+  scripts/build_caffe.sh
+  scripts/build_caffe.sh --cuda-arch "80 90" --jobs 16
+  scripts/gather_offline.sh .offline     # on a connected machine
+  scripts/build_caffe.sh --offline .offline   # on the air-gapped GPU node
+EOF
+}
+
+log()  { printf '[build_caffe] %s\n' "$*" >&2; }
+warn() { printf '[build_caffe] WARNING: %s\n' "$*" >&2; }
+die()  { printf '[build_caffe] ERROR: %s\n' "$*" >&2; exit 1; }
+
+need_arg() { [[ $# -ge 2 && -n "$2" ]] || die "option $1 needs an argument"; }
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --source)     need_arg "$@"; SOURCE="$2"; shift 2 ;;
+    --fetch)      need_arg "$@"; FETCH="$2"; shift 2 ;;
+    --offline)    need_arg "$@"; OFFLINE_DIR="$2"; shift 2 ;;
+    --prefix)     need_arg "$@"; PREFIX="$2"; shift 2 ;;
+    --build-dir)  need_arg "$@"; BUILD_DIR="$2"; shift 2 ;;
+    --cuda-arch)  need_arg "$@"; CUDA_ARCH="$2"; shift 2 ;;
+    --cuda-ptx)   need_arg "$@"; CUDA_PTX="$2"; shift 2 ;;
+    --jobs|-j)    need_arg "$@"; JOBS="$2"; shift 2 ;;
+    --no-python)  WITH_PYTHON=0; shift ;;
+    --ucudnn-python) need_arg "$@"; UCUDNN_PY="$2"; shift 2 ;;
+    --no-ucudnn)  WITH_UCUDNN=0; shift ;;
+    --python)     need_arg "$@"; PYTHON_EXE="$2"; shift 2 ;;
+    --hdf5)       need_arg "$@"; HDF5_MODE="$2"; shift 2 ;;
+    --with-lmdb)  WITH_LMDB=ON; shift ;;
+    --with-leveldb) WITH_LEVELDB=ON; shift ;;
+    --with-opencv) WITH_OPENCV=ON; shift ;;
+    --no-tests)   BUILD_TESTS=0; shift ;;
+    --cuda-root)  need_arg "$@"; CUDA_ROOT="$2"; shift 2 ;;
+    --cmake-arg)  need_arg "$@"; EXTRA_CMAKE_ARGS+=("$2"); shift 2 ;;
+    --skip-build) SKIP_BUILD=1; shift ;;
+    --configure-only) CONFIGURE_ONLY=1; shift ;;
+    -h|--help)    usage; exit 0 ;;
+    *) usage >&2; die "unknown option: $1" ;;
+  esac
+done
+
+case "$FETCH" in auto|debian|git) ;; *) die "--fetch must be auto, debian or git" ;; esac
+case "$HDF5_MODE" in auto|on|off) ;; *) die "--hdf5 must be auto, on or off" ;; esac
+[[ "$JOBS" =~ ^[0-9]+$ && "$JOBS" -ge 1 ]] || die "--jobs must be a positive integer"
+for a in $CUDA_ARCH $CUDA_PTX; do
+  [[ "$a" =~ ^[0-9]+$ ]] || die "bad CUDA architecture '$a' (use e.g. 90, not sm_90)"
+  (( a >= 75 )) || die "CUDA architecture $a is not supported by nvcc 13 (need >= 75)"
+done
+[[ -n "$CUDA_ARCH" ]] || die "--cuda-arch must not be empty"
+if [[ -z "$CUDA_PTX" ]]; then
+  # shellcheck disable=SC2086  # word splitting of the arch list is intended
+  CUDA_PTX="$(printf '%s\n' $CUDA_ARCH | sort -n | tail -1)"
+fi
+
+abspath() { mkdir -p "$1" && (cd "$1" && pwd); }
+PREFIX="$(abspath "$PREFIX")"
+[[ -n "$BUILD_DIR" ]] || BUILD_DIR="${PREFIX}/build"
+DOWNLOADS="${PREFIX}/downloads"
+PRISTINE="${PREFIX}/pristine"
+SRC="${PREFIX}/src"
+DEPS="${PREFIX}/deps"
+STAMP_NAME=".ucudnn-source"
+PATCH_STAMP_NAME=".ucudnn-patches"
+
+sha256_of() { sha256sum "$1" | awk '{print $1}'; }
+
+# ----------------------------------------------------------------------------
+# Source acquisition. Each fetcher leaves an unmodified tree in $PRISTINE and
+# writes a one-line identity into $PRISTINE/$STAMP_NAME.
+
+# Extract a tarball (with or without a top-level directory) into $PRISTINE.
+extract_tarball() {
+  local tarball="$1" id="$2" tmp
+  tmp="$(mktemp -d "${PREFIX}/.extract.XXXXXX")"
+  log "extracting $(basename "$tarball")"
+  tar -xf "$tarball" -C "$tmp"
+  local root="$tmp"
+  if [[ ! -f "$tmp/CMakeLists.txt" ]]; then
+    local entries=("$tmp"/*)
+    if [[ ${#entries[@]} -eq 1 && -f "${entries[0]}/CMakeLists.txt" ]]; then
+      root="${entries[0]}"
+    else
+      rm -rf "$tmp"
+      die "$tarball does not look like a Caffe source tarball (no CMakeLists.txt)"
+    fi
+  fi
+  rm -rf "$PRISTINE"
+  mv "$root" "$PRISTINE"
+  rm -rf "$tmp"
+  echo "$id" > "$PRISTINE/$STAMP_NAME"
+}
+
+check_known_files() {
+  local tree="$1" ok=1 entry f h
+  for f in include/caffe/caffe.hpp src/caffe/layers/cudnn_conv_layer.cpp cmake/Cuda.cmake; do
+    [[ -f "$tree/$f" ]] || die "$tree is not a Caffe source tree (missing $f)"
+  done
+  for entry in "${KNOWN_FILES[@]}"; do
+    f="${entry%% *}"; h="${entry##* }"
+    if [[ "$(sha256_of "$tree/$f")" != "$h" ]]; then
+      ok=0
+      warn "$f differs from Caffe ${CAFFE_COMMIT:0:12}; the patch series may not apply"
+    fi
+  done
+  [[ $ok -eq 1 ]] && log "known files match Caffe ${CAFFE_COMMIT:0:12}"
+  return 0
+}
+
+# Find the Debian mirror the machine already uses (deb822 .sources or one-line
+# .list); fall back to deb.debian.org.
+debian_mirror() {
+  local m=""
+  if compgen -G "/etc/apt/sources.list.d/*.sources" >/dev/null; then
+    m="$(awk '
+      /^[[:space:]]*$/ { uris=""; deb=0; next }
+      /^URIs:/ { for (i = 2; i <= NF; i++) if ($i ~ /\/debian\/?$/) uris=$i }
+      /^Suites:/ { for (i = 2; i <= NF; i++) if ($i ~ /^(bullseye|bookworm|trixie|forky|sid|testing|stable|oldstable)$/) deb=1 }
+      { if (uris != "" && deb) { print uris; exit } }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)"
+  fi
+  if [[ -z "$m" ]]; then
+    m="$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+         awk '$1 == "deb" || $1 == "deb-src" {
+                for (i = 2; i <= NF; i++) if ($i ~ /^(https?|ftp):\/\/.*\/debian\/?$/) { print $i; exit }
+              }' || true)"
+  fi
+  m="${m:-http://deb.debian.org/debian}"
+  echo "${m%/}"
+}
+
+fetch_debian() {
+  local tarball="${DOWNLOADS}/${DEB_ORIG_TARBALL}"
+  mkdir -p "$DOWNLOADS"
+  if [[ -f "$tarball" && "$(sha256_of "$tarball")" == "$DEB_ORIG_SHA256" ]]; then
+    log "using cached $tarball"
+  else
+    rm -f "$tarball"
+    local mirror apt_dir signed
+    mirror="$(debian_mirror)"
+    apt_dir="${DOWNLOADS}/apt"
+    rm -rf "$apt_dir"
+    mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$apt_dir/parts" "$apt_dir/get"
+    if [[ -r /usr/share/keyrings/debian-archive-keyring.gpg ]]; then
+      signed="signed-by=/usr/share/keyrings/debian-archive-keyring.gpg"
+    else
+      # no Debian keyring (e.g. on Ubuntu): the orig tarball is verified by sha256 below
+      signed="trusted=yes"
+      warn "no Debian archive keyring; relying on the sha256 check of the orig tarball"
+    fi
+    echo "deb-src [${signed}] ${mirror} ${DEB_SRC_SUITE} main" > "$apt_dir/sources.list"
+    log "deb-src entry (private, machine apt config untouched): $(cat "$apt_dir/sources.list")"
+    local apt_opts=(
+      -o "Dir::Etc::SourceList=${apt_dir}/sources.list"
+      -o "Dir::Etc::SourceParts=${apt_dir}/parts"
+      -o "Dir::State::Lists=${apt_dir}/lists"
+      -o "Dir::Cache=${apt_dir}/cache"
+      -o "Debug::NoLocking=1"
+      -o "Acquire::Retries=3"
+    )
+    [[ $(id -u) -eq 0 ]] && apt_opts+=(-o "APT::Sandbox::User=root")
+    if command -v apt-get >/dev/null 2>&1 &&
+       apt-get "${apt_opts[@]}" -q update >&2 &&
+       (cd "$apt_dir/get" && apt-get "${apt_opts[@]}" -q source --download-only "${DEB_SRC_PKG}" >&2) &&
+       [[ -f "$apt_dir/get/${DEB_ORIG_TARBALL}" ]]; then
+      mv "$apt_dir/get/${DEB_ORIG_TARBALL}" "$tarball"
+    else
+      warn "apt-get source failed; trying ${mirror}/${DEB_POOL_PATH} directly"
+      if command -v curl >/dev/null 2>&1; then
+        curl -fsSL --retry 3 -o "$tarball" "${mirror}/${DEB_POOL_PATH}" || { rm -f "$tarball"; return 1; }
+      elif command -v wget >/dev/null 2>&1; then
+        wget -q -O "$tarball" "${mirror}/${DEB_POOL_PATH}" || { rm -f "$tarball"; return 1; }
+      else
+        return 1
+      fi
+    fi
+    rm -rf "$apt_dir"
+  fi
+  local got
+  got="$(sha256_of "$tarball")"
+  if [[ "$got" != "$DEB_ORIG_SHA256" ]]; then
+    rm -f "$tarball"
+    die "sha256 mismatch for ${DEB_ORIG_TARBALL}: got $got, expected $DEB_ORIG_SHA256"
+  fi
+  log "verified ${DEB_ORIG_TARBALL} sha256=$got (= Caffe ${CAFFE_COMMIT})"
+  extract_tarball "$tarball" "debian:${DEB_ORIG_SHA256}"
+}
+
+fetch_git() {
+  command -v git >/dev/null 2>&1 || { warn "git not found"; return 1; }
+  local tmp="${PREFIX}/.git-clone"
+  rm -rf "$tmp"
+  log "git clone ${CAFFE_GIT_URL} (commit ${CAFFE_COMMIT})"
+  GIT_TERMINAL_PROMPT=0 timeout 600 git clone --quiet "$CAFFE_GIT_URL" "$tmp" >&2 || { rm -rf "$tmp"; return 1; }
+  git -C "$tmp" -c advice.detachedHead=false checkout --quiet "$CAFFE_COMMIT" >&2 || { rm -rf "$tmp"; return 1; }
+  local head
+  head="$(git -C "$tmp" rev-parse HEAD)"
+  if [[ "$head" != "$CAFFE_COMMIT" ]]; then
+    rm -rf "$tmp"
+    die "git checkout gave $head, expected $CAFFE_COMMIT"
+  fi
+  log "verified git HEAD = $head"
+  rm -rf "$PRISTINE"
+  mv "$tmp" "$PRISTINE"
+  echo "git:${CAFFE_COMMIT}" > "$PRISTINE/$STAMP_NAME"
+}
+
+fetch_user_source() {
+  local src="$1"
+  [[ -e "$src" ]] || die "--source $src does not exist"
+  if [[ -d "$src" ]]; then
+    src="$(cd "$src" && pwd)"
+    local id="dir:${src}"
+    if [[ -d "$src/.git" ]] && command -v git >/dev/null 2>&1; then
+      local head
+      head="$(git -C "$src" rev-parse HEAD 2>/dev/null || echo unknown)"
+      log "source $src is a git checkout at $head"
+      [[ "$head" == "$CAFFE_COMMIT" ]] || warn "expected commit $CAFFE_COMMIT"
+      id="dir:${src}@${head}"
+    fi
+    check_known_files "$src"
+    if [[ -f "$PRISTINE/$STAMP_NAME" && "$(cat "$PRISTINE/$STAMP_NAME")" == "$id" ]]; then
+      log "pristine copy of $src already present"
+      return 0
+    fi
+    log "copying $src to $PRISTINE"
+    rm -rf "$PRISTINE"
+    mkdir -p "$PRISTINE"
+    (cd "$src" && tar --exclude=.git -cf - .) | (cd "$PRISTINE" && tar -xf -)
+    echo "$id" > "$PRISTINE/$STAMP_NAME"
+  else
+    local sum
+    sum="$(sha256_of "$src")"
+    log "source tarball $src sha256=$sum"
+    if [[ "$sum" == "$DEB_ORIG_SHA256" ]]; then
+      log "matches Debian ${DEB_ORIG_TARBALL} (= Caffe ${CAFFE_COMMIT})"
+    else
+      warn "not the known Debian orig tarball (${DEB_ORIG_SHA256}); checking file contents"
+    fi
+    if [[ -f "$PRISTINE/$STAMP_NAME" && "$(cat "$PRISTINE/$STAMP_NAME")" == "tarball:${sum}" ]]; then
+      log "pristine tree from this tarball already present"
+    else
+      extract_tarball "$src" "tarball:${sum}"
+    fi
+    check_known_files "$PRISTINE"
+  fi
+}
+
+obtain_source() {
+  if [[ -n "$SOURCE" ]]; then
+    fetch_user_source "$SOURCE"
+    return
+  fi
+  # A pristine tree from an earlier verified fetch is reused.
+  if [[ -f "$PRISTINE/$STAMP_NAME" ]]; then
+    local id
+    id="$(cat "$PRISTINE/$STAMP_NAME")"
+    if [[ "$id" == "debian:${DEB_ORIG_SHA256}" || "$id" == "git:${CAFFE_COMMIT}" ]]; then
+      log "reusing verified pristine tree ($id)"
+      return
+    fi
+  fi
+  case "$FETCH" in
+    debian) fetch_debian || die "could not get the Debian source package" ;;
+    git)    fetch_git || die "git clone of ${CAFFE_GIT_URL} failed" ;;
+    auto)
+      fetch_debian || { warn "Debian source package unavailable; trying git"; fetch_git; } ||
+        die "could not obtain Caffe source (try --source PATH|TARBALL or --offline DIR)" ;;
+  esac
+}
+
+# ----------------------------------------------------------------------------
+# Offline bundle (from scripts/gather_offline.sh)
+setup_offline() {
+  local dir
+  dir="$(cd "$OFFLINE_DIR" 2>/dev/null && pwd)" || die "--offline: no such directory $OFFLINE_DIR"
+  [[ -f "$dir/MANIFEST" ]] || die "$dir/MANIFEST missing (was it made by scripts/gather_offline.sh?)"
+  log "verifying $dir/MANIFEST"
+  (cd "$dir" && sha256sum --quiet -c MANIFEST) >&2 || die "offline bundle is corrupt (sha256 mismatch)"
+  [[ -f "$dir/${DEB_ORIG_TARBALL}" ]] || die "$dir/${DEB_ORIG_TARBALL} missing"
+  [[ -n "$SOURCE" ]] || SOURCE="$dir/${DEB_ORIG_TARBALL}"
+
+  local stamp="$DEPS/.ucudnn-manifest" want
+  want="$(sha256_of "$dir/MANIFEST")"
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    log "offline dependencies already extracted in $DEPS"
+  else
+    rm -rf "$DEPS"
+    mkdir -p "$DEPS"
+    local deb n=0
+    for deb in "$dir"/debs/*.deb; do
+      [[ -e "$deb" ]] || continue
+      if command -v dpkg-deb >/dev/null 2>&1; then
+        dpkg-deb -x "$deb" "$DEPS"
+      else
+        local t
+        t="$(mktemp -d)"
+        (cd "$t" && ar x "$deb" && tar -xf data.tar.* -C "$DEPS")
+        rm -rf "$t"
+      fi
+      n=$((n + 1))
+    done
+    log "extracted $n .deb packages into $DEPS"
+    if compgen -G "$dir/boost-src/*.tar.*" >/dev/null; then
+      build_boost_from_source "$dir"
+    fi
+    echo "$want" > "$stamp"
+  fi
+}
+
+# Fallback used when gather_offline.sh could not find glibc-compatible Boost
+# 1.83 binaries: build thread/filesystem/system/atomic (+chrono, date_time)
+# from source into $DEPS/usr, with Boost's CMake build (Boost >= 1.82), or b2.
+build_boost_from_source() {
+  local dir="$1" tarball work root
+  tarball="$(find "$dir/boost-src" -maxdepth 1 -name '*.tar.*' | head -1)"
+  work="${PREFIX}/boost-build"
+  rm -rf "$work"
+  mkdir -p "$work"
+  tar -xf "$tarball" -C "$work"
+  root="$(dirname "$(find "$work" -maxdepth 2 -name bootstrap.sh | head -1)")"
+  [[ -f "$root/bootstrap.sh" ]] || die "no Boost source tree in $tarball"
+  local libdir="$DEPS/usr/lib/x86_64-linux-gnu"
+  if [[ -f "$root/CMakeLists.txt" ]] && command -v cmake >/dev/null 2>&1; then
+    log "building Boost thread/filesystem/system/atomic from $(basename "$tarball") (CMake)"
+    cmake -S "$root" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
+      -DBUILD_TESTING=OFF "-DBOOST_INCLUDE_LIBRARIES=thread;filesystem;system;atomic;chrono;date_time" \
+      -DCMAKE_INSTALL_PREFIX="$DEPS/usr" -DCMAKE_INSTALL_LIBDIR=lib/x86_64-linux-gnu >&2 &&
+      cmake --build "$work/build" -j "$JOBS" >&2 &&
+      cmake --install "$work/build" >&2 || die "Boost build failed"
+  else
+    # Debian's orig tarball lacks the generated jamgram.cpp: b2 needs bison
+    if [[ ! -f "$root/tools/build/src/engine/jamgram.cpp" ]] && ! command -v bison >/dev/null 2>&1; then
+      die "building b2 from this Boost source needs bison (or use cmake)"
+    fi
+    log "building Boost thread/filesystem/system/atomic from $(basename "$tarball") (b2)"
+    (cd "$root" &&
+     ./bootstrap.sh --with-libraries=thread,filesystem,system,atomic,chrono,date_time >&2 &&
+     ./b2 -j"$JOBS" --prefix="$DEPS/usr" --libdir="$libdir" \
+          variant=release link=shared threading=multi runtime-link=shared install >&2) ||
+      die "Boost build failed"
+  fi
+  touch "$DEPS/.boost-from-source"
+  rm -rf "$work"
+}
+
+# ----------------------------------------------------------------------------
+# Patching: $SRC is a copy of $PRISTINE with caffe_patch/*.patch applied, in
+# order. A stamp records the source identity and the patch checksums, so a
+# re-run with unchanged inputs does nothing, and any change starts again from
+# a fresh copy of the pristine tree (no double application).
+patch_series() {
+  local p
+  for p in "$PATCH_DIR"/[0-9][0-9][0-9][0-9]-*.patch; do
+    [[ -e "$p" ]] && echo "$p"
+  done
+}
+
+apply_one() {
+  local tree="$1" p="$2"
+  if command -v patch >/dev/null 2>&1; then
+    patch -d "$tree" -p1 --forward --batch --dry-run --quiet -i "$p" >/dev/null ||
+      { patch -d "$tree" -p1 --forward --batch --dry-run -i "$p" >&2 || true; return 1; }
+    patch -d "$tree" -p1 --forward --batch --quiet --no-backup-if-mismatch -i "$p" >&2
+  else
+    # keep git from discovering an enclosing repository (paths would be wrong)
+    GIT_CEILING_DIRECTORIES="$(dirname "$tree")" git -C "$tree" apply --check -p1 "$p" &&
+      GIT_CEILING_DIRECTORIES="$(dirname "$tree")" git -C "$tree" apply -p1 "$p"
+  fi
+}
+
+apply_patches() {
+  local patches=() p want=""
+  while IFS= read -r p; do patches+=("$p"); done < <(patch_series)
+  [[ ${#patches[@]} -gt 0 ]] || die "no patches found in $PATCH_DIR"
+  want="source=$(cat "$PRISTINE/$STAMP_NAME")"$'\n'
+  for p in "${patches[@]}"; do
+    want+="$(basename "$p") $(sha256_of "$p")"$'\n'
+  done
+  if [[ -f "$SRC/$PATCH_STAMP_NAME" && "$(cat "$SRC/$PATCH_STAMP_NAME")"$'\n' == "$want" ]]; then
+    log "patch series already applied in $SRC (unchanged)"
+    return
+  fi
+  log "creating patched tree $SRC from $PRISTINE"
+  local tmp="${SRC}.tmp"
+  rm -rf "$tmp"
+  cp -a "$PRISTINE" "$tmp"
+  rm -f "$tmp/$STAMP_NAME"
+  for p in "${patches[@]}"; do
+    log "applying $(basename "$p")"
+    apply_one "$tmp" "$p" || { rm -rf "$tmp"; die "patch $(basename "$p") does not apply to $PRISTINE"; }
+  done
+  printf '%s' "$want" > "$tmp/$PATCH_STAMP_NAME"
+  if [[ -d "$SRC" ]]; then
+    # Keep mtimes of files whose content did not change so that an existing
+    # build tree only recompiles what the patches touched.
+    rsync_like_update "$tmp" "$SRC"
+    rm -rf "$tmp"
+  else
+    mv "$tmp" "$SRC"
+  fi
+  log "patched tree ready: $SRC"
+}
+
+# Make $2 identical to $1, touching only files whose content differs.
+rsync_like_update() {
+  local from="$1" to="$2" f
+  (cd "$to" && find . -type f -print0) | while IFS= read -r -d '' f; do
+    [[ -e "$from/$f" ]] || rm -f "$to/$f"
+  done
+  (cd "$from" && find . -type f -print0) | while IFS= read -r -d '' f; do
+    if [[ ! -f "$to/$f" ]] || ! cmp -s "$from/$f" "$to/$f"; then
+      mkdir -p "$(dirname "$to/$f")"
+      cp -p "$from/$f" "$to/$f"
+      touch "$to/$f"
+    fi
+  done
+}
+
+# ----------------------------------------------------------------------------
+# Python / Boost.Python detection: pycaffe needs libboost_python3X matching
+# the interpreter's major.minor.
+detect_python() {
+  [[ $WITH_PYTHON -eq 1 ]] || { log "pycaffe: disabled (--no-python)"; return; }
+  local candidates=() c ver tag libdirs=()
+  if [[ -n "$PYTHON_EXE" ]]; then
+    candidates=("$PYTHON_EXE")
+  else
+    candidates=(/usr/bin/python3 "$(command -v python3 || true)")
+  fi
+  libdirs=(/usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib /usr/local/lib)
+  # offline: Boost comes from the bundle, so Boost.Python must come from it too
+  [[ -n "$OFFLINE_DIR" ]] && libdirs=("$DEPS/usr/lib/x86_64-linux-gnu")
+  for c in "${candidates[@]}"; do
+    [[ -n "$c" && -x "$c" ]] || continue
+    ver="$("$c" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" || continue
+    tag="${ver/./}"
+    if ! "$c" -c 'import numpy' >/dev/null 2>&1; then
+      log "pycaffe: $c ($ver) has no numpy"
+      continue
+    fi
+    if ! "$c" -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' 2>/dev/null; then
+      log "pycaffe: $c ($ver) has no Python.h (python3-dev missing)"
+      continue
+    fi
+    local d
+    for d in "${libdirs[@]}"; do
+      if compgen -G "$d/libboost_python${tag}.so" >/dev/null; then
+        PYTHON_EXE="$c"
+        log "pycaffe: ON ($c, Python $ver, $d/libboost_python${tag}.so)"
+        return
+      fi
+    done
+    log "pycaffe: no libboost_python${tag}.so for $c (Python $ver)"
+  done
+  WITH_PYTHON=0
+  log "pycaffe: OFF -- no python3 with numpy, Python.h and matching Boost.Python"
+  log "         (Debian/Ubuntu: apt-get install python3-dev python3-numpy libboost-python-dev)"
+}
+
+detect_hdf5() {
+  case "$HDF5_MODE" in
+    on)  USE_HDF5=ON ;;
+    off) USE_HDF5=OFF ;;
+    auto)
+      if compgen -G "/usr/include/hdf5/serial/hdf5_hl.h" >/dev/null ||
+         compgen -G "/usr/include/hdf5_hl.h" >/dev/null ||
+         compgen -G "/usr/local/include/hdf5_hl.h" >/dev/null; then
+        USE_HDF5=ON
+      else
+        USE_HDF5=OFF
+        log "HDF5: headers not found, building with USE_HDF5=OFF (apt-get install libhdf5-dev to enable)"
+      fi ;;
+  esac
+  log "HDF5: USE_HDF5=$USE_HDF5"
+}
+
+# ----------------------------------------------------------------------------
+# ucudnn (caffe_patch/0002): Caffe embeds the Python that has the ucudnn package and
+# links its C API; the flags come from that package (ucudnn.config).
+UCUDNN_ARGS=()
+detect_ucudnn() {
+  if ! grep -q "UcudnnParameter" "$SRC/src/caffe/proto/caffe.proto"; then
+    log "ucudnn: not in the patch series; stock cuDNN convolutions"
+    return
+  fi
+  if [[ $WITH_UCUDNN -eq 0 ]]; then
+    log "ucudnn: disabled (--no-ucudnn)"
+    UCUDNN_ARGS=(-DUSE_UCUDNN=OFF)
+    return
+  fi
+  local py
+  py="$(command -v "$UCUDNN_PY" 2>/dev/null)" || die "ucudnn: $UCUDNN_PY not found (--ucudnn-python)"
+  "$py" -c "from ucudnn import config; config.cflags(); config.libs()" >/dev/null 2>&1 ||
+    die "ucudnn: '$py' cannot import the ucudnn package with its compiled core; run 'pip install .' in this repository with that Python, pass --ucudnn-python, or --no-ucudnn"
+  log "ucudnn: enabled, embedding $py ($("$py" -c 'import sys; print(sys.version.split()[0])'))"
+  if [[ $WITH_PYTHON -eq 1 && "$(readlink -f "$PYTHON_EXE")" != "$(readlink -f "$py")" ]]; then
+    warn "pycaffe is built for $PYTHON_EXE but ucudnn for $py: 'import caffe' with ucudnn layers needs one Python for both (pass --python $py where Boost.Python exists for it)"
+  fi
+  UCUDNN_ARGS=(-DUSE_UCUDNN=ON "-DUCUDNN_PYTHON=$py")
+}
+
+configure_and_build() {
+  local nvcc="${CUDA_ROOT}/bin/nvcc"
+  [[ -x "$nvcc" ]] || die "nvcc not found at $nvcc (use --cuda-root)"
+  command -v cmake >/dev/null 2>&1 || die "cmake not found (run .ci/caffe_deps.sh)"
+  log "CUDA: $("$nvcc" --version | grep -o 'release [0-9.]*')  arch: sm_{${CUDA_ARCH// /,}} ptx: ${CUDA_PTX}"
+  detect_hdf5
+  detect_python
+
+  local args=(
+    -DCMAKE_BUILD_TYPE=Release
+    -DCPU_ONLY=OFF
+    -DUSE_CUDNN=ON
+    -DUSE_NCCL=OFF
+    -DBLAS=Open
+    -DUSE_LMDB="$WITH_LMDB"
+    -DUSE_LEVELDB="$WITH_LEVELDB"
+    -DUSE_OPENCV="$WITH_OPENCV"
+    -DUSE_HDF5="$USE_HDF5"
+    -DBUILD_docs=OFF
+    -DBUILD_matlab=OFF
+    -DCUDA_TOOLKIT_ROOT_DIR="$CUDA_ROOT"
+    -DCUDA_ARCH_NAME=Manual
+    "-DCUDA_ARCH_BIN=${CUDA_ARCH}"
+    "-DCUDA_ARCH_PTX=${CUDA_PTX}"
+  )
+  if [[ -f "${CUDA_ROOT}/include/cudnn.h" ]]; then
+    args+=(-DCUDNN_INCLUDE="${CUDA_ROOT}/include")
+  fi
+  if [[ $WITH_PYTHON -eq 1 ]]; then
+    args+=(-DBUILD_python=ON -DBUILD_python_layer=ON -Dpython_version=3
+           -DPYTHON_EXECUTABLE="$PYTHON_EXE")
+    local inc lib
+    inc="$("$PYTHON_EXE" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
+    lib="$("$PYTHON_EXE" -c 'import sysconfig, os; print(os.path.join(sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("LDLIBRARY")))')"
+    args+=(-DPYTHON_INCLUDE_DIR="$inc")
+    [[ -f "$lib" ]] && args+=(-DPYTHON_LIBRARY="$lib")
+  else
+    args+=(-DBUILD_python=OFF -DBUILD_python_layer=OFF)
+  fi
+  if command -v ccache >/dev/null 2>&1; then
+    log "ccache: $(command -v ccache)"
+    args+=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  else
+    log "ccache: not found (rebuilds will be slower)"
+  fi
+  if [[ -n "$OFFLINE_DIR" ]]; then
+    local libdir="$DEPS/usr/lib/x86_64-linux-gnu"
+    args+=(
+      -DCMAKE_PREFIX_PATH="$DEPS/usr"
+      -DGLOG_ROOT_DIR="$DEPS/usr"
+      -DGFLAGS_ROOT_DIR="$DEPS/usr"
+      -DBOOST_INCLUDEDIR="$DEPS/usr/include"
+      -DBOOST_LIBRARYDIR="$libdir"
+      # RPATH (not RUNPATH) so glog finds the bundled libgflags/libunwind too
+      "-DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags -Wl,-rpath,$libdir"
+      "-DCMAKE_SHARED_LINKER_FLAGS=-Wl,--disable-new-dtags -Wl,-rpath,$libdir"
+    )
+    local boost_cfg
+    boost_cfg="$(find "$libdir/cmake" -maxdepth 1 -name 'Boost-*' -type d 2>/dev/null | head -1)"
+    if [[ -f "$DEPS/.boost-from-source" && -n "$boost_cfg" ]]; then
+      # Boost's own CMake package (Boost.System is header-only, no library)
+      args+=(-DBoost_DIR="$boost_cfg" -DBoost_NO_SYSTEM_PATHS=ON)
+    else
+      # the .debs' CMake configs need more Boost packages than we carry
+      args+=(-DBoost_NO_BOOST_CMAKE=ON)
+    fi
+  fi
+  detect_ucudnn
+  args+=("${UCUDNN_ARGS[@]}")
+  args+=("${EXTRA_CMAKE_ARGS[@]}")
+
+  mkdir -p "$BUILD_DIR"
+  log "configuring in $BUILD_DIR"
+  cmake -S "$SRC" -B "$BUILD_DIR" "${args[@]}" >&2 || die "CMake configure failed"
+  if [[ $CONFIGURE_ONLY -eq 1 ]]; then
+    log "--configure-only: configured $BUILD_DIR"
+    return 0
+  fi
+
+  local targets=(caffe caffe.bin)
+  [[ $WITH_PYTHON -eq 1 ]] && targets+=(pycaffe)
+  [[ $BUILD_TESTS -eq 1 ]] && targets+=(test.testbin)
+  log "building ${targets[*]} with -j${JOBS}"
+  local t0=$SECONDS t
+  # one target at a time: parallel top-level goals of CMake's Makefiles race
+  # (two sub-makes rebuild/link the same files)
+  for t in "${targets[@]}"; do
+    cmake --build "$BUILD_DIR" -j "$JOBS" --target "$t" >&2 || die "building target $t failed (see output above)"
+  done
+  log "build finished in $((SECONDS - t0)) s"
+
+  local tool="$BUILD_DIR/tools/caffe"
+  [[ -x "$tool" ]] || die "caffe tool not found at $tool"
+  local lib
+  lib="$(ls "$BUILD_DIR"/lib/libcaffe.so* 2>/dev/null | head -1)" || true
+  [[ -n "$lib" ]] || die "libcaffe not found in $BUILD_DIR/lib"
+  echo
+  echo "Caffe build complete"
+  echo "  caffe tool : $tool"
+  echo "  libcaffe   : $lib"
+  [[ $BUILD_TESTS -eq 1 ]] && echo "  tests      : $BUILD_DIR/test/test.testbin"
+  if [[ $WITH_PYTHON -eq 1 ]]; then
+    echo "  pycaffe    : $SRC/python (PYTHONPATH=$SRC/python $PYTHON_EXE -c 'import caffe')"
+  else
+    echo "  pycaffe    : not built"
+  fi
+  if [[ -n "$OFFLINE_DIR" ]]; then
+    echo "  runtime    : export LD_LIBRARY_PATH=$DEPS/usr/lib/x86_64-linux-gnu:\${LD_LIBRARY_PATH:-}"
+  fi
+}
+
+# ----------------------------------------------------------------------------
+main() {
+  mkdir -p "$PREFIX"
+  log "work root: $PREFIX"
+  [[ -n "$OFFLINE_DIR" ]] && setup_offline
+  obtain_source
+  apply_patches
+  if [[ $SKIP_BUILD -eq 1 ]]; then
+    log "--skip-build: stopping after patching"
+    echo "$SRC"
+    return 0
+  fi
+  configure_and_build
+}
+
+main

@@ -1,0 +1,77 @@
+"""caffe.proto with the ucudnn patch: `ucudnn_param` is accepted where it belongs and bad
+values are rejected by protobuf itself (protoc parses the text format against the schema,
+as Caffe's ReadProtoFromTextFile does)."""
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+ORIG = "caffe_1.0.0+git20180821.99bd997.orig.tar.gz"
+
+
+@pytest.fixture(scope="module")
+def proto_dir(tmp_path_factory):
+    if shutil.which("protoc") is None:
+        pytest.skip("protoc not installed (.ci/caffe_deps.sh installs protobuf-compiler)")
+    prefix = tmp_path_factory.mktemp("caffe")
+    args = ["bash", str(REPO / "scripts" / "build_caffe.sh"), "--prefix", str(prefix),
+            "--skip-build"]
+    for cand in (REPO / "third_party" / "caffe" / "downloads" / ORIG, REPO / ".offline" / ORIG):
+        if cand.is_file():
+            args += ["--source", str(cand)]
+            break
+    res = subprocess.run(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, timeout=1800)
+    if res.returncode != 0 and not (prefix / "pristine" / ".ucudnn-source").exists():
+        pytest.skip("could not obtain the pinned Caffe source:\n" + res.stdout[-2000:])
+    assert res.returncode == 0, res.stdout[-4000:]
+    return prefix / "src" / "src" / "caffe" / "proto"
+
+
+def _encode(proto_dir, text, message="caffe.NetParameter"):
+    return subprocess.run(["protoc", f"--proto_path={proto_dir}", f"--encode={message}",
+                           str(proto_dir / "caffe.proto")], input=text.encode(),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+
+
+VALID = """
+name: "net"
+ucudnn_param { policy: ALL optimizer: ILP total_workspace: 1006632960 }
+layer {
+  name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+  convolution_param { num_output: 8 kernel_size: 3 }
+  ucudnn_param {
+    policy: UNDIVIDED workspace_limit: 67108864 micro_batch_size: 32
+    micro_batch_size: 64 math: FMA benchmark_repeats: 5 cache_path: "/tmp/c.sqlite"
+  }
+}
+"""
+
+
+def test_valid_ucudnn_param_is_accepted(proto_dir):
+    res = _encode(proto_dir, VALID)
+    assert res.returncode == 0, res.stderr.decode()
+    assert res.stdout  # the encoded message
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("ucudnn_param { policy: FAST }", 'Unknown enumeration value of "FAST" for field "policy"'),
+    ("ucudnn_param { optimizer: GREEDY }", 'Unknown enumeration value of "GREEDY"'),
+    ("ucudnn_param { workspace_limit: \"64MiB\" }", "Expected integer"),
+    ("ucudnn_param { limit: 1 }", 'no field named "limit"'),
+    ("layer { name: 'c' ucudnn_param { math: TF64 } }", 'Unknown enumeration value of "TF64"'),
+])
+def test_invalid_ucudnn_param_is_rejected(proto_dir, bad, message):
+    res = _encode(proto_dir, bad)
+    assert res.returncode != 0
+    assert message in res.stderr.decode(), res.stderr.decode()
+
+
+def test_ids_follow_the_next_available_comments(proto_dir):
+    text = (proto_dir / "caffe.proto").read_text()
+    assert "optional UcudnnParameter ucudnn_param = 149;" in text
+    assert "LayerParameter next available layer-specific ID: 150 (last added: ucudnn_param)" in text
+    assert "optional UcudnnParameter ucudnn_param = 9;" in text
+    assert "NetParameter next available ID: 10 (last added: ucudnn_param)" in text
