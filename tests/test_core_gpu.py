@@ -235,3 +235,32 @@ def test_unsupported_algorithm_falls_back(tmp_path):
     plan = runtime.replan_kernel(kern, 64 << 20)
     assert all(c.algo != 99 for c in plan.chunks)
     assert kern.plan is plan
+
+
+def test_ilp_divides_budget_among_live_kernels(tmp_path):
+    """The network path of the C API: kernels prepared for the ILP, one budget for all."""
+    from ucudnn import runtime
+    layers = [ConvShape(64, 28, 28, 64, 3, 3, 1, 1), ConvShape(128, 14, 14, 128, 3, 3, 1, 1),
+              ConvShape(64, 56, 56, 128, 1, 1, 0, 0, 2, 2)]
+    kernels = []
+    for i, shape in enumerate(layers):
+        for op in ("fwd", "bwd_filter"):
+            k = _core.Kernel(shape, op, 64, "float32", "fma", f"ilp{i}/{op}")
+            runtime.prepare_kernel(k, policy=1, optimizer=1, cache_path=str(tmp_path / "c.sqlite"),
+                                   repeats=1)
+            assert k.plan is not None and k.desirable
+            kernels.append(k)
+    budget = 24 << 20
+    result = runtime.plan_network_kernels(kernels, budget)
+    assert sum(k.workspace_size for k in kernels) <= budget
+    assert [k.plan for k in kernels] == [result.choices[i] for i in range(len(kernels))]
+    # each ILP plan is no slower than the undivided plan at the same share of the budget
+    share = budget // len(kernels)
+    assert result.total_time_ms <= sum(runtime._baseline(k, share).time_ms for k in kernels) + 1e-9
+    # and still computes the same result as the undivided zero-workspace algorithm
+    k = kernels[0]
+    x = torch.randn(64, 64, 28, 28, device="cuda")
+    w = torch.randn(64, 64, 3, 3, device="cuda")
+    y = torch.zeros(64, 64, 28, 28, device="cuda")
+    _run(k, x, w, y)
+    _close(y, F.conv2d(x.double(), w.double(), padding=1).float(), "ILP plan fwd", 1e-5)
