@@ -309,3 +309,20 @@ def test_import_rejects_unknown_layer(tmp_path):
             c.import_table(rows, layers, gpu="g", cudnn_version=1, dtype="float32",
                            math="default")
         assert len(c) == 0
+
+
+def test_fill_measures_only_what_is_missing(tmp_path):
+    calls = []
+
+    def measure(sizes):
+        calls.append(list(sizes))
+        return {b: [AlgoPerf(0, float(b), 0, 0)] for b in sizes}
+
+    with BenchCache(tmp_path / "c.sqlite") as c:
+        c.put(KEY, 4, PERFS)
+        got = c.fill(KEY, [1, 4, 2, 2], measure, repeats=3)
+        assert calls == [[1, 2]]
+        assert sorted(got) == [1, 2, 4] and _sorted(got[4]) == _sorted(PERFS)
+        assert c.fill(KEY, [1, 2, 4], measure) == got and calls == [[1, 2]]
+        c.fill(KEY, [4], measure, force=True)
+        assert calls[-1] == [4] and c.get(KEY, 4) == [AlgoPerf(0, 4.0, 0, 0)]

@@ -109,14 +109,8 @@ def measure(kern, sizes: Iterable[int], *, repeats: int = 3, cache_path=None,
     """Benchmarks of ``kern`` (a core ``Kernel``) at ``sizes``: from the cache where present,
     measured and stored otherwise."""
     from .cache import BenchCache
-    sizes = sorted(set(sizes))
     key = cache_key(kern.shape, kern.op, kern.math, kern.dtype)
     with BenchCache(cache_path) as cache:
-        found = cache.get_many(key, sizes)
-        missing = [b for b in sizes if b not in found]
-        if missing:
-            fresh = measure_kernel(kern, missing, repeats=repeats, workspace_cap=workspace_cap,
-                                   progress=progress)
-            cache.put_many(key, fresh, repeats)
-            found.update(fresh)
-    return {b: found[b] for b in sizes}
+        return cache.fill(key, sizes, lambda missing: measure_kernel(
+            kern, missing, repeats=repeats, workspace_cap=workspace_cap, progress=progress),
+            repeats)

@@ -23,7 +23,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .conv import DTYPES, MATH_MODES, ConvShape
 from .table import OPS, AlgoPerf, BenchRow
@@ -344,6 +344,21 @@ class BenchCache:
                  repeats: int = 1) -> None:
         """Store (replace) several batch sizes of one key in one transaction."""
         self._put_entries([(key, b, list(p)) for b, p in results.items()], repeats)
+
+    def fill(self, key: CacheKey, sizes: Iterable[int],
+             measure: Callable[[List[int]], Mapping[int, List[AlgoPerf]]], repeats: int = 1,
+             force: bool = False) -> Dict[int, List[AlgoPerf]]:
+        """Entries of ``key`` at ``sizes``: the cached ones as they are, the missing ones (all
+        of them with ``force``) from ``measure(missing_sizes)``, stored before returning."""
+        sizes = sorted(set(sizes))
+        have = {} if force else self.get_many(key, sizes)
+        missing = [b for b in sizes if b not in have]
+        if missing:
+            fresh = measure(missing)
+            fresh = {b: list(fresh[b]) for b in missing if b in fresh}
+            self.put_many(key, fresh, repeats)
+            have.update(fresh)
+        return {b: have[b] for b in sizes if b in have}
 
     def _put_entries(self, entries: Sequence[Tuple[CacheKey, int, List[AlgoPerf]]],
                      repeats: int) -> None:

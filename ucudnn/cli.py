@@ -259,12 +259,12 @@ def _benchmark(layers, ops: Sequence[str], sizes_of: Callable, cache, *, math_mo
         shape = ConvShape.from_layer(l)
         key = bench.cache_key(shape, op, math_mode)
         sizes = sizes_of(l)
-        have = {} if force else cache.get_many(key, sizes)
-        missing = [b for b in sizes if b not in have]
         head = f"[{i}/{len(kernels)}] {l.name} {op}"
-        if not missing:
-            print(f"{head}: {len(sizes)} sizes cached", file=sys.stderr)
-        else:
+
+        measured = []
+
+        def measure(missing, shape=shape, op=op, n=l.n, head=head):
+            measured.append(missing)
             done = []
 
             def progress(*a, **kw):
@@ -273,12 +273,15 @@ def _benchmark(layers, ops: Sequence[str], sizes_of: Callable, cache, *, math_mo
                       f"elapsed {time.perf_counter() - t0:.1f} s", file=sys.stderr)
             print(f"{head}: measuring {len(missing)} of {len(sizes)} sizes "
                   f"({len(sizes) - len(missing)} cached)", file=sys.stderr)
-            results = bench.benchmark_kernel(shape, op, l.n, missing, repeats=repeats,
+            results = bench.benchmark_kernel(shape, op, n, missing, repeats=repeats,
                                              math=math_mode, workspace_cap=workspace_cap,
                                              progress=progress)
-            cache.put_many(key, {b: results[b] for b in missing if b in results}, repeats)
             print(f"{head}: done, elapsed {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-        benches[l.name, op] = cache.get_many(key, sizes)
+            return results
+
+        benches[l.name, op] = cache.fill(key, sizes, measure, repeats, force=force)
+        if not measured:
+            print(f"{head}: {len(sizes)} sizes cached", file=sys.stderr)
     return benches
 
 
