@@ -640,7 +640,9 @@ configure_and_build() {
     args+=(-DBUILD_python=OFF -DBUILD_python_layer=OFF)
   fi
   if command -v ccache >/dev/null 2>&1; then
-    log "ccache: $(command -v ccache)"
+    # paths below the work root hashed as relative ones: a second checkout reuses the cache
+    export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(cd "$PREFIX" && pwd)}"
+    log "ccache: $(command -v ccache) (base dir $CCACHE_BASEDIR)"
     args+=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   else
     log "ccache: not found (rebuilds will be slower)"
