@@ -14,7 +14,8 @@
  *
  * The functions are Cython `cdef public api` functions of the extension module ucudnn._core,
  * reached through the function table that ucudnn_import() loads (no link-time dependency on the
- * module; link with libpython). `python -m ucudnn config --include` prints this folder.
+ * module; link with libpython). `ucudnn config --cflags` and `ucudnn config --libs` print the
+ * compile and link flags.
  */
 #ifndef UCUDNN_H_
 #define UCUDNN_H_

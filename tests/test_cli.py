@@ -338,3 +338,21 @@ def test_bench_and_plan_with_a_gpu(fake_gpu, tmp_path, capsys):
     # info shows the device
     assert main(["info"]) == 0
     assert "gpu: Fake GPU" in capsys.readouterr().out
+
+
+def test_config_prints_the_flags_of_the_installed_core(tmp_path):
+    """`ucudnn config` of the installed package (the one with the compiled core)."""
+    from ucudnn import config
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+    def cfg(*args):
+        return subprocess.run([sys.executable, "-m", "ucudnn", "config", *args],
+                              capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    res = cfg("--cflags")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == config.cflags()
+    assert f"-I{config.get_include()}" in res.stdout
+    res = cfg("--libs")
+    assert res.returncode == 0 and "-l:libcudnn.so.9" in res.stdout
+    res = cfg()
+    assert res.returncode == 2 and "one of the arguments" in res.stderr

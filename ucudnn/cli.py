@@ -779,7 +779,25 @@ def build_parser() -> argparse.ArgumentParser:
         c.add_argument("--dtype", default="float32")
         c.add_argument("--math", default="default")
         c.set_defaults(func=cmd_cache)
+
+    s = sub.add_parser("config", help="compile and link flags for C/C++ hosts of the C API")
+    g = s.add_mutually_exclusive_group(required=True)
+    g.add_argument("--cflags", action="store_true", help="-I flags (ucudnn.h, cuDNN, Python)")
+    g.add_argument("--libs", action="store_true", help="link flags (cuDNN, CUDA runtime, Python)")
+    g.add_argument("--include", action="store_true", help="the folder holding ucudnn.h")
+    s.set_defaults(func=cmd_config)
     return p
+
+
+def cmd_config(args) -> int:
+    from . import config
+    try:
+        out = (config.get_include() if args.include else
+               " ".join(config.cflags() if args.cflags else config.libs()))
+    except FileNotFoundError as e:
+        raise CliError(f"config: {e}") from None
+    print(out)
+    return 0
 
 
 _FIELDS = {"workspace_budget": "--budget", "workspace_limit": "--limit", "policy": "--policy",
