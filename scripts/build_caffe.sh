@@ -573,7 +573,8 @@ detect_ucudnn() {
   fi
   local py
   py="$(command -v "$UCUDNN_PY" 2>/dev/null)" || die "ucudnn: $UCUDNN_PY not found (--ucudnn-python)"
-  "$py" -c "from ucudnn import config; config.cflags(); config.libs()" >/dev/null 2>&1 ||
+  # from / so that a source checkout in the working directory does not shadow the package
+  (cd / && "$py" -c "from ucudnn import config; config.cflags(); config.libs()") >/dev/null 2>&1 ||
     die "ucudnn: '$py' cannot import the ucudnn package with its compiled core; run 'pip install .' in this repository with that Python, pass --ucudnn-python, or --no-ucudnn"
   log "ucudnn: enabled, embedding $py ($("$py" -c 'import sys; print(sys.version.split()[0])'))"
   if [[ $WITH_PYTHON -eq 1 && "$(readlink -f "$PYTHON_EXE")" != "$(readlink -f "$py")" ]]; then
