@@ -1,33 +1,14 @@
 """caffe.proto with the ucudnn patch: `ucudnn_param` is accepted where it belongs and bad
 values are rejected by protobuf itself (protoc parses the text format against the schema,
 as Caffe's ReadProtoFromTextFile does)."""
-import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-ORIG = "caffe_1.0.0+git20180821.99bd997.orig.tar.gz"
-
 
 @pytest.fixture(scope="module")
-def proto_dir(tmp_path_factory):
-    if shutil.which("protoc") is None:
-        pytest.skip("protoc not installed (.ci/caffe_deps.sh installs protobuf-compiler)")
-    prefix = tmp_path_factory.mktemp("caffe")
-    args = ["bash", str(REPO / "scripts" / "build_caffe.sh"), "--prefix", str(prefix),
-            "--skip-build"]
-    for cand in (REPO / "third_party" / "caffe" / "downloads" / ORIG, REPO / ".offline" / ORIG):
-        if cand.is_file():
-            args += ["--source", str(cand)]
-            break
-    res = subprocess.run(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         text=True, timeout=1800)
-    if res.returncode != 0 and not (prefix / "pristine" / ".ucudnn-source").exists():
-        pytest.skip("could not obtain the pinned Caffe source:\n" + res.stdout[-2000:])
-    assert res.returncode == 0, res.stdout[-4000:]
-    return prefix / "src" / "src" / "caffe" / "proto"
+def proto_dir(patched_caffe_source):
+    return patched_caffe_source / "src" / "caffe" / "proto"
 
 
 def _encode(proto_dir, text, message="caffe.NetParameter"):

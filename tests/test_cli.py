@@ -342,8 +342,9 @@ def test_bench_and_plan_with_a_gpu(fake_gpu, tmp_path, capsys):
 
 def test_config_prints_the_flags_of_the_installed_core(tmp_path):
     """`ucudnn config` of the installed package (the one with the compiled core)."""
+    import ucudnn
     from ucudnn import config
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = dict(os.environ, PYTHONPATH=str(Path(ucudnn.__file__).resolve().parents[1]))
 
     def cfg(*args):
         return subprocess.run([sys.executable, "-m", "ucudnn", "config", *args],

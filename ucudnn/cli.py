@@ -780,6 +780,21 @@ def build_parser() -> argparse.ArgumentParser:
         c.add_argument("--math", default="default")
         c.set_defaults(func=cmd_cache)
 
+    s = sub.add_parser("prototxt", help="write a variant of a Caffe prototxt with ucudnn_param")
+    s.add_argument("input", help="the prototxt to start from")
+    s.add_argument("-o", "--output", required=True, help="the variant to write")
+    s.add_argument("--policy", help="undivided, powerOfTwo, all")
+    s.add_argument("--optimizer", help="dp or ilp (default ilp when --budget is given)")
+    s.add_argument("--limit", metavar="SIZE", help="per-kernel workspace limit, e.g. 64MiB")
+    s.add_argument("--budget", metavar="SIZE", help="total workspace of the net (ILP)")
+    s.add_argument("--sizes", metavar="LIST", help="explicit micro-batch sizes, e.g. 32,64")
+    s.add_argument("--math", help="default, tensor_op, fma")
+    s.add_argument("--repeats", type=int, help="cudnnFind repetitions per size")
+    s.add_argument("--cache", metavar="PATH", help="benchmark cache path for Caffe to use")
+    s.add_argument("--layers", metavar="LIST", help="set it on these layers instead of the net")
+    s.add_argument("--caffe-proto", metavar="PATH", help="the patched caffe.proto")
+    s.set_defaults(func=cmd_prototxt)
+
     s = sub.add_parser("config", help="compile and link flags for C/C++ hosts of the C API")
     g = s.add_mutually_exclusive_group(required=True)
     g.add_argument("--cflags", action="store_true", help="-I flags (ucudnn.h, cuDNN, Python)")
@@ -787,6 +802,27 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--include", action="store_true", help="the folder holding ucudnn.h")
     s.set_defaults(func=cmd_config)
     return p
+
+
+def cmd_prototxt(args) -> int:
+    from . import caffe_proto as cp
+    try:
+        pb2 = cp.load_caffe_pb2(args.caffe_proto)
+        net = cp.read_net(pb2, args.input)
+        if args.repeats is not None and args.repeats < 1:
+            raise CliError(f"--repeats: must be >= 1, got {args.repeats}")
+        budget = _size(args.budget, "--budget")
+        optimizer = args.optimizer or ("ilp" if budget is not None else None)
+        cp.set_ucudnn_param(net, policy=args.policy, optimizer=optimizer,
+                            limit=_size(args.limit, "--limit"), budget=budget,
+                            sizes=_sizes(args.sizes), math=args.math, repeats=args.repeats,
+                            cache_path=args.cache,
+                            layers=args.layers.split(",") if args.layers else None)
+        cp.write_net(net, args.output)
+    except cp.CaffeProtoError as e:
+        raise CliError(str(e)) from None
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
 
 
 def cmd_config(args) -> int:
