@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Figures of the H200 results, from saved results only.
+
+    python scripts/plot_figures.py --results results/h200 -o results/h200/figures
+
+Reads ``bench_core*.json`` under --results (scripts/bench_core.py) and the benchmark tables
+shipped in the package (or --tables DIR with {net}_layers.csv and {net}_bench.csv).
+"""
+import argparse
+import glob
+import os
+import sys
+from importlib import resources
+
+from ucudnn import plots
+from ucudnn.network import read_layers
+from ucudnn.table import group_by_kernel, read_table
+
+
+def tables(folder, net):
+    if folder:
+        return (read_layers(os.path.join(folder, f"{net}_layers.csv")),
+                group_by_kernel(read_table(os.path.join(folder, f"{net}_bench.csv"))))
+    base = resources.files("ucudnn") / "data" / "h200"
+    with resources.as_file(base / f"{net}_layers.csv") as lp, \
+            resources.as_file(base / f"{net}_bench.csv") as bp:
+        return read_layers(lp), group_by_kernel(read_table(bp))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", default="results/h200", help="folder with bench_core*.json")
+    ap.add_argument("--tables", default=None, help="folder with {net}_layers.csv, {net}_bench.csv")
+    ap.add_argument("-o", "--out", default="results/h200/figures")
+    args = ap.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    written = []
+
+    def out(name):
+        written.append(os.path.join(args.out, name))
+        return written[-1]
+
+    layers, benches = tables(args.tables, "alexnet")
+    plots.kernel_algorithms(benches["conv2", "fwd"], "AlexNet conv2 forward (per group, H200)",
+                            out("alexnet_conv2_fwd_algorithms.png"))
+    plots.desirable_set_scatter(benches["conv2", "fwd"], 256,
+                                "AlexNet conv2 forward, batch 256: desirable set",
+                                out("alexnet_conv2_fwd_desirable_set.png"))
+    for net in ("alexnet", "resnet18"):
+        l, b = tables(args.tables, net)
+        plots.ilp_vs_dp(l, b, f"{net}: ILP against per-layer DP (predicted)",
+                        out(f"{net}_ilp_vs_dp.png"))
+    runs = sorted(glob.glob(os.path.join(args.results, "bench_core*.json")))
+    if runs:
+        full = [p for p in runs if p.endswith("_all.json")] or runs
+        results = plots.load_bench_core(full)
+        plots.measured_vs_predicted(results, out("measured_vs_predicted.png"))
+        for net in sorted({r["net"] for r in results["networks"]}):
+            plots.stacked_layers(results, net, out(f"{net}_stacked_layers.png"))
+    else:
+        print(f"plot_figures: no bench_core*.json under {args.results}", file=sys.stderr)
+    for w in written:
+        print(w)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

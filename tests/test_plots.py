@@ -1,0 +1,58 @@
+"""Figures from saved results: each function writes a PNG, the same bytes twice."""
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("matplotlib", reason="plots need the 'plot' extra")
+from ucudnn import plots  # noqa: E402
+from ucudnn.table import AlgoPerf  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH = {1: [AlgoPerf(0, 0.1, 0), AlgoPerf(1, 0.05, 1 << 20)],
+         2: [AlgoPerf(0, 0.2, 0), AlgoPerf(1, 0.08, 3 << 20)],
+         4: [AlgoPerf(0, 0.4, 0), AlgoPerf(1, 0.12, 9 << 20), AlgoPerf(5, 0.1, 40 << 20)]}
+RESULT = {"networks": [
+    {"net": "tiny", "limit": 8 << 20, "policy": p, "predicted_ms": t, "measured_ms": t * 1.02}
+    for p, t in (("undivided", 0.4), ("powerOfTwo", 0.24))],
+    "kernels": [{"net": "tiny", "layer": "c1", "op": op, "count": 2, "limit": 8 << 20,
+                 "policy": p, "measured_ms": t} for op in ("fwd", "bwd_filter")
+                for p, t in (("undivided", 0.4), ("powerOfTwo", 0.24))]}
+
+
+def _digest(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("draw", [
+    lambda out: plots.kernel_algorithms(BENCH, "tiny", out),
+    lambda out: plots.desirable_set_scatter(BENCH, 4, "tiny", out),
+    lambda out: plots.measured_vs_predicted(RESULT, out),
+    lambda out: plots.stacked_layers(RESULT, "tiny", out),
+])
+def test_figure_is_written_deterministically(tmp_path, draw):
+    a, b = tmp_path / "a.png", tmp_path / "b.png"
+    draw(str(a))
+    draw(str(b))
+    assert a.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and a.stat().st_size > 5000
+    assert _digest(a) == _digest(b)
+
+
+def test_load_bench_core_merges(tmp_path):
+    for i in range(2):
+        (tmp_path / f"r{i}.json").write_text(json.dumps(dict(RESULT, meta={"run": i})))
+    merged = plots.load_bench_core([tmp_path / "r0.json", tmp_path / "r1.json"])
+    assert len(merged["networks"]) == 4 and [m["run"] for m in merged["meta"]] == [0, 1]
+
+
+def test_plot_figures_script_on_committed_results(tmp_path):
+    res = subprocess.run([sys.executable, str(REPO / "scripts" / "plot_figures.py"),
+                          "--results", str(REPO / "results" / "h200"), "-o", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    names = sorted(p.name for p in tmp_path.glob("*.png"))
+    assert "measured_vs_predicted.png" in names and "alexnet_stacked_layers.png" in names
+    assert "alexnet_conv2_fwd_desirable_set.png" in names and len(names) == 7
