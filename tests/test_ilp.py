@@ -63,6 +63,29 @@ def test_ilp_equals_brute_force(seed):
         assert res.status == "Optimal"
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_weighted_ilp_equals_brute_force(seed):
+    """A kernel that runs in w instances (Caffe's groups) pays w times its time and workspace."""
+    rng = random.Random(100 + seed)
+    fronts = _random_fronts(rng, rng.randint(1, 4))
+    weights = {k: rng.randint(1, 3) for k in fronts}
+    keys = list(fronts)
+    lo = sum(weights[k] * min(p.ws_bytes for p in fronts[k]) for k in keys)
+    hi = sum(weights[k] * max(p.ws_bytes for p in fronts[k]) for k in keys)
+    for budget in sorted({lo, (lo + hi) // 2, hi}):
+        best = min(sum(weights[k] * p.time_ms for k, p in zip(keys, combo))
+                   for combo in itertools.product(*fronts.values())
+                   if sum(weights[k] * p.ws_bytes for k, p in zip(keys, combo)) <= budget)
+        res = solve_workspace_division(fronts, budget, weights=weights)
+        assert res.total_ws_bytes <= budget
+        assert res.total_time_ms == pytest.approx(best, abs=1e-9)
+    if lo:
+        with pytest.raises(IlpError, match="below the smallest"):
+            solve_workspace_division(fronts, lo - 1, weights=weights)
+    with pytest.raises(IlpError, match="weight must be a positive integer"):
+        solve_workspace_division(fronts, hi, weights={keys[0]: 0})
+
+
 def test_budget_below_the_smallest_plan():
     fronts = {"a": [_plan(5, 10), _plan(3, 20)], "b": [_plan(4, 7)]}
     with pytest.raises(IlpError, match=r"below the smallest total workspace.*\(17 B\)"):

@@ -129,23 +129,31 @@ def replan_kernel(kern, limit: int):
     return _apply(kern, limit)
 
 
-def plan_network_kernels(kernels: List, budget: int):
-    """Divide ``budget`` bytes among ``kernels`` (prepared with the ILP optimizer)."""
+def plan_network_kernels(kernels: List, budget: int, counts: Optional[Sequence[int]] = None):
+    """Divide ``budget`` bytes among ``kernels`` (prepared with the ILP optimizer).
+
+    ``counts[i]``: how many instances run kernel i's plan, each on its own workspace (Caffe:
+    the layer's group count); the budget covers all of them."""
     fronts = {}
     for i, k in enumerate(kernels):
         if k.desirable is None:
             raise PlanError(f"layer {k.name!r}: kernel was not prepared for the ILP optimizer")
         fronts[i] = k.desirable
-    result = solve_workspace_division(fronts, budget)
-    per_kernel = budget // max(1, len(kernels))
+    if counts is not None and len(counts) != len(kernels):
+        raise PlanError(f"counts: {len(counts)} given for {len(kernels)} kernels")
+    weights = {i: int(c) for i, c in enumerate(counts)} if counts is not None else None
+    result = solve_workspace_division(fronts, budget, weights=weights)
+    instances = sum(result.weights.values())
+    per_kernel = budget // max(1, instances)
     for i, k in enumerate(kernels):
         _apply(k, result.choices[i].ws_bytes, first=result.choices[i])
     base = [_baseline(k, per_kernel) for k in kernels]
     if all(base):
-        bt = sum(b.time_ms for b in base)
-        log.info("ILP: %d kernels, budget %s, %.3f ms predicted (undivided at %s per kernel: "
-                 "%.3f ms, expected speedup %.2fx), solved in %.3f s", len(kernels),
-                 format_size(budget), result.total_time_ms, format_size(per_kernel), bt,
+        bt = sum(result.weights[i] * b.time_ms for i, b in enumerate(base))
+        log.info("ILP: %d kernels (%d instances), budget %s, %.3f ms predicted (undivided at "
+                 "%s per instance: %.3f ms, expected speedup %.2fx), solved in %.3f s",
+                 len(kernels), instances, format_size(budget), result.total_time_ms,
+                 format_size(per_kernel), bt,
                  bt / result.total_time_ms if result.total_time_ms else float("nan"),
                  result.solve_seconds)
     return result

@@ -752,16 +752,18 @@ cdef public api int ucudnn_kernel_create(const ucudnn_conv_params* params,
             return _fail(e)
 
 
-cdef public api int ucudnn_plan_network(ucudnn_kernel** kernels, int n,
+cdef public api int ucudnn_plan_network(ucudnn_kernel** kernels, const int* counts, int n,
                                         size_t budget) noexcept nogil:
-    """Divide ``budget`` bytes among ``kernels`` (created with UCUDNN_ILP) by the ILP."""
+    """Divide ``budget`` bytes among ``kernels`` (created with UCUDNN_ILP) by the ILP.
+    ``counts[i]`` (or NULL for all 1): instances of kernel i, each with its own workspace."""
     with gil:
         try:
             if n < 0 or (n > 0 and kernels == NULL):
                 raise ValueError("ucudnn_plan_network: bad kernel array")
             objs = [<object>kernels[i].owner for i in range(n)]
+            cnt = None if counts == NULL else [counts[i] for i in range(n)]
             from ucudnn import runtime
-            runtime.plan_network_kernels(objs, int(budget))
+            runtime.plan_network_kernels(objs, int(budget), cnt)
             return UCUDNN_OK
         except BaseException as e:
             return _fail(e)
