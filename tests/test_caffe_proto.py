@@ -56,3 +56,12 @@ def test_ids_follow_the_next_available_comments(proto_dir):
     assert "LayerParameter next available layer-specific ID: 150 (last added: ucudnn_param)" in text
     assert "optional UcudnnParameter ucudnn_param = 9;" in text
     assert "NetParameter next available ID: 10 (last added: ucudnn_param)" in text
+
+
+@pytest.mark.parametrize("net", ["alexnet", "resnet18", "cifar10"])
+def test_shipped_nets_parse_as_caffe_nets(proto_dir, net):
+    """What `caffe time -model prototxt/NET.prototxt` reads first: the text format itself."""
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[1] / "prototxt" / f"{net}.prototxt").read_text()
+    res = _encode(proto_dir, text)
+    assert res.returncode == 0, res.stderr.decode()

@@ -286,3 +286,11 @@ def test_full_networks_match_the_benchmarked_shapes(net):
     expected_instances = {"alexnet": 8, "resnet18": 20}[net]
     assert sum(l.count for l in inferred) == expected_instances
     assert all(l.n == 64 for l in read_prototxt(REPO / "prototxt" / f"{net}.prototxt", batch=64))
+
+
+def test_cifar10_quick_net_shapes():
+    nets = Path(__file__).resolve().parents[1] / "prototxt"
+    convs = read_prototxt(nets / "cifar10.prototxt")
+    assert [(l.name, l.n, l.c, l.h, l.k, l.r, l.pad, l.bwd_data) for l in convs] == [
+        ("conv1", 1024, 3, 32, 32, 5, 2, False), ("conv2", 1024, 32, 16, 32, 5, 2, True),
+        ("conv3", 1024, 32, 8, 64, 5, 2, True)]
