@@ -23,6 +23,7 @@ __all__ = ["CaffeProtoError", "find_caffe_proto", "load_caffe_pb2", "read_net", 
 #: CLI/planner policy names -> UcudnnParameter.Policy names
 POLICY_NAMES = {"undivided": "UNDIVIDED", "powerOfTwo": "POWER_OF_TWO", "all": "ALL"}
 _MATH_NAMES = {"default": "DEFAULT_MATH", "tensor_op": "TENSOR_OP", "fma": "FMA"}
+_OPTIMIZER_NAMES = {"dp": "DP", "ilp": "ILP"}
 _CHECKOUT_PROTO = Path("third_party/caffe/src/src/caffe/proto/caffe.proto")
 
 
@@ -93,6 +94,14 @@ def write_net(net, path: str) -> None:
         raise
 
 
+def _enum_value(enum, names, value, option):
+    """The proto enum number for a CLI name; an error naming the option otherwise."""
+    if value not in names:
+        raise CaffeProtoError(f"{option}: unknown value {value!r} "
+                              f"(expected one of {', '.join(names)})")
+    return enum.Value(names[value])
+
+
 def set_ucudnn_param(net, *, policy: Optional[str] = None, optimizer: Optional[str] = None,
                      limit: Optional[int] = None, budget: Optional[int] = None,
                      sizes: Optional[Iterable[int]] = None, math: Optional[str] = None,
@@ -109,14 +118,9 @@ def set_ucudnn_param(net, *, policy: Optional[str] = None, optimizer: Optional[s
         targets = [by_name[n].ucudnn_param for n in names]
     for p in targets:
         if policy is not None:
-            if policy not in POLICY_NAMES:
-                raise CaffeProtoError(f"--policy: unknown policy {policy!r} "
-                                      f"(expected one of {', '.join(POLICY_NAMES)})")
-            p.policy = p.Policy.Value(POLICY_NAMES[policy])
+            p.policy = _enum_value(p.Policy, POLICY_NAMES, policy, "--policy")
         if optimizer is not None:
-            if optimizer not in ("dp", "ilp"):
-                raise CaffeProtoError(f"--optimizer: unknown optimizer {optimizer!r} (dp or ilp)")
-            p.optimizer = p.Optimizer.Value(optimizer.upper())
+            p.optimizer = _enum_value(p.Optimizer, _OPTIMIZER_NAMES, optimizer, "--optimizer")
         if limit is not None:
             p.workspace_limit = limit
         if budget is not None:
@@ -125,10 +129,7 @@ def set_ucudnn_param(net, *, policy: Optional[str] = None, optimizer: Optional[s
             del p.micro_batch_size[:]
             p.micro_batch_size.extend(sizes)
         if math is not None:
-            if math not in _MATH_NAMES:
-                raise CaffeProtoError(f"--math: unknown math mode {math!r} "
-                                      f"(expected one of {', '.join(_MATH_NAMES)})")
-            p.math = p.MathMode.Value(_MATH_NAMES[math])
+            p.math = _enum_value(p.MathMode, _MATH_NAMES, math, "--math")
         if repeats is not None:
             p.benchmark_repeats = repeats
         if cache_path is not None:
