@@ -12,7 +12,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from .dp import Plan, PlanError, desirable_set, normalise_policy, plan_kernel, undivided_plan
+from .dp import (Plan, PlanError, candidate_sizes, desirable_set, normalise_policy,
+                 plan_kernel, undivided_plan)
 from .ilp import IlpResult, solve_workspace_division
 from .table import OPS, KernelBench
 
@@ -211,7 +212,7 @@ def plan_network(layers: Sequence[LayerSpec], benches: Mapping[Tuple[str, str], 
     cands = sizes
     if not strict:
         missing = sorted({b for l in layers for op in l.ops
-                          for b in _policy_sizes(policy, l.n, sizes) if b not in benches[l.name, op]})
+                          for b in candidate_sizes(policy, l.n, sizes) if b not in benches[l.name, op]})
         if missing:
             notes.append(f"policy {policy}: sizes without measurements skipped "
                          f"({len(missing)} sizes, e.g. {missing[:5]})")
@@ -245,8 +246,3 @@ def plan_network(layers: Sequence[LayerSpec], benches: Mapping[Tuple[str, str], 
         kernels = [KernelPlan(l.name, op, i, ilp.choices[l.name, op, i], base(l, op))
                    for l, op, i in instances]
     return NetworkPlan(kernels, policy, optimizer, limit, budget, baseline_limit, ilp, notes)
-
-
-def _policy_sizes(policy, n, sizes):
-    from .dp import candidate_sizes
-    return candidate_sizes(policy, n, sizes)
