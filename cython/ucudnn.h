@@ -12,6 +12,10 @@
  *   ucudnn_kernel_run(k, cudnn_handle, &alpha, x, w, &beta, y, workspace, ws);  // no GIL
  *   ucudnn_kernel_destroy(k);
  *
+ * The workspace should start 256-byte aligned, as cudaMalloc's blocks do; cuDNN's workspace
+ * sizes can be odd, so round each size up before carving one allocation into several
+ * workspaces (caffe_patch/0002 does).
+ *
  * The functions are Cython `cdef public api` functions of the extension module ucudnn._core,
  * reached through the function table that ucudnn_import() loads (no link-time dependency on the
  * module; link with libpython). `ucudnn config --cflags` and `ucudnn config --libs` print the

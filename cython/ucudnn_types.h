@@ -50,6 +50,8 @@ typedef struct ucudnn_plan_options {
   size_t workspace_limit;         /* bytes, per kernel (DP) */
   int repeats;                    /* Find...Ex repetitions per size (median); <= 0: default 3 */
   const char *cache_path;         /* benchmark cache (SQLite); NULL: $UCUDNN_CACHE or default */
+  int exclude_winograd;           /* nonzero: never plan the Winograd algorithms (see
+                                     ucudnn.dp.WINOGRAD_ALGOS: up to 2e-2 off in fp32) */
 } ucudnn_plan_options;
 
 /* Opaque: a planned kernel. */

@@ -118,3 +118,14 @@ def test_errors():
         plan_kernel(bench, 0)
     with pytest.raises(PlanError, match="positive integers"):
         plan_kernel(bench, 4, sizes=[0, 2])
+
+
+def test_without_algorithms_drops_winograd_and_empty_sizes():
+    from ucudnn.dp import WINOGRAD_ALGOS, without_algorithms
+    from ucudnn.table import AlgoPerf
+    bench = {1: [AlgoPerf(7, 0.1, 10, 3), AlgoPerf(0, 0.5, 0, 3)],
+             2: [AlgoPerf(6, 0.2, 10, 3)]}
+    out = without_algorithms(bench, WINOGRAD_ALGOS["fwd"])
+    assert out == {1: [AlgoPerf(0, 0.5, 0, 3)]}
+    assert without_algorithms(bench, set()) == bench
+    assert WINOGRAD_ALGOS["bwd_data"] == WINOGRAD_ALGOS["bwd_filter"] == {4, 5}

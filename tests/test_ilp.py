@@ -2,17 +2,9 @@
 import itertools
 import random
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
-
-with warnings.catch_warnings():
-    # pulp 3.0 imports its own test modules, which pytest then rewrites; their invalid escape
-    # sequences warn, and filterwarnings=error would turn that into a SyntaxError
-    warnings.simplefilter("ignore", DeprecationWarning)
-    warnings.simplefilter("ignore", SyntaxWarning)
-    import pulp  # noqa: F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))     # --import-mode=importlib
 from planner_brute import random_bench  # noqa: E402

@@ -117,6 +117,24 @@ def candidate_sizes(policy: str, n: int, sizes: Optional[Iterable[int]] = None) 
     return out + [n]
 
 
+# cuDNN's Winograd algorithms per operation (cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t:
+# WINOGRAD and WINOGRAD_NONFUSED). In fp32 they are the least accurate: on the H200 (cuDNN
+# 9.14, FMA math) WINOGRAD_NONFUSED is ~1e-5 off a float64 reference for 3x3 filters but up
+# to 2e-2 for AlexNet's grouped 5x5 conv2 (tests/test_caffe_gpu.py). Others are ~1e-6.
+WINOGRAD_ALGOS = {"fwd": frozenset({6, 7}), "bwd_data": frozenset({4, 5}),
+                  "bwd_filter": frozenset({4, 5})}
+
+
+def without_algorithms(bench: Mapping[int, Sequence[AlgoPerf]], algos) -> dict:
+    """``bench`` without the algorithms ``algos`` (sizes left with none are dropped)."""
+    out = {}
+    for b, perfs in bench.items():
+        kept = [p for p in perfs if p.algo not in algos]
+        if kept:
+            out[b] = kept
+    return out
+
+
 def best_algorithms(bench: Mapping[int, Sequence[AlgoPerf]], limit: int = UNLIMITED
                     ) -> dict:
     """``{b: fastest AlgoPerf at b with ws_bytes <= limit}`` (sizes with none are left out).

@@ -14,13 +14,35 @@ Note [Falling back]
 from __future__ import annotations
 
 import logging
+import os
+import sys
+import time
 from typing import List, Optional, Sequence
 
-from .dp import PlanError, candidate_sizes, desirable_set, plan_kernel, undivided_plan
+from .dp import (WINOGRAD_ALGOS, PlanError, candidate_sizes, desirable_set, plan_kernel,
+                 undivided_plan, without_algorithms)
 from .ilp import solve_workspace_division
 from .units import format_size
 
 log = logging.getLogger("ucudnn")
+
+
+def _log_from_environment() -> None:
+    """``UCUDNN_LOG=INFO`` (or DEBUG, WARNING): the core's messages on stderr, for hosts
+    such as Caffe that do not configure Python's logging. See scripts/reproduce.py."""
+    level = os.environ.get("UCUDNN_LOG", "").strip().upper()
+    if not level or any(getattr(h, "_ucudnn_env", False) for h in log.handlers):
+        return
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise ValueError(f"UCUDNN_LOG: unknown level {level!r} (DEBUG, INFO, WARNING, ERROR)")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("ucudnn %(levelname)s: %(message)s"))
+    handler._ucudnn_env = True
+    log.addHandler(handler)
+    log.setLevel(level)
+
+
+_log_from_environment()
 
 POLICY_NAMES = {0: "undivided", 1: "powerOfTwo", 2: "all"}
 OPTIMIZERS = {0: "dp", 1: "ilp"}
@@ -37,8 +59,11 @@ def _policy(policy, where):
 
 def prepare_kernel(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
                    sizes: Optional[Sequence[int]] = None, repeats: int = 3,
-                   cache_path: Optional[str] = None, workspace_cap: Optional[int] = None):
-    """Benchmark ``kern`` and plan it (DP within ``limit``) or prepare it for the ILP."""
+                   cache_path: Optional[str] = None, workspace_cap: Optional[int] = None,
+                   exclude_winograd: bool = False):
+    """Benchmark ``kern`` and plan it (DP within ``limit``) or prepare it for the ILP.
+
+    ``exclude_winograd``: plan without the Winograd algorithms (the cache keeps them)."""
     where = f"layer {kern.name!r}"
     policy = _policy(policy, where)
     if isinstance(optimizer, int):
@@ -49,8 +74,12 @@ def prepare_kernel(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
         raise PlanError(f"{where}: field 'workspace_limit': must not be negative, got {limit}")
     cands = candidate_sizes(policy, kern.n, sizes)
     from .bench import measure
+    t0 = time.perf_counter()
     kern.bench = measure(kern, cands, repeats=repeats, cache_path=cache_path,
                          workspace_cap=workspace_cap)
+    if exclude_winograd:
+        kern.bench = without_algorithms(kern.bench, WINOGRAD_ALGOS[kern.op])
+    t1 = time.perf_counter()
     kern.settings = {"policy": policy, "sizes": sizes, "limit": limit, "optimizer": optimizer}
     if optimizer == "dp":
         _apply(kern, limit)
@@ -58,6 +87,10 @@ def prepare_kernel(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
         kern.desirable = desirable_set(kern.bench, kern.n, policy, sizes, name=where)
         # until the network is planned, run the smallest-workspace plan
         _apply(kern, kern.desirable[0].ws_bytes)
+    kern.timing = {"bench_s": t1 - t0, "plan_s": time.perf_counter() - t1}
+    log.info("%s %s: %d micro-batch sizes benchmarked (or read from the cache) in %.3f s, "
+             "planned in %.3f s", where, kern.op, len(cands), kern.timing["bench_s"],
+             kern.timing["plan_s"])
     return kern
 
 

@@ -18,6 +18,7 @@ cdef extern from "ucudnn_types.h":
         size_t workspace_limit
         int repeats
         const char* cache_path
+        int exclude_winograd
     enum:
         UCUDNN_OK, UCUDNN_ERR_INVALID, UCUDNN_ERR_CUDNN, UCUDNN_ERR_CUDA
         UCUDNN_ERR_PLAN, UCUDNN_ERR_PYTHON
@@ -84,7 +85,7 @@ cdef class Kernel:
     cdef int y_strides[4]
     cdef readonly object shape, op, n, dtype, math, name
     cdef readonly int device
-    cdef public object plan, bench, settings, desirable
+    cdef public object plan, bench, settings, desirable, timing
 
     cdef int _set_tensor(self, dnn.cudnnTensorDescriptor_t d, int which, int b) except -1
     cdef void _free_plan(self) noexcept

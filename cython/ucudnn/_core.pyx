@@ -244,7 +244,7 @@ cdef class Kernel:
             raise ValueError(f"batch: mini-batch size must be >= 1, got {n}")
         self.shape, self.op, self.n, self.dtype, self.math = shape, op, n, dtype, math
         self.name = name or f"{op}"
-        self.plan = self.bench = self.settings = self.desirable = None
+        self.plan = self.bench = self.settings = self.desirable = self.timing = None
         check_cuda(rt.cudaGetDevice(&self.device), "cudaGetDevice")
         self.k.op = _OP_CODE[op]
         self.k.dtype, self.k.elem_size = _DTYPES[dtype]
@@ -744,7 +744,8 @@ cdef public api int ucudnn_kernel_create(const ucudnn_conv_params* params,
                 kern, policy=options.policy, optimizer=options.optimizer,
                 limit=int(options.workspace_limit), sizes=sizes,
                 repeats=options.repeats if options.repeats > 0 else 3,
-                cache_path=options.cache_path.decode() if options.cache_path != NULL else None)
+                cache_path=options.cache_path.decode() if options.cache_path != NULL else None,
+                exclude_winograd=bool(options.exclude_winograd))
             Py_INCREF(kern)
             out[0] = &(<Kernel>kern).k
             return UCUDNN_OK
