@@ -45,6 +45,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from .table import OPS, TableError
@@ -795,6 +796,33 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--caffe-proto", metavar="PATH", help="the patched caffe.proto")
     s.set_defaults(func=cmd_prototxt)
 
+    s = sub.add_parser("reproduce", help="the paper's experiment grid with the patched Caffe "
+                       "(predicted from the shipped H200 data without a GPU)")
+    s.add_argument("--out", metavar="DIR", default="reproduce-out",
+                   help="results folder (reproduce.json, points.csv, layers.csv, logs/); a run "
+                   "with the same folder resumes (default: reproduce-out)")
+    s.add_argument("--nets", default="alexnet,resnet18,cifar10",
+                   help="comma-separated prototxt/NAME.prototxt (default alexnet,resnet18,cifar10)")
+    s.add_argument("--limits", default="8MiB,64MiB,512MiB", help="per-kernel workspace limits")
+    s.add_argument("--policies", default="undivided,powerOfTwo,all", help="DP policies")
+    s.add_argument("--ilp-policy", default="powerOfTwo",
+                   help="micro-batch policy of the ILP points (default powerOfTwo)")
+    s.add_argument("--no-ilp", action="store_true", help="leave out the ILP points")
+    s.add_argument("--no-unlimited", action="store_true", help="leave out unlimited workspace")
+    s.add_argument("--no-stock", action="store_true", help="leave out stock Caffe")
+    s.add_argument("--iterations", type=int, default=20, help="caffe time iterations (20)")
+    s.add_argument("--gpu", type=int, default=0, help="GPU id for caffe time (0)")
+    s.add_argument("--timeout", type=float, default=900, help="seconds per point (900)")
+    s.add_argument("--caffe", metavar="EXE", help="the patched caffe binary (default $UCUDNN_CAFFE "
+                   "or third_party/caffe/build/tools/caffe)")
+    s.add_argument("--cache", metavar="PATH", help="benchmark cache for Caffe (default: the "
+                   "core's, $UCUDNN_CACHE or ~/.cache/ucudnn/bench.sqlite)")
+    s.add_argument("--retry-failed", action="store_true", help="run failed points again")
+    s.add_argument("--predict", action="store_true",
+                   help="plan from the shipped H200 data instead of running Caffe")
+    s.add_argument("--no-pytorch", action="store_true", help="skip the PyTorch comparison")
+    s.set_defaults(func=cmd_reproduce)
+
     s = sub.add_parser("config", help="compile and link flags for C/C++ hosts of the C API")
     g = s.add_mutually_exclusive_group(required=True)
     g.add_argument("--cflags", action="store_true", help="-I flags (ucudnn.h, cuDNN, Python)")
@@ -823,6 +851,51 @@ def cmd_prototxt(args) -> int:
         raise CliError(str(e)) from None
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
+
+
+def cmd_reproduce(args) -> int:
+    from . import reproduce as rp
+    if args.iterations < 1:
+        raise CliError(f"--iterations: must be >= 1, got {args.iterations}")
+    for p in _list(args.policies):
+        _policy(p)
+    caffe = args.caffe or os.environ.get("UCUDNN_CAFFE") or str(
+        rp.REPO / "third_party" / "caffe" / "build" / "tools" / "caffe")
+    predict = args.predict
+    if not predict:
+        info, reason = _gpu_status()
+        if args.caffe and not os.access(args.caffe, os.X_OK):
+            raise CliError(f"--caffe: {args.caffe!r} is not an executable")
+        if args.caffe:
+            _need_gpu("reproduce --caffe")
+        if info is None or not os.access(caffe, os.X_OK):
+            why = reason if info is None else f"no Caffe binary at {caffe}"
+            _note(f"no GPU run possible ({why}): predicting every point from the shipped "
+                  "H200 benchmark data instead (planner estimates, not measurements)")
+            predict = True
+    opts = rp.Options(
+        out=Path(args.out), nets=_list(args.nets),
+        limits=[_size(x, "--limits") for x in _list(args.limits)],
+        policies=[_policy(p) for p in _list(args.policies)], ilp=not args.no_ilp,
+        ilp_policy=_policy(args.ilp_policy), unlimited=not args.no_unlimited,
+        stock=not args.no_stock, iterations=args.iterations, gpu=args.gpu,
+        timeout=args.timeout, caffe=None if predict else caffe, cache_path=args.cache,
+        retry_failed=args.retry_failed, predict=predict, pytorch=not args.no_pytorch,
+        argv=sys.argv[2:] if len(sys.argv) > 2 else [])
+    try:
+        doc = rp.run(opts, say=lambda m: print(m, flush=True))
+    except rp.ReproduceError as e:
+        raise CliError(str(e)) from None
+    print(rp.format_summary(doc))
+    failed = [k for k, r in doc["points"].items() if r.get("status") == "failed"]
+    if failed:
+        print(f"{len(failed)} point(s) failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _list(text: str) -> List[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
 
 
 def cmd_config(args) -> int:

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# ucudnn on an air-gapped GPU node: install, build Caffe, test, run the paper's grid.
+#
+# On a connected machine, next to the checkout:
+#   scripts/gather_offline.sh .offline            # Caffe source + the libraries the node lacks
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+#       -d .wheels "pulp>=3,<4"                    # Python packages the node lacks
+# copy the checkout (with .offline and .wheels) to the node, then there:
+#   scripts/gpu_node.sh setup test grid
+#
+# Stages (run in the order given):
+#   setup   pip install the wheels and ucudnn (compiles the core for this Python, no
+#           network), then scripts/build_caffe.sh --offline (Caffe + ucudnn_compare + the
+#           patch's gtests and Caffe's convolution gtests)
+#   test    pytest -m gpu: the core, the C API host, the patched Caffe (tests/test_caffe_gpu.py)
+#   grid    ucudnn reproduce --out OUT (resumes what OUT already holds)
+# Options:
+#   --offline DIR   bundle made by gather_offline.sh (default .offline)
+#   --wheels DIR    wheels to install first (default .wheels; skipped when absent)
+#   --out DIR       results folder of the grid (default results/h200)
+#   --jobs N        build jobs (default nproc)
+#   --             the rest goes to `ucudnn reproduce` (e.g. --nets alexnet --iterations 10)
+# Environment: UCUDNN_CACHE (benchmark cache; default ~/.cache/ucudnn/bench.sqlite).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$HERE"
+OFFLINE=.offline
+WHEELS=.wheels
+OUT=results/h200
+JOBS="$(nproc)"
+STAGES=()
+GRID_ARGS=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --offline) OFFLINE="$2"; shift 2 ;;
+    --wheels)  WHEELS="$2"; shift 2 ;;
+    --out)     OUT="$2"; shift 2 ;;
+    --jobs)    JOBS="$2"; shift 2 ;;
+    --)        shift; GRID_ARGS=("$@"); break ;;
+    setup|test|grid) STAGES+=("$1"); shift ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    *) echo "gpu_node.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+[[ ${#STAGES[@]} -gt 0 ]] || { echo "gpu_node.sh: name a stage: setup, test, grid" >&2; exit 2; }
+PY="${PYTHON:-python3}"
+say() { printf '[gpu_node %s] %s\n' "$(date +%T)" "$*"; }
+
+for stage in "${STAGES[@]}"; do
+  case "$stage" in
+    setup)
+      if compgen -G "$WHEELS/*.whl" >/dev/null; then
+        say "installing $(ls "$WHEELS"/*.whl | wc -l) wheel(s) from $WHEELS"
+        "$PY" -m pip install -q --no-index --no-deps "$WHEELS"/*.whl
+      fi
+      say "installing ucudnn (compiles the core)"
+      "$PY" -m pip install -q --no-index --no-deps --no-build-isolation .
+      "$PY" -P -m ucudnn info
+      say "building Caffe from $OFFLINE"
+      scripts/build_caffe.sh --offline "$OFFLINE" --jobs "$JOBS" --ucudnn-python "$PY" \
+        --no-python --cmake-arg -DBUILD_only_tests=ucudnn_conv_layer,convolution_layer
+      ;;
+    test)
+      say "pytest -m gpu"
+      "$PY" -P -m pytest -m gpu -q -p no:cacheprovider tests
+      ;;
+    grid)
+      say "ucudnn reproduce --out $OUT ${GRID_ARGS[*]}"
+      "$PY" -P -m ucudnn reproduce --out "$OUT" "${GRID_ARGS[@]}"
+      ;;
+  esac
+done
+say "done: ${STAGES[*]}"

@@ -1,0 +1,163 @@
+"""`ucudnn reproduce`: the grid, resuming, failures, the predicted (no GPU) mode, CSV."""
+import csv
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from ucudnn import reproduce as rp
+from ucudnn.units import parse_size
+
+REPO = Path(__file__).resolve().parents[1]
+LOGS = Path(__file__).parent / "data" / "caffe_logs"
+MIB = 1 << 20
+
+
+def test_grid_order_and_keys():
+    pts = rp.grid(["alexnet", "resnet18"], [64 * MIB, 8 * MIB])
+    keys = [p.key for p in pts]
+    assert len(pts) == 2 * (2 + 2 * 4)
+    assert keys[:6] == ["alexnet/caffe/-", "alexnet/unlimited/-", "alexnet/undivided/64.0MiB",
+                        "alexnet/powerOfTwo/64.0MiB", "alexnet/all/64.0MiB", "alexnet/ilp/64.0MiB"]
+    assert len(set(keys)) == len(keys)
+    assert rp.Point("a", "unlimited", rp.UNLIMITED).policy == "undivided"
+    assert rp.Point("a", "caffe").policy is None
+    assert len(rp.grid(["alexnet"], [MIB], ilp=False, unlimited=False, stock=False)) == 3
+
+
+def test_results_file_is_written_atomically_and_checked(tmp_path):
+    path = tmp_path / "r" / "reproduce.json"
+    doc = rp.load_results(path)
+    doc["points"]["x"] = {"status": "ok"}
+    rp.save_results(path, doc)
+    assert rp.load_results(path)["points"] == {"x": {"status": "ok"}}
+    assert [p.name for p in path.parent.iterdir()] == ["reproduce.json"]   # no temporaries
+    path.write_text("{ truncated")
+    with pytest.raises(rp.ReproduceError, match="cannot read the results to resume"):
+        rp.load_results(path)
+    path.write_text(json.dumps({"schema": 99, "points": {}}))
+    with pytest.raises(rp.ReproduceError, match="not a results file"):
+        rp.load_results(path)
+
+
+def test_pending_skips_measured_points():
+    pts = rp.grid(["alexnet"], [MIB], ilp=False, unlimited=False, stock=False)
+    doc = {"points": {pts[0].key: {"status": "ok"}, pts[1].key: {"status": "failed"}}}
+    assert rp.pending(pts, doc) == pts[2:]
+    assert rp.pending(pts, doc, retry_failed=True) == pts[1:]
+
+
+def test_predicted_mode_from_shipped_data(tmp_path):
+    opts = rp.Options(out=tmp_path, nets=["alexnet"], limits=[64 * MIB], predict=True,
+                      prototxt_dir=REPO / "prototxt")
+    said = []
+    doc = rp.run(opts, say=said.append)
+    pts = doc["points"]
+    assert pts["alexnet/caffe/-"]["status"] == "skipped"
+    for key in ("alexnet/undivided/64.0MiB", "alexnet/powerOfTwo/64.0MiB", "alexnet/ilp/64.0MiB",
+                "alexnet/unlimited/-"):
+        assert pts[key]["status"] == "predicted" and "no GPU" in pts[key]["source"]
+    und = pts["alexnet/undivided/64.0MiB"]["predicted_conv_ms"]
+    p2 = pts["alexnet/powerOfTwo/64.0MiB"]["predicted_conv_ms"]
+    floor = pts["alexnet/unlimited/-"]["predicted_conv_ms"]
+    assert floor <= p2 < und                      # micro-batching helps, unlimited is the floor
+    assert all(k["ws_bytes"] <= 64 * MIB for k in pts["alexnet/powerOfTwo/64.0MiB"]["kernels"].values())
+    assert doc["meta"]["mode"] == "predict"
+    with open(tmp_path / "points.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["setting"] for r in rows} == {"caffe", "unlimited", "undivided", "powerOfTwo", "all",
+                                            "ilp"}
+    table = rp.format_summary(doc)
+    assert "predicted" in table and "alexnet" in table
+    # resuming runs nothing
+    said.clear()
+    rp.run(opts, say=said.append)
+    assert "0 to run" in said[0]
+
+
+def _fake_caffe(tmp_path, fail_setting):
+    """A stand-in for the Caffe binary on a machine without a GPU: it replays logs that the
+    real one wrote on the GPU host, and fails (like the real one did) for one setting."""
+    exe = tmp_path / "caffe"
+    exe.write_text(f"""#!/bin/bash
+model="$3"
+case "$model" in
+  *{fail_setting}*) cat "{LOGS}/alexnet_powerOfTwo_64MiB_failed.log"; exit 134 ;;
+  *ilp*) cat "{LOGS}/alexnet_ilp_8MiB.log" ;;
+  *caffe_-*) cat "{LOGS}/alexnet_stock.log" ;;
+  *) cat "{LOGS}/alexnet_all_8MiB.log" ;;
+esac
+""")
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    return str(exe)
+
+
+def test_caffe_mode_records_failures_and_resumes(tmp_path, monkeypatch, patched_caffe_source):
+    monkeypatch.setenv("UCUDNN_CAFFE_PROTO",
+                       str(patched_caffe_source / "src" / "caffe" / "proto" / "caffe.proto"))
+    out = tmp_path / "out"
+    opts = rp.Options(out=out, nets=["alexnet"], limits=[8 * MIB], pytorch=False,
+                      caffe=_fake_caffe(tmp_path, "powerOfTwo"), prototxt_dir=REPO / "prototxt")
+    doc = rp.run(opts, say=lambda m: None)
+    pts = doc["points"]
+    failed = pts["alexnet/powerOfTwo/8.0MiB"]
+    assert failed["status"] == "failed" and "exit status 134" in failed["error"]
+    assert "CUDNN_STATUS" in failed["log_tail"]
+    ok = pts["alexnet/all/8.0MiB"]
+    assert ok["status"] == "ok" and ok["median_ms"] > 0 and len(ok["kernels"]) == 15
+    assert [l["name"] for l in ok["layers"]][:2] == ["data", "conv1"]
+    assert pts["alexnet/ilp/8.0MiB"]["ilp_solve_s"] > 0
+    assert rp.speedup(doc, ok) == pytest.approx(
+        pts["alexnet/undivided/8.0MiB"]["median_ms"] / ok["median_ms"])
+    assert (out / "logs" / "alexnet_powerOfTwo_8.0MiB.log").is_file()
+    # the variant prototxt: net-wide ucudnn_param, data filled once
+    text = (out / "prototxt" / "alexnet_powerOfTwo_8.0MiB.prototxt").read_text()
+    assert "policy: POWER_OF_TWO" in text and "workspace_limit: 8388608" in text
+    data_layer = text[:text.index('name: "conv1"')]
+    assert 'type: "gaussian"' not in data_layer and 'type: "constant"' in data_layer
+    assert "ucudnn_param" not in (out / "prototxt" / "alexnet_caffe_-.prototxt").read_text()
+
+    # resume: nothing runs again but the failed point with retry_failed, which now passes
+    opts.caffe = _fake_caffe(tmp_path, "no-such-setting")
+    assert rp.pending(rp.grid(["alexnet"], [8 * MIB]), rp.load_results(out / "reproduce.json")) == []
+    opts.retry_failed = True
+    doc = rp.run(opts, say=lambda m: None)
+    assert all(r["status"] == "ok" for r in doc["points"].values())
+    with open(out / "layers.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["layer"] for r in rows} >= {"conv1", "fc8"}
+
+
+def test_caffe_mode_needs_a_binary(tmp_path):
+    with pytest.raises(rp.ReproduceError, match="no Caffe binary"):
+        rp.run(rp.Options(out=tmp_path, nets=["alexnet"], caffe=str(tmp_path / "nope"),
+                          prototxt_dir=REPO / "prototxt"), say=lambda m: None)
+    with pytest.raises(rp.ReproduceError, match="no prototxt/vgg.prototxt"):
+        rp.run(rp.Options(out=tmp_path, nets=["vgg"], predict=True,
+                          prototxt_dir=REPO / "prototxt"), say=lambda m: None)
+
+
+def test_cli_without_gpu_falls_back_to_predictions(tmp_path, capsys, monkeypatch):
+    from ucudnn import cli
+    monkeypatch.chdir(REPO)
+    monkeypatch.setattr(cli, "_gpu_status", lambda: (None, "no CUDA device (test)"))
+    rc = cli.main(["reproduce", "--out", str(tmp_path), "--nets", "resnet18", "--limits",
+                   "64MiB", "--no-pytorch"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert "predicting every point from the shipped H200 benchmark data" in err
+    assert "resnet18" in out and "(predicted)" in out
+    assert json.loads((tmp_path / "reproduce.json").read_text())["meta"]["mode"] == "predict"
+    assert parse_size("64MiB") == 64 * MIB
+
+
+def test_fill_once_makes_dummy_data_constant(patched_caffe_source):
+    from ucudnn import caffe_proto as cp
+    pb2 = cp.load_caffe_pb2(str(patched_caffe_source / "src" / "caffe" / "proto" / "caffe.proto"))
+    net = cp.read_net(pb2, REPO / "prototxt" / "alexnet.prototxt")
+    rp.fill_once(net)
+    fillers = net.layer[0].dummy_data_param.data_filler
+    assert [(f.type, f.value) for f in fillers] == [("constant", 1.0), ("constant", 0.0)]
+    assert os.path.basename(str(REPO)) != ""

@@ -1,0 +1,478 @@
+"""The paper's experiment grid, run with the patched Caffe (``ucudnn reproduce``).
+
+For every network and point of the grid -- per-layer workspace limits (8, 64, 512 MiB) x
+policies (undivided, powerOfTwo, all), the ILP at a budget of limit x kernels, unlimited
+workspace (the floor) and stock Caffe -- the runner writes a variant of the network's prototxt
+(through the protobuf classes of the patched caffe.proto, :mod:`ucudnn.caffe_proto`), runs
+``caffe time`` on it and keeps what the log says (:mod:`ucudnn.caffe_log`): the forward-backward
+time per iteration (Caffe's CUDA-event timer), per-layer forward and backward times, the
+core's plans with their predicted times, and the time spent benchmarking, planning and solving.
+
+Note [Resuming]
+    Results go to ``OUT/reproduce.json`` after every point, written atomically (a temporary
+    file, then ``os.replace``). A later run with the same ``OUT`` skips the points already
+    measured (``status == "ok"``) and runs the rest; ``--retry-failed`` runs failed points
+    again. A point that fails (Caffe stopped, timed out, its log did not parse) is recorded
+    with its error and the tail of its log; the grid goes on. The full log of every point is
+    kept under ``OUT/logs/``.
+
+Without a GPU (or without a built Caffe, in ``--predict`` mode) the runner plans every point
+from the shipped H200 benchmark data instead and says so: the numbers are the planner's
+predicted convolution times, not measurements.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Dict, Iterable, List, Optional, Sequence
+
+from .caffe_log import CaffeLogError, parse_caffe_time
+from .units import format_size, parse_size
+
+# paths (prototxt/, scripts/, third_party/) are those of the checkout it runs in
+REPO = Path(".")
+NETS = ("alexnet", "resnet18", "cifar10")
+POLICIES = ("undivided", "powerOfTwo", "all")
+LIMITS = ("8MiB", "64MiB", "512MiB")
+UNLIMITED = 1 << 40          # "unlimited": a per-kernel limit no plan reaches (1 TiB)
+SCHEMA = 1
+
+
+class ReproduceError(RuntimeError):
+    """The runner cannot start (bad arguments, no Caffe, unreadable results)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    """One run of one network: ``setting`` is a policy, ``ilp``, ``unlimited`` or ``caffe``
+    (stock Caffe, no ucudnn_param)."""
+    net: str
+    setting: str
+    limit: Optional[int] = None
+
+    @property
+    def key(self) -> str:
+        lim = "-" if self.limit in (None, UNLIMITED) else format_size(self.limit)
+        return f"{self.net}/{self.setting}/{lim}"
+
+    @property
+    def policy(self) -> Optional[str]:
+        if self.setting in POLICIES:
+            return self.setting
+        return {"unlimited": "undivided", "caffe": None}.get(self.setting)
+
+
+def grid(nets: Sequence[str], limits: Sequence[int], policies: Sequence[str] = POLICIES, *,
+         ilp: bool = True, unlimited: bool = True, stock: bool = True) -> List[Point]:
+    """The points, in the order they run: per network the cheap settings first, so that
+    an interrupted run has the baselines."""
+    points: List[Point] = []
+    for net in nets:
+        if stock:
+            points.append(Point(net, "caffe"))
+        if unlimited:
+            points.append(Point(net, "unlimited", UNLIMITED))
+        for limit in limits:
+            points += [Point(net, p, limit) for p in policies]
+            if ilp:
+                points.append(Point(net, "ilp", limit))
+    return points
+
+
+# ------------------------------------------------------------------------------- results file
+
+def load_results(path: Path) -> dict:
+    """The results document at ``path``, or a new empty one."""
+    if not path.exists():
+        return {"schema": SCHEMA, "meta": {}, "points": {}, "pytorch": {}}
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ReproduceError(f"{path}: cannot read the results to resume ({e}); move it away "
+                             "to start afresh") from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or "points" not in doc:
+        raise ReproduceError(f"{path}: not a results file of this version (schema {SCHEMA})")
+    doc.setdefault("pytorch", {})
+    return doc
+
+
+def save_results(path: Path, doc: dict) -> None:
+    """Write ``doc`` atomically: a reader sees the old file or the new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1, sort_keys=True)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def pending(points: Iterable[Point], doc: dict, retry_failed: bool = False) -> List[Point]:
+    """The points still to run (Note [Resuming])."""
+    done = doc.get("points", {})
+    out = []
+    for p in points:
+        rec = done.get(p.key)
+        if rec is None or (retry_failed and rec.get("status") != "ok"):
+            out.append(p)
+    return out
+
+
+# ------------------------------------------------------------------------------ one Caffe run
+
+def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Optional[str],
+                     ilp_policy: str) -> Path:
+    """Write ``source`` with the point's net-wide ``ucudnn_param`` to ``dest``."""
+    from .caffe_proto import read_net, set_ucudnn_param, write_net
+    net = read_net(pb2, str(source))
+    fill_once(net)
+    net.ClearField("ucudnn_param")
+    for layer in net.layer:
+        layer.ClearField("ucudnn_param")
+    if point.setting != "caffe":
+        if point.setting == "ilp":
+            set_ucudnn_param(net, policy=ilp_policy, optimizer="ilp", limit=point.limit)
+        else:
+            set_ucudnn_param(net, policy=point.policy, optimizer="dp", limit=point.limit)
+        if cache_path:
+            net.ucudnn_param.cache_path = cache_path
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    write_net(net, str(dest))
+    return dest
+
+
+def fill_once(net) -> None:
+    """Make every DummyData filler constant. DummyData draws a non-constant filler again on
+    the CPU at every forward pass (about 200 ms for AlexNet's 256x3x227x227 gaussian input,
+    measured on the GPU host, four times its convolutions): with constant fillers it fills
+    once and ``caffe time`` measures the network. Convolution times do not depend on the
+    values."""
+    for layer in net.layer:
+        if layer.type == "DummyData":
+            for f in layer.dummy_data_param.data_filler:
+                if f.type != "constant":
+                    value = f.std if f.type == "gaussian" and f.std else 1.0
+                    f.Clear()
+                    f.type, f.value = "constant", value
+
+
+def run_caffe_time(caffe: str, model: Path, iterations: int, gpu: int, log_path: Path,
+                   timeout: float, env: Optional[Dict[str, str]] = None) -> dict:
+    """Run ``caffe time`` and parse its log; a record with ``status`` ok or failed."""
+    cmd = [caffe, "time", "-model", str(model), "-iterations", str(iterations), "-gpu", str(gpu)]
+    e = dict(os.environ)
+    # Caffe's embedded interpreter imports the same ucudnn (and PuLP) as this process
+    e["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1])]
+                                      + [p for p in sys.path if p])
+    e.update({"GLOG_logtostderr": "1", "UCUDNN_LOG": "INFO"})
+    e.update(env or {})
+    t0 = time.perf_counter()
+    try:
+        res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env=e, timeout=timeout)
+        text, rc = res.stdout, res.returncode
+    except subprocess.TimeoutExpired as ex:
+        out = ex.stdout or ""
+        text = out.decode(errors="replace") if isinstance(out, bytes) else out
+        rc = None
+    wall = time.perf_counter() - t0
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.write_text(text, encoding="utf-8")
+    rec = {"command": " ".join(shlex.quote(c) for c in cmd), "wall_s": round(wall, 3),
+           "log": log_path.name}
+    if rc != 0:
+        why = "timed out after %.0f s" % timeout if rc is None else f"exit status {rc}"
+        return dict(rec, status="failed", error=f"caffe time: {why}", log_tail=text[-3000:])
+    try:
+        t = parse_caffe_time(text)
+    except CaffeLogError as ex:
+        return dict(rec, status="failed", error=str(ex), log_tail=text[-3000:])
+    return dict(rec, status="ok", source="caffe time", **timing_record(t))
+
+
+def timing_record(t) -> dict:
+    """The JSON form of a :class:`~ucudnn.caffe_log.CaffeTime`."""
+    return {
+        "iterations": t.iterations, "iteration_ms": t.iteration_ms,
+        "median_ms": t.median_ms, "mean_ms": t.forward_backward_ms,
+        "forward_ms": t.forward_ms, "backward_ms": t.backward_ms,
+        # a list: the layers' order (the JSON is written with sorted keys)
+        "layers": [dict(name=n, **v) for n, v in t.layers.items()],
+        "kernels": {k: dataclasses.asdict(v) for k, v in t.kernels.items()},
+        "predicted_conv_ms": t.predicted_conv_ms(),
+        "workspace_bytes": sum(k.ws_bytes * k.groups for k in t.kernels.values()) or None,
+        "bench_s": t.bench_s, "plan_s": t.plan_s, "ilp_solve_s": t.ilp_solve_s,
+        "ilp_budget_bytes": t.ilp_budget_bytes, "replans": t.replans,
+    }
+
+
+# --------------------------------------------------------------------------- predicted mode
+
+def predict_point(point: Point, ilp_policy: str) -> dict:
+    """Plan ``point`` from the shipped H200 data (no GPU): predicted convolution times."""
+    from importlib import resources
+
+    from .network import plan_network, read_layers
+    from .table import group_by_kernel, parse_table
+    base = resources.files("ucudnn") / "data" / "h200"
+    bench = base / f"{point.net}_bench.csv"
+    if point.setting == "caffe":
+        return {"status": "skipped", "error": "stock Caffe has no ucudnn plan to predict"}
+    if not bench.is_file():
+        return {"status": "skipped",
+                "error": f"no shipped benchmark data for {point.net} (ucudnn/data/h200)"}
+    with resources.as_file(base / f"{point.net}_layers.csv") as p:
+        layers = read_layers(p)
+    benches = group_by_kernel(parse_table(bench.read_text(encoding="utf-8"), source=str(bench)))
+    t0 = time.perf_counter()
+    if point.setting == "ilp":
+        plan = plan_network(layers, benches, policy=ilp_policy, limit=point.limit,
+                            optimizer="ilp", strict=False)
+    else:
+        plan = plan_network(layers, benches, policy=point.policy, limit=point.limit,
+                            optimizer="dp", strict=False)
+    solve = time.perf_counter() - t0
+    kernels = {k.name: {"layer": k.layer, "op": k.op, "plan": k.plan.describe(),
+                        "predicted_ms": k.plan.time_ms, "ws_bytes": k.plan.ws_bytes}
+               for k in plan.kernels}
+    return {"status": "predicted", "source": "predicted from ucudnn/data/h200 (no GPU run)",
+            "predicted_conv_ms": plan.time_ms, "workspace_bytes": plan.ws_bytes,
+            "kernels": kernels, "plan_s": solve, "notes": plan.notes,
+            "ilp_budget_bytes": plan.budget if point.setting == "ilp" else None}
+
+
+# --------------------------------------------------------------------------------- metadata
+
+def _git(*args) -> Optional[str]:
+    try:
+        r = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True,
+                           timeout=20)
+        return r.stdout.strip() if r.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def metadata(argv: Sequence[str], caffe: Optional[str], mode: str) -> dict:
+    meta = {"command": " ".join(shlex.quote(a) for a in ["ucudnn", "reproduce", *argv]),
+            "mode": mode, "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "host": platform.node(), "python": platform.python_version(),
+            "ucudnn_commit": _git("rev-parse", "HEAD"),
+            "ucudnn_dirty": bool(_git("status", "--porcelain", "--untracked-files=no"))}
+    try:
+        from .bench import device_info
+        meta["device"] = device_info()
+    except Exception as e:       # noqa: BLE001 - no GPU: recorded, not fatal
+        meta["device"] = {"error": str(e)}
+    if caffe:
+        meta["caffe"] = caffe
+        stamp = Path(caffe).resolve().parents[2] / "src" / ".ucudnn-patches"
+        meta["caffe_commit"] = "99bd99795dcdf0b1d3086a8d67ab1782a8a08383"
+        if stamp.is_file():
+            meta["caffe_patches"] = stamp.read_text(encoding="utf-8").splitlines()
+    return meta
+
+
+# ------------------------------------------------------------------------------------ runner
+
+@dataclasses.dataclass
+class Options:
+    out: Path
+    nets: Sequence[str] = NETS
+    limits: Sequence[int] = tuple(parse_size(s) for s in LIMITS)
+    policies: Sequence[str] = POLICIES
+    ilp: bool = True
+    ilp_policy: str = "powerOfTwo"
+    unlimited: bool = True
+    stock: bool = True
+    iterations: int = 20
+    gpu: int = 0
+    timeout: float = 900.0
+    caffe: Optional[str] = None
+    prototxt_dir: Path = Path("prototxt")
+    cache_path: Optional[str] = None
+    retry_failed: bool = False
+    predict: bool = False
+    pytorch: bool = True
+    argv: Sequence[str] = ()
+
+
+def summary_line(point: Point, rec: dict, doc: dict) -> str:
+    if rec.get("status") == "ok":
+        base = doc["points"].get(Point(point.net, "undivided", point.limit).key, {})
+        s = f"{rec['median_ms']:.2f} ms"
+        if base.get("status") == "ok" and point.setting != "undivided":
+            s += f" ({base['median_ms'] / rec['median_ms']:.2f}x vs undivided)"
+        return s
+    if rec.get("status") == "predicted":
+        return f"{rec['predicted_conv_ms']:.2f} ms convolutions (predicted)"
+    return f"{rec.get('status')}: {rec.get('error')}"
+
+
+def run(opts: Options, say: Callable[[str], None] = print) -> dict:
+    """Run (or resume) the grid; returns the results document."""
+    for net in opts.nets:
+        if not (opts.prototxt_dir / f"{net}.prototxt").is_file():
+            raise ReproduceError(f"--nets: no prototxt/{net}.prototxt")
+    mode = "predict" if opts.predict else "caffe"
+    if mode == "caffe" and not (opts.caffe and os.access(opts.caffe, os.X_OK)):
+        raise ReproduceError(f"--caffe: no Caffe binary at {opts.caffe!r} (scripts/build_caffe.sh "
+                             "builds one; --predict plans from the shipped data instead)")
+    path = opts.out / "reproduce.json"
+    doc = load_results(path)
+    if doc["points"] and doc["meta"].get("mode") not in (None, mode):
+        raise ReproduceError(f"{path} holds {doc['meta'].get('mode')} results; use another "
+                             "--out for a run in mode " + mode)
+    doc["meta"] = metadata(opts.argv, opts.caffe, mode)
+    points = grid(opts.nets, opts.limits, opts.policies, ilp=opts.ilp,
+                  unlimited=opts.unlimited, stock=opts.stock)
+    todo = pending(points, doc, opts.retry_failed)
+    say(f"ucudnn reproduce: {len(points)} points, {len(points) - len(todo)} already in {path}, "
+        f"{len(todo)} to run ({'caffe time' if mode == 'caffe' else 'predicted, no GPU run'})")
+    if mode == "caffe" and opts.pytorch:
+        run_pytorch(opts, doc, say)
+        save_results(path, doc)
+    pb2 = None
+    if mode == "caffe" and todo:
+        from .caffe_proto import load_caffe_pb2
+        pb2 = load_caffe_pb2()
+    for i, p in enumerate(todo, 1):
+        t0 = time.perf_counter()
+        if mode == "predict":
+            rec = predict_point(p, opts.ilp_policy)
+        else:
+            model = opts.out / "prototxt" / (p.key.replace("/", "_") + ".prototxt")
+            try:
+                variant_prototxt(pb2, opts.prototxt_dir / f"{p.net}.prototxt", p, model,
+                                 opts.cache_path, opts.ilp_policy)
+                rec = run_caffe_time(opts.caffe, model, opts.iterations, opts.gpu,
+                                     opts.out / "logs" / (p.key.replace("/", "_") + ".log"),
+                                     opts.timeout)
+            except Exception as e:    # noqa: BLE001 - one point's failure is recorded
+                rec = {"status": "failed", "error": f"{type(e).__name__}: {e}"}
+        rec.update({"net": p.net, "setting": p.setting, "limit_bytes": p.limit,
+                    "policy": p.policy if p.setting != "ilp" else opts.ilp_policy,
+                    "optimizer": "ilp" if p.setting == "ilp" else "dp"})
+        doc["points"][p.key] = rec
+        save_results(path, doc)
+        say(f"[{i}/{len(todo)}] {p.key}: {summary_line(p, rec, doc)} "
+            f"({time.perf_counter() - t0:.1f} s)")
+    write_csv(opts.out, doc)
+    return doc
+
+
+def run_pytorch(opts: Options, doc: dict, say: Callable[[str], None]) -> None:
+    """The same networks in PyTorch with cudnn.benchmark (scripts/time_pytorch.py)."""
+    script = REPO / "scripts" / "time_pytorch.py"
+    if not script.is_file():
+        doc["pytorch"] = {n: {"status": "failed", "error": f"no {script} (run from the checkout)"}
+                          for n in opts.nets}
+        return
+    for net in opts.nets:
+        if doc["pytorch"].get(net, {}).get("status") == "ok" and not opts.retry_failed:
+            continue
+        out = opts.out / "logs" / f"pytorch_{net}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, str(script), "--net", net, "--iterations",
+               str(opts.iterations), "--json", str(out)]
+        try:
+            r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               timeout=opts.timeout)
+            if r.returncode != 0:
+                rec = {"status": "failed", "error": r.stdout[-2000:]}
+            else:
+                got = json.loads(out.read_text(encoding="utf-8"))
+                rec = dict(got["nets"][net], status="ok", meta=got["meta"])
+        except (OSError, ValueError, KeyError, subprocess.SubprocessError) as e:
+            rec = {"status": "failed", "error": f"{type(e).__name__}: {e}"}
+        rec["command"] = " ".join(shlex.quote(c) for c in cmd)
+        doc["pytorch"][net] = rec
+        say(f"pytorch {net}: " + (f"{rec['median_ms']:.2f} ms" if rec["status"] == "ok"
+                                  else f"failed: {rec['error'][-300:]}"))
+
+
+POINT_COLUMNS = ("net", "setting", "policy", "optimizer", "limit_bytes", "status", "median_ms",
+                 "mean_ms", "forward_ms", "backward_ms", "speedup_vs_undivided",
+                 "predicted_conv_ms", "workspace_bytes", "bench_s", "plan_s", "ilp_solve_s")
+
+
+def speedup(doc: dict, rec: dict) -> Optional[float]:
+    """Median forward-backward time of undivided at the same limit over this point's."""
+    if rec.get("status") != "ok" or rec.get("limit_bytes") is None:
+        return None
+    base = doc["points"].get(Point(rec["net"], "undivided", rec["limit_bytes"]).key, {})
+    if base.get("status") != "ok" or not rec.get("median_ms"):
+        return None
+    return base["median_ms"] / rec["median_ms"]
+
+
+def write_csv(out: Path, doc: dict) -> None:
+    """``points.csv`` (one row per point) and ``layers.csv`` (per layer, measured points)."""
+    import csv
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "points.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(POINT_COLUMNS)
+        for key in sorted(doc["points"]):
+            rec = dict(doc["points"][key], speedup_vs_undivided=speedup(doc, doc["points"][key]))
+            w.writerow(["" if rec.get(c) is None else rec.get(c) for c in POINT_COLUMNS])
+    with open(out / "layers.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(("net", "setting", "limit_bytes", "layer", "forward_ms", "backward_ms"))
+        for key in sorted(doc["points"]):
+            rec = doc["points"][key]
+            for t in rec.get("layers") or []:
+                w.writerow((rec["net"], rec["setting"], rec.get("limit_bytes") or "", t["name"],
+                            t.get("forward", ""), t.get("backward", "")))
+
+
+def format_summary(doc: dict) -> str:
+    """A table of the points: median forward-backward time and speedup over undivided
+    (measured), or predicted convolution time (predict mode)."""
+    rows = []
+    for key in sorted(doc["points"], key=_order_key(doc)):
+        rec = doc["points"][key]
+        lim = format_size(rec["limit_bytes"]) if rec.get("limit_bytes") is not None else "-"
+        if rec.get("limit_bytes") == UNLIMITED:
+            lim = "unlimited"
+        if rec.get("status") == "ok":
+            sp = speedup(doc, rec)
+            val = f"{rec['median_ms']:10.2f} ms" + (f"  {sp:5.2f}x" if sp else "")
+        elif rec.get("status") == "predicted":
+            base = doc["points"].get(Point(rec["net"], "undivided", rec["limit_bytes"]).key, {})
+            val = f"{rec['predicted_conv_ms']:10.2f} ms conv (predicted)"
+            if base.get("status") == "predicted" and rec["predicted_conv_ms"] > 0:
+                val += f"  {base['predicted_conv_ms'] / rec['predicted_conv_ms']:5.2f}x"
+        else:
+            val = f"{rec.get('status')}: {str(rec.get('error'))[:80]}"
+        rows.append(f"{rec['net']:<9} {rec['setting']:<11} {lim:>9}  {val}")
+    for net, rec in sorted(doc.get("pytorch", {}).items()):
+        if rec.get("status") == "ok":
+            rows.append(f"{net:<9} {'pytorch':<11} {'-':>9}  {rec['median_ms']:10.2f} ms "
+                        "(cudnn.benchmark)")
+    return "\n".join(rows)
+
+
+def _order_key(doc: dict):
+    order = {s: i for i, s in enumerate(("caffe", "unlimited", *POLICIES, "ilp"))}
+
+    def key(k):
+        r = doc["points"][k]
+        lim = r.get("limit_bytes") or 0
+        return (r["net"], 0 if lim == UNLIMITED or r["setting"] == "caffe" else 1, lim,
+                order.get(r["setting"], 99))
+    return key
