@@ -3,11 +3,13 @@
 
     python scripts/plot_figures.py --results results/h200 -o results/h200/figures
 
-Reads ``bench_core*.json`` under --results (scripts/bench_core.py) and the benchmark tables
+Reads ``bench_core*.json`` (scripts/bench_core.py) and ``reproduce.json`` (``ucudnn
+reproduce``) under --results, and the benchmark tables
 shipped in the package (or --tables DIR with {net}_layers.csv and {net}_bench.csv).
 """
 import argparse
 import glob
+import json
 import os
 import sys
 from importlib import resources
@@ -59,6 +61,18 @@ def main(argv=None):
             plots.stacked_layers(results, net, out(f"{net}_stacked_layers.png"))
     else:
         print(f"plot_figures: no bench_core*.json under {args.results}", file=sys.stderr)
+    rep = os.path.join(args.results, "reproduce.json")
+    if os.path.isfile(rep):
+        with open(rep) as f:
+            doc = json.load(f)
+        for net in sorted({r["net"] for r in doc["points"].values()
+                           if r.get("status") == "ok"}):
+            plots.reproduce_stacked(doc, net, out(f"{net}_caffe_time_layers.png"))
+        if any(r.get("kernels") for r in doc["points"].values() if r.get("status") == "ok"):
+            plots.reproduce_overhead(doc, out("overhead.png"))
+            plots.reproduce_measured_vs_predicted(doc, out("caffe_measured_vs_predicted.png"))
+    else:
+        print(f"plot_figures: no reproduce.json under {args.results}", file=sys.stderr)
     for w in written:
         print(w)
     return 0

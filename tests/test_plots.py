@@ -41,6 +41,29 @@ def test_figure_is_written_deterministically(tmp_path, draw):
     assert _digest(a) == _digest(b)
 
 
+FIRST_RUN = REPO / "results" / "h200" / "reproduce_first_run_2026-11-29" / "reproduce.json"
+
+
+@pytest.mark.parametrize("draw", [
+    lambda doc, out: plots.reproduce_stacked(doc, "alexnet", out),
+    lambda doc, out: plots.reproduce_overhead(doc, out),
+    lambda doc, out: plots.reproduce_measured_vs_predicted(doc, out),
+])
+def test_reproduce_figures_from_a_saved_run(tmp_path, draw):
+    """From the first `ucudnn reproduce` run on the H200 (failed points included)."""
+    doc = json.loads(FIRST_RUN.read_text())
+    a, b = tmp_path / "a.png", tmp_path / "b.png"
+    draw(doc, str(a))
+    draw(doc, str(b))
+    assert a.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and a.stat().st_size > 5000
+    assert _digest(a) == _digest(b)
+
+
+def test_reproduce_figure_without_data_says_so(tmp_path):
+    with pytest.raises(ValueError, match="no measured points for 'vgg'"):
+        plots.reproduce_stacked({"points": {}}, "vgg", str(tmp_path / "x.png"))
+
+
 def test_load_bench_core_merges(tmp_path):
     for i in range(2):
         (tmp_path / f"r{i}.json").write_text(json.dumps(dict(RESULT, meta={"run": i})))

@@ -1,4 +1,4 @@
-"""Figures from saved results only (benchmark tables, ``bench_core`` JSON). One figure per
+"""Figures from saved results only (benchmark tables, ``bench_core`` JSON, ``reproduce.json``). One figure per
 function; each takes its inputs and an output path, uses the Agg backend and writes a
 deterministic PNG (no timestamps in the metadata). Needs the ``plot`` extra (matplotlib).
 """
@@ -14,7 +14,8 @@ from .table import KernelBench
 from .units import format_size
 
 __all__ = ["kernel_algorithms", "desirable_set_scatter", "measured_vs_predicted",
-           "stacked_layers", "ilp_vs_dp", "load_bench_core"]
+           "stacked_layers", "ilp_vs_dp", "load_bench_core", "reproduce_stacked",
+           "reproduce_overhead", "reproduce_measured_vs_predicted"]
 
 OP_COLORS = {"fwd": "#4477aa", "bwd_data": "#ee6677", "bwd_filter": "#228833"}
 LIMIT_LINES = (8 << 20, 64 << 20, 512 << 20)
@@ -191,4 +192,116 @@ def ilp_vs_dp(layers: Sequence[LayerSpec], benches: Mapping, title: str, out: st
     ax_w.set_xticklabels(names, rotation=90, fontsize=6)
     ax_w.set_ylabel(f"ILP workspace (MiB), budget {format_size(shown.budget)}")
     fig.suptitle(title)
+    _save(fig, out)
+
+
+# ---------------------------------------------------------------------------------------------
+# `ucudnn reproduce` results (reproduce.json): whole Caffe iterations
+
+SETTING_ORDER = ("caffe", "unlimited", "undivided", "powerOfTwo", "all", "ilp")
+
+
+def _measured(doc: dict, net: str) -> List[dict]:
+    """The net's measured points, ordered: stock, unlimited, then by limit and setting."""
+    pts = [r for r in doc["points"].values() if r.get("net") == net and r.get("status") == "ok"]
+    unlimited = 1 << 40
+
+    def key(r):
+        lim = r.get("limit_bytes") or 0
+        first = r["setting"] == "caffe" or lim == unlimited
+        return (0 if first else 1, lim, SETTING_ORDER.index(r["setting"])
+                if r["setting"] in SETTING_ORDER else 99)
+    return sorted(pts, key=key)
+
+
+def _label(r: dict) -> str:
+    lim = r.get("limit_bytes")
+    if r["setting"] in ("caffe", "unlimited") or lim is None:
+        return "stock Caffe" if r["setting"] == "caffe" else "unlimited"
+    return f"{format_size(lim)}\n{r['setting']}"
+
+
+def reproduce_stacked(doc: dict, net: str, out: str) -> None:
+    """Per point: per-layer forward and backward time of one Caffe iteration (convolution
+    layers in colour, the rest grey), speedup over undivided at the same limit on top."""
+    plt = _plt()
+    pts = _measured(doc, net)
+    if not pts:
+        raise ValueError(f"no measured points for {net!r} in the results")
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(pts)), 4.5))
+    for x, r in enumerate(pts):
+        convs = {k.split("/")[0] for k in (r.get("kernels") or {})}
+        bottom = 0.0
+        for part, color in (("forward", "#4477aa"), ("backward", "#ee6677")):
+            for i, layer in enumerate(r["layers"]):
+                t = layer.get(part, 0.0)
+                conv = layer["name"] in convs or (not convs and "conv" in layer["name"])
+                ax.bar(x, t, bottom=bottom, color=color if conv else "#bbbbbb",
+                       edgecolor="white", lw=0.3, alpha=0.6 + 0.4 * (i % 2))
+                bottom += t
+        base = next((b for b in pts if b["setting"] == "undivided"
+                     and b.get("limit_bytes") == r.get("limit_bytes")), None)
+        if base and r is not base and r.get("limit_bytes"):
+            ax.text(x, bottom, f"{base['median_ms'] / r['median_ms']:.2f}x", ha="center",
+                    va="bottom", fontsize=8)
+    ax.set_xticks(range(len(pts)))
+    ax.set_xticklabels([_label(r) for r in pts], fontsize=7)
+    ax.set_ylabel("time per iteration (ms, sum of layers)")
+    from matplotlib.patches import Patch
+    ax.legend(handles=[Patch(color="#4477aa", label="conv forward"),
+                       Patch(color="#ee6677", label="conv backward"),
+                       Patch(color="#bbbbbb", label="other layers")], fontsize=8)
+    ax.set_title(f"{net}: caffe time per layer; speedup (median) over undivided")
+    _save(fig, out)
+
+
+def reproduce_overhead(doc: dict, out: str) -> None:
+    """Time spent before the first iteration: benchmarking (or reading the cache), planning
+    (DP) and solving the ILP, per point."""
+    plt = _plt()
+    pts = [r for net in sorted({r.get("net") for r in doc["points"].values()})
+           for r in _measured(doc, net) if r.get("kernels")]
+    if not pts:
+        raise ValueError("no measured ucudnn points in the results")
+    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(pts)), 4))
+    parts = (("bench_s", "benchmark / cache", "#4477aa"), ("plan_s", "DP planning", "#228833"),
+             ("ilp_solve_s", "ILP solve", "#ccbb44"))
+    for x, r in enumerate(pts):
+        bottom = 0.0
+        for key, _, color in parts:
+            v = r.get(key) or 0.0
+            ax.bar(x, v, bottom=bottom, color=color)
+            bottom += v
+    ax.set_xticks(range(len(pts)))
+    ax.set_xticklabels([f"{r['net']}\n{_label(r)}" for r in pts], fontsize=6)
+    ax.set_ylabel("seconds (all kernels of the net)")
+    from matplotlib.patches import Patch
+    ax.legend(handles=[Patch(color=c, label=l) for _, l, c in parts], fontsize=8)
+    ax.set_title("ucudnn overhead per point")
+    _save(fig, out)
+
+
+def reproduce_measured_vs_predicted(doc: dict, out: str) -> None:
+    """Convolution layers' measured time (Caffe's per-layer timer, forward + backward) against
+    the planner's prediction for the same plans."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    xs, ys = [], []
+    for r in doc["points"].values():
+        if r.get("status") != "ok" or not r.get("predicted_conv_ms"):
+            continue
+        convs = {k.split("/")[0] for k in r["kernels"]}
+        measured = sum(l.get("forward", 0) + l.get("backward", 0) for l in r["layers"]
+                       if l["name"] in convs)
+        xs.append(r["predicted_conv_ms"])
+        ys.append(measured)
+        ax.scatter(r["predicted_conv_ms"], measured,
+                   color="#4477aa" if r["net"] == "alexnet" else "#ee6677")
+    if not xs:
+        raise ValueError("no measured ucudnn points in the results")
+    lo, hi = min(xs + ys), max(xs + ys)
+    ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8)
+    ax.set_xlabel("predicted convolution time (ms)")
+    ax.set_ylabel("measured convolution layers (ms, incl. bias)")
+    ax.set_title("caffe time: convolutions, measured vs predicted")
     _save(fig, out)

@@ -369,6 +369,7 @@ def run(opts: Options, say: Callable[[str], None] = print) -> dict:
                     "optimizer": "ilp" if p.setting == "ilp" else "dp"})
         doc["points"][p.key] = rec
         save_results(path, doc)
+        write_csv(opts.out, doc)
         say(f"[{i}/{len(todo)}] {p.key}: {summary_line(p, rec, doc)} "
             f"({time.perf_counter() - t0:.1f} s)")
     write_csv(opts.out, doc)
