@@ -665,6 +665,8 @@ configure_and_build() {
   fi
 
   local targets=(caffe caffe.bin)
+  # tools/ucudnn_compare: results with ucudnn_param against stock or another setting
+  [[ $WITH_UCUDNN -eq 1 ]] && targets+=(ucudnn_compare)
   [[ $WITH_PYTHON -eq 1 ]] && targets+=(pycaffe)
   [[ $BUILD_TESTS -eq 1 ]] && targets+=(test.testbin)
   log "building ${targets[*]} with -j${JOBS}"
@@ -686,6 +688,7 @@ configure_and_build() {
   echo "  caffe tool : $tool"
   echo "  libcaffe   : $lib"
   [[ $BUILD_TESTS -eq 1 ]] && echo "  tests      : $BUILD_DIR/test/test.testbin"
+  [[ $WITH_UCUDNN -eq 1 ]] && echo "  compare    : $BUILD_DIR/tools/ucudnn_compare"
   if [[ $WITH_PYTHON -eq 1 ]]; then
     echo "  pycaffe    : $SRC/python (PYTHONPATH=$SRC/python $PYTHON_EXE -c 'import caffe')"
   else
