@@ -125,6 +125,8 @@ def test_caffe_mode_records_failures_and_resumes(tmp_path, monkeypatch, patched_
     opts.retry_failed = True
     doc = rp.run(opts, say=lambda m: None)
     assert all(r["status"] == "ok" for r in doc["points"].values())
+    assert len(doc["runs"]) == 2 and doc["points"]["alexnet/powerOfTwo/8.0MiB"]["run"] == 1
+    assert doc["points"]["alexnet/all/8.0MiB"]["run"] == 0
     with open(out / "layers.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert {r["layer"] for r in rows} >= {"conv1", "fc8"}

@@ -313,11 +313,8 @@ class Options:
 
 def summary_line(point: Point, rec: dict, doc: dict) -> str:
     if rec.get("status") == "ok":
-        base = doc["points"].get(Point(point.net, "undivided", point.limit).key, {})
-        s = f"{rec['median_ms']:.2f} ms"
-        if base.get("status") == "ok" and point.setting != "undivided":
-            s += f" ({base['median_ms'] / rec['median_ms']:.2f}x vs undivided)"
-        return s
+        sp = speedup(doc, rec) if point.setting != "undivided" else None
+        return f"{rec['median_ms']:.2f} ms" + (f" ({sp:.2f}x vs undivided)" if sp else "")
     if rec.get("status") == "predicted":
         return f"{rec['predicted_conv_ms']:.2f} ms convolutions (predicted)"
     return f"{rec.get('status')}: {rec.get('error')}"
@@ -337,7 +334,10 @@ def run(opts: Options, say: Callable[[str], None] = print) -> dict:
     if doc["points"] and doc["meta"].get("mode") not in (None, mode):
         raise ReproduceError(f"{path} holds {doc['meta'].get('mode')} results; use another "
                              "--out for a run in mode " + mode)
+    # a grid resumed over several sessions: every invocation's machine and commit are kept,
+    # and each point says which run measured it
     doc["meta"] = metadata(opts.argv, opts.caffe, mode)
+    doc.setdefault("runs", []).append(doc["meta"])
     points = grid(opts.nets, opts.limits, opts.policies, ilp=opts.ilp,
                   unlimited=opts.unlimited, stock=opts.stock)
     todo = pending(points, doc, opts.retry_failed)
@@ -366,7 +366,8 @@ def run(opts: Options, say: Callable[[str], None] = print) -> dict:
                 rec = {"status": "failed", "error": f"{type(e).__name__}: {e}"}
         rec.update({"net": p.net, "setting": p.setting, "limit_bytes": p.limit,
                     "policy": p.policy if p.setting != "ilp" else opts.ilp_policy,
-                    "optimizer": "ilp" if p.setting == "ilp" else "dp"})
+                    "optimizer": "ilp" if p.setting == "ilp" else "dp",
+                    "run": len(doc["runs"]) - 1})
         doc["points"][p.key] = rec
         save_results(path, doc)
         write_csv(opts.out, doc)
