@@ -19,6 +19,8 @@
 #   --wheels DIR    wheels to install first (default .wheels; skipped when absent)
 #   --out DIR       results folder of the grid (default results/h200)
 #   --jobs N        build jobs (default nproc)
+#   --cache-seed F  copy benchmark cache F to $UCUDNN_CACHE first when that does not exist yet
+#                   (measurements carried from an earlier run skip benchmarking)
 #   --             the rest goes to `ucudnn reproduce` (e.g. --nets alexnet --iterations 10)
 # Environment: UCUDNN_CACHE (benchmark cache; default ~/.cache/ucudnn/bench.sqlite).
 set -euo pipefail
@@ -29,6 +31,7 @@ OFFLINE=.offline
 WHEELS=.wheels
 OUT=results/h200
 JOBS="$(nproc)"
+SEED=""
 STAGES=()
 GRID_ARGS=()
 while [[ $# -gt 0 ]]; do
@@ -37,6 +40,7 @@ while [[ $# -gt 0 ]]; do
     --wheels)  WHEELS="$2"; shift 2 ;;
     --out)     OUT="$2"; shift 2 ;;
     --jobs)    JOBS="$2"; shift 2 ;;
+    --cache-seed) SEED="$2"; shift 2 ;;
     --)        shift; GRID_ARGS=("$@"); break ;;
     setup|test|grid) STAGES+=("$1"); shift ;;
     -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
@@ -46,6 +50,14 @@ done
 [[ ${#STAGES[@]} -gt 0 ]] || { echo "gpu_node.sh: name a stage: setup, test, grid" >&2; exit 2; }
 PY="${PYTHON:-python3}"
 say() { printf '[gpu_node %s] %s\n' "$(date +%T)" "$*"; }
+if [[ -n "$SEED" ]]; then
+  cache="${UCUDNN_CACHE:-$HOME/.cache/ucudnn/bench.sqlite}"
+  if [[ ! -e "$cache" ]]; then
+    mkdir -p "$(dirname "$cache")"
+    cp "$SEED" "$cache" && chmod u+w "$cache"
+    say "benchmark cache seeded from $SEED -> $cache"
+  fi
+fi
 
 for stage in "${STAGES[@]}"; do
   case "$stage" in
