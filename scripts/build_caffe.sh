@@ -46,6 +46,7 @@ CUDA_PTX=""
 JOBS="$(nproc 2>/dev/null || echo 2)"
 WITH_PYTHON=1
 WITH_UCUDNN=1
+NCCL_MODE=auto
 UCUDNN_PY="python3"
 WITH_LMDB=OFF
 WITH_LEVELDB=OFF
@@ -88,6 +89,8 @@ Build:
   --ucudnn-python EXE    Python with the ucudnn package installed (default: python3);
                          Caffe embeds it to plan micro-batches (caffe_patch/0002)
   --no-ucudnn            build without ucudnn (stock cuDNN convolutions)
+  --no-nccl              build without NCCL (default: with it where nccl.h and libnccl are
+                         found: multi-GPU training, caffe train -gpu 0,1)
   --python EXE           python3 interpreter for pycaffe (default: auto-detect one
                          with a matching Boost.Python, preferring /usr/bin/python3)
   --hdf5 auto|on|off     HDF5 layers/snapshots (default auto: on if hdf5 headers found)
@@ -126,6 +129,7 @@ while [[ $# -gt 0 ]]; do
     --no-python)  WITH_PYTHON=0; shift ;;
     --ucudnn-python) need_arg "$@"; UCUDNN_PY="$2"; shift 2 ;;
     --no-ucudnn)  WITH_UCUDNN=0; shift ;;
+    --no-nccl)    NCCL_MODE=off; shift ;;
     --python)     need_arg "$@"; PYTHON_EXE="$2"; shift 2 ;;
     --hdf5)       need_arg "$@"; HDF5_MODE="$2"; shift 2 ;;
     --with-lmdb)  WITH_LMDB=ON; shift ;;
@@ -557,6 +561,25 @@ detect_hdf5() {
   log "HDF5: USE_HDF5=$USE_HDF5"
 }
 
+# NCCL (multi-GPU training): Caffe's FindNCCL looks in /usr, /usr/local and $NCCL_DIR.
+NCCL_ARGS=(-DUSE_NCCL=OFF)
+detect_nccl() {
+  [[ "$NCCL_MODE" == off ]] && { log "NCCL: disabled (--no-nccl)"; return; }
+  local d lib
+  for d in "${NCCL_DIR:-}" "$CUDA_ROOT" /usr /usr/local; do
+    [[ -n "$d" && -f "$d/include/nccl.h" ]] || continue
+    for lib in "$d"/lib64/libnccl.so "$d"/lib/libnccl.so "$d"/lib/x86_64-linux-gnu/libnccl.so \
+               /usr/lib/x86_64-linux-gnu/libnccl.so; do
+      [[ -e "$lib" ]] || continue
+      # given to Caffe's FindNCCL as its cache variables: no search of its own
+      NCCL_ARGS=(-DUSE_NCCL=ON -DNCCL_INCLUDE_DIR="$d/include" -DNCCL_LIBRARIES="$lib")
+      log "NCCL: $d/include, $lib (multi-GPU training on)"
+      return
+    done
+  done
+  log "NCCL: not found (multi-GPU training off; install libnccl-dev or set NCCL_DIR)"
+}
+
 # ----------------------------------------------------------------------------
 # ucudnn (caffe_patch/0002): Caffe embeds the Python that has the ucudnn package and
 # links its C API; the flags come from that package (ucudnn.config).
@@ -589,13 +612,14 @@ configure_and_build() {
   command -v cmake >/dev/null 2>&1 || die "cmake not found (run .ci/caffe_deps.sh)"
   log "CUDA: $("$nvcc" --version | grep -o 'release [0-9.]*')  arch: sm_{${CUDA_ARCH// /,}} ptx: ${CUDA_PTX}"
   detect_hdf5
+  detect_nccl
   detect_python
 
   local args=(
     -DCMAKE_BUILD_TYPE=Release
     -DCPU_ONLY=OFF
     -DUSE_CUDNN=ON
-    -DUSE_NCCL=OFF
+    "${NCCL_ARGS[@]}"
     -DBLAS=Open
     -DUSE_LMDB="$WITH_LMDB"
     -DUSE_LEVELDB="$WITH_LEVELDB"

@@ -174,3 +174,28 @@ def test_layer_gtests(caffe):
     assert r.returncode == 0, r.stdout[-6000:]
     assert "UcudnnConvolutionLayerTest.TestFailedWorkspaceAllocationFallsBack" in r.stdout
     assert re.search(r"\[  PASSED  \] \d+ tests", r.stdout)
+
+
+def _gpu_count():
+    r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
+    return r.stdout.count("GPU ") if r.returncode == 0 else 0
+
+
+def test_multi_gpu_training(caffe, tmp_path):
+    """`caffe train -gpu 0,1` (NCCL, one solver thread per GPU): every GPU's layers plan in
+    their own thread through the embedded interpreter, and training runs to the end."""
+    if _gpu_count() < 2:
+        pytest.skip("needs two GPUs (device kind nvidia-h200-x2)")
+    if "USE_NCCL:BOOL=ON" not in (BUILD / "CMakeCache.txt").read_text():
+        pytest.skip("Caffe built without NCCL (scripts/build_caffe.sh finds it where installed)")
+    model = _net(caffe, "alexnet", 32, policy="powerOfTwo", limit=64 * MIB)
+    solver = tmp_path / "solver.prototxt"
+    solver.write_text(f'net: "{model}"\nbase_lr: 0.001\nlr_policy: "fixed"\nmomentum: 0.9\n'
+                      'max_iter: 4\ndisplay: 1\nsnapshot_after_train: false\n'
+                      'solver_mode: GPU\n')
+    rc, out = _run(caffe, ["caffe", "train", "-solver", solver, "-gpu", "0,1"], timeout=900)
+    assert rc == 0, out[-4000:]
+    assert "Optimization Done" in out
+    threads = {l.split()[2] for l in out.splitlines()
+               if "ucudnn: layer conv1 fwd:" in l and len(l.split()) > 2}
+    assert len(threads) >= 2, threads      # planned by each GPU's solver thread
