@@ -857,8 +857,6 @@ def cmd_reproduce(args) -> int:
     from . import reproduce as rp
     if args.iterations < 1:
         raise CliError(f"--iterations: must be >= 1, got {args.iterations}")
-    for p in _list(args.policies):
-        _policy(p)
     caffe = args.caffe or os.environ.get("UCUDNN_CAFFE") or str(
         rp.REPO / "third_party" / "caffe" / "build" / "tools" / "caffe")
     predict = args.predict
