@@ -198,20 +198,11 @@ def ilp_vs_dp(layers: Sequence[LayerSpec], benches: Mapping, title: str, out: st
 # ---------------------------------------------------------------------------------------------
 # `ucudnn reproduce` results (reproduce.json): whole Caffe iterations
 
-SETTING_ORDER = ("caffe", "unlimited", "undivided", "powerOfTwo", "all", "ilp")
-
-
 def _measured(doc: dict, net: str) -> List[dict]:
     """The net's measured points, ordered: stock, unlimited, then by limit and setting."""
+    from .reproduce import point_order
     pts = [r for r in doc["points"].values() if r.get("net") == net and r.get("status") == "ok"]
-    unlimited = 1 << 40
-
-    def key(r):
-        lim = r.get("limit_bytes") or 0
-        first = r["setting"] == "caffe" or lim == unlimited
-        return (0 if first else 1, lim, SETTING_ORDER.index(r["setting"])
-                if r["setting"] in SETTING_ORDER else 99)
-    return sorted(pts, key=key)
+    return sorted(pts, key=point_order)
 
 
 def _label(r: dict) -> str:

@@ -412,14 +412,16 @@ POINT_COLUMNS = ("net", "setting", "policy", "optimizer", "limit_bytes", "status
                  "predicted_conv_ms", "workspace_bytes", "bench_s", "plan_s", "ilp_solve_s")
 
 
-def speedup(doc: dict, rec: dict) -> Optional[float]:
-    """Median forward-backward time of undivided at the same limit over this point's."""
-    if rec.get("status") != "ok" or rec.get("limit_bytes") is None:
+def speedup(doc: dict, rec: dict, field: str = "median_ms") -> Optional[float]:
+    """``field`` of undivided at the same limit over this point's: the measured median
+    forward-backward time, or (``predicted_conv_ms``) the predicted convolution time."""
+    status = {"median_ms": "ok", "predicted_conv_ms": "predicted"}[field]
+    if rec.get("status") != status or rec.get("limit_bytes") is None:
         return None
     base = doc["points"].get(Point(rec["net"], "undivided", rec["limit_bytes"]).key, {})
-    if base.get("status") != "ok" or not rec.get("median_ms"):
+    if base.get("status") != status or not rec.get(field):
         return None
-    return base["median_ms"] / rec["median_ms"]
+    return base[field] / rec[field]
 
 
 def write_csv(out: Path, doc: dict) -> None:
@@ -446,7 +448,8 @@ def format_summary(doc: dict) -> str:
     """A table of the points: median forward-backward time and speedup over undivided
     (measured), or predicted convolution time (predict mode)."""
     rows = []
-    for key in sorted(doc["points"], key=_order_key(doc)):
+    for key in sorted(doc["points"], key=lambda k: (doc["points"][k]["net"],
+                                                    point_order(doc["points"][k]))):
         rec = doc["points"][key]
         lim = format_size(rec["limit_bytes"]) if rec.get("limit_bytes") is not None else "-"
         if rec.get("limit_bytes") == UNLIMITED:
@@ -455,10 +458,9 @@ def format_summary(doc: dict) -> str:
             sp = speedup(doc, rec)
             val = f"{rec['median_ms']:10.2f} ms" + (f"  {sp:5.2f}x" if sp else "")
         elif rec.get("status") == "predicted":
-            base = doc["points"].get(Point(rec["net"], "undivided", rec["limit_bytes"]).key, {})
-            val = f"{rec['predicted_conv_ms']:10.2f} ms conv (predicted)"
-            if base.get("status") == "predicted" and rec["predicted_conv_ms"] > 0:
-                val += f"  {base['predicted_conv_ms'] / rec['predicted_conv_ms']:5.2f}x"
+            sp = speedup(doc, rec, "predicted_conv_ms")
+            val = f"{rec['predicted_conv_ms']:10.2f} ms conv (predicted)" + (
+                f"  {sp:5.2f}x" if sp else "")
         else:
             val = f"{rec.get('status')}: {str(rec.get('error'))[:80]}"
         rows.append(f"{rec['net']:<9} {rec['setting']:<11} {lim:>9}  {val}")
@@ -469,12 +471,13 @@ def format_summary(doc: dict) -> str:
     return "\n".join(rows)
 
 
-def _order_key(doc: dict):
-    order = {s: i for i, s in enumerate(("caffe", "unlimited", *POLICIES, "ilp"))}
+SETTINGS = ("caffe", "unlimited", *POLICIES, "ilp")
 
-    def key(k):
-        r = doc["points"][k]
-        lim = r.get("limit_bytes") or 0
-        return (r["net"], 0 if lim == UNLIMITED or r["setting"] == "caffe" else 1, lim,
-                order.get(r["setting"], 99))
-    return key
+
+def point_order(rec: dict) -> tuple:
+    """Sort key of a point within its network: stock Caffe and unlimited first, then by
+    limit and setting (tables and figures)."""
+    lim = rec.get("limit_bytes") or 0
+    first = lim == UNLIMITED or rec["setting"] == "caffe"
+    return (0 if first else 1, lim,
+            SETTINGS.index(rec["setting"]) if rec["setting"] in SETTINGS else len(SETTINGS))
