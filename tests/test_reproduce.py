@@ -163,3 +163,72 @@ def test_fill_once_makes_dummy_data_constant(patched_caffe_source):
     fillers = net.layer[0].dummy_data_param.data_filler
     assert [(f.type, f.value) for f in fillers] == [("constant", 1.0), ("constant", 0.0)]
     assert os.path.basename(str(REPO)) != ""
+
+
+def test_merge_repeats_takes_medians_and_keeps_every_process():
+    def proc(ms, conv1_fwd, run):
+        return {"median_ms": ms, "mean_ms": ms + 1, "forward_ms": ms / 2, "backward_ms": ms / 2,
+                "conv_ms": ms / 4, "run": run, "log": f"x.{run}.log", "iteration_ms": [ms],
+                "layers": [{"name": "conv1", "forward": conv1_fwd, "backward": 1.0},
+                           {"name": "relu1", "forward": 0.5, "backward": 0.5}]}
+    first = dict(proc(150.0, 9.0, 0), status="ok", kernels={"conv1/fwd": {}}, bench_s=2.0)
+    reps = [proc(150.0, 9.0, 0), proc(126.0, 3.0, 1), proc(130.0, 4.0, 1)]
+    rec = rp.merge_repeats(first, reps)
+    assert rec["median_ms"] == 130.0 and (rec["min_ms"], rec["max_ms"]) == (126.0, 150.0)
+    assert rec["mean_ms"] == 131.0 and rec["conv_ms"] == 32.5
+    assert rec["layers"][0] == {"name": "conv1", "forward": 4.0, "backward": 1.0}
+    assert rec["kernels"] == {"conv1/fwd": {}} and rec["bench_s"] == 2.0   # the first's plans
+    assert "iteration_ms" not in rec and "log" not in rec                  # per process only
+    assert rp.measured_repeats(rec) == reps
+    # a record from before repeats existed is one process
+    legacy = {"status": "ok", "median_ms": 5.0, "layers": []}
+    assert [r["median_ms"] for r in rp.measured_repeats(legacy)] == [5.0]
+    assert rp.measured_repeats({"status": "failed"}) == []
+
+
+def test_repeats_run_in_rounds_and_resume_adds_processes(tmp_path, monkeypatch,
+                                                          patched_caffe_source):
+    monkeypatch.setenv("UCUDNN_CAFFE_PROTO",
+                       str(patched_caffe_source / "src" / "caffe" / "proto" / "caffe.proto"))
+    out = tmp_path / "out"
+    opts = rp.Options(out=out, nets=["alexnet"], limits=[8 * MIB], policies=["undivided", "all"],
+                      ilp=False, unlimited=False, pytorch=False, repeats=2,
+                      caffe=_fake_caffe(tmp_path, "no-such-setting"),
+                      prototxt_dir=REPO / "prototxt")
+    said = []
+    doc = rp.run(opts, say=said.append)
+    assert "3 to run (6 Caffe processes, 2 per point)" in said[0]
+    order = [m.split(":")[0] for m in said[1:]]
+    assert order == ["[1/6] alexnet/caffe/- #1", "[2/6] alexnet/undivided/8.0MiB #1",
+                     "[3/6] alexnet/all/8.0MiB #1", "[4/6] alexnet/caffe/- #2",
+                     "[5/6] alexnet/undivided/8.0MiB #2", "[6/6] alexnet/all/8.0MiB #2"]
+    rec = doc["points"]["alexnet/all/8.0MiB"]
+    assert [r["log"] for r in rec["repeats"]] == ["alexnet_all_8.0MiB.log",
+                                                 "alexnet_all_8.0MiB.2.log"]
+    assert (out / "logs" / "alexnet_all_8.0MiB.2.log").is_file()
+    # the replayed log's conv1..conv5, forward + backward, from Caffe's per-layer timer
+    layers = {l["name"]: l for l in rec["layers"]}
+    assert rec["conv_ms"] == pytest.approx(sum(layers[f"conv{i}"]["forward"]
+                                               + layers[f"conv{i}"]["backward"]
+                                               for i in range(1, 6)))
+    assert doc["points"]["alexnet/caffe/-"]["conv_ms"] > rec["conv_ms"]
+    assert "2 runs]" in rp.format_summary(doc)
+    with open(out / "points.csv", newline="") as f:
+        rows = {r["setting"]: r for r in csv.DictReader(f)}
+    assert rows["all"]["processes"] == "2" and float(rows["all"]["conv_speedup_vs_undivided"]) > 0
+
+    # resume with three per point: one more process each, in a new run
+    opts.repeats = 3
+    said.clear()
+    doc = rp.run(opts, say=said.append)
+    assert "3 to run (3 Caffe processes, 3 per point)" in said[0]
+    rec = doc["points"]["alexnet/all/8.0MiB"]
+    assert [r["run"] for r in rec["repeats"]] == [0, 0, 1] and rec["run"] == 0
+
+    # a later process that fails marks the point failed and keeps what was measured
+    opts.repeats, opts.caffe = 4, _fake_caffe(tmp_path, "all")
+    doc = rp.run(opts, say=lambda m: None)
+    rec = doc["points"]["alexnet/all/8.0MiB"]
+    assert rec["status"] == "failed" and rec["error"].startswith("repeat 4: caffe time")
+    assert len(rec["repeats"]) == 3
+    assert len(doc["points"]["alexnet/undivided/8.0MiB"]["repeats"]) == 4

@@ -811,6 +811,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-unlimited", action="store_true", help="leave out unlimited workspace")
     s.add_argument("--no-stock", action="store_true", help="leave out stock Caffe")
     s.add_argument("--iterations", type=int, default=20, help="caffe time iterations (20)")
+    s.add_argument("--repeats", type=int, default=3,
+                   help="Caffe processes per point, run in rounds; the point's time is their "
+                   "median (3)")
     s.add_argument("--gpu", type=int, default=0, help="GPU id for caffe time (0)")
     s.add_argument("--timeout", type=float, default=900, help="seconds per point (900)")
     s.add_argument("--caffe", metavar="EXE", help="the patched caffe binary (default $UCUDNN_CAFFE "
@@ -857,6 +860,8 @@ def cmd_reproduce(args) -> int:
     from . import reproduce as rp
     if args.iterations < 1:
         raise CliError(f"--iterations: must be >= 1, got {args.iterations}")
+    if args.repeats < 1:
+        raise CliError(f"--repeats: must be >= 1, got {args.repeats}")
     caffe = args.caffe or os.environ.get("UCUDNN_CAFFE") or str(
         rp.REPO / "third_party" / "caffe" / "build" / "tools" / "caffe")
     predict = args.predict
@@ -876,7 +881,7 @@ def cmd_reproduce(args) -> int:
         limits=[_size(x, "--limits") for x in _list(args.limits)],
         policies=[_policy(p) for p in _list(args.policies)], ilp=not args.no_ilp,
         ilp_policy=_policy(args.ilp_policy), unlimited=not args.no_unlimited,
-        stock=not args.no_stock, iterations=args.iterations, gpu=args.gpu,
+        stock=not args.no_stock, iterations=args.iterations, repeats=args.repeats, gpu=args.gpu,
         timeout=args.timeout, caffe=None if predict else caffe, cache_path=args.cache,
         retry_failed=args.retry_failed, predict=predict, pytorch=not args.no_pytorch,
         argv=sys.argv[2:] if len(sys.argv) > 2 else [])

@@ -16,6 +16,19 @@ Note [Resuming]
     with its error and the tail of its log; the grid goes on. The full log of every point is
     kept under ``OUT/logs/``.
 
+Note [Repeats]
+    Each point is measured in ``repeats`` separate Caffe processes, in rounds: every point
+    once, then every point again, so that a drift of the machine spreads over all points
+    instead of biasing the last ones. On the GPU host the iterations of one process agree
+    within about 1 %, but two processes of the same prototxt differed by up to 15 %
+    (ResNet-18's BatchNorm and Scale layers; plans and algorithms were identical), so one
+    process per point is not enough to compare settings. A point keeps every process's
+    timing under ``repeats``; its ``median_ms``, ``forward_ms``, ``backward_ms``,
+    ``conv_ms`` and per-layer times are medians over them, ``min_ms``/``max_ms`` the spread.
+    The plans, benchmarking and planning times are the first process's (later ones find the
+    benchmarks in the cache). Resuming with a larger ``repeats`` adds processes to points
+    already measured.
+
 Without a GPU (or without a built Caffe, in ``--predict`` mode) the runner plans every point
 from the shipped H200 benchmark data instead and says so: the numbers are the planner's
 predicted convolution times, not measurements.
@@ -28,6 +41,7 @@ import json
 import os
 import platform
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -122,22 +136,66 @@ def save_results(path: Path, doc: dict) -> None:
         raise
 
 
-def pending(points: Iterable[Point], doc: dict, retry_failed: bool = False) -> List[Point]:
-    """The points still to run (Note [Resuming])."""
+def pending(points: Iterable[Point], doc: dict, retry_failed: bool = False,
+            repeats: int = 1) -> List[Point]:
+    """The points still to run (Note [Resuming]): never run, failed (with ``retry_failed``)
+    or measured in fewer than ``repeats`` processes (Note [Repeats])."""
     done = doc.get("points", {})
-    out = []
-    for p in points:
-        rec = done.get(p.key)
-        if rec is None or (retry_failed and rec.get("status") != "ok"):
-            out.append(p)
-    return out
+    return [p for p in points if _runs_needed(done.get(p.key), retry_failed, repeats)]
+
+
+def _runs_needed(rec: Optional[dict], retry_failed: bool, repeats: int) -> int:
+    if rec is None or (retry_failed and rec.get("status") == "failed"):
+        return repeats
+    if rec.get("status") == "ok":
+        return max(0, repeats - len(measured_repeats(rec)))
+    return 0
+
+
+def measured_repeats(rec: dict) -> List[dict]:
+    """The processes that measured an ``ok`` point (a record written before repeats existed
+    is its own single process)."""
+    if rec.get("status") != "ok":
+        return []
+    return rec.get("repeats") or [{f: rec.get(f) for f in REPEAT_FIELDS}]
+
+
+# per Caffe process of a point (Note [Repeats]); the point's are medians over these
+REPEAT_FIELDS = ("median_ms", "mean_ms", "forward_ms", "backward_ms", "conv_ms", "layers",
+                 "iteration_ms", "wall_s", "log", "run", "command")
+
+
+def merge_repeats(first: dict, repeats: List[dict]) -> dict:
+    """The point record: ``first`` (plans, benchmarking) with times that are medians over
+    ``repeats`` (Note [Repeats])."""
+    def med(field):
+        vals = [r[field] for r in repeats if r.get(field) is not None]
+        return statistics.median(vals) if vals else None
+
+    rec = dict(first, repeats=repeats)
+    for f in ("median_ms", "mean_ms", "forward_ms", "backward_ms", "conv_ms"):
+        rec[f] = med(f)
+    medians = [r["median_ms"] for r in repeats]
+    rec["min_ms"], rec["max_ms"] = min(medians), max(medians)
+    layers = []
+    for i, layer in enumerate(repeats[0].get("layers") or []):
+        same = [r["layers"][i] for r in repeats
+                if len(r.get("layers") or []) > i and r["layers"][i]["name"] == layer["name"]]
+        layers.append({"name": layer["name"],
+                       **{d: statistics.median(x[d] for x in same)
+                          for d in ("forward", "backward") if d in layer}})
+    rec["layers"] = layers
+    for f in ("iteration_ms", "wall_s", "log", "command"):
+        rec.pop(f, None)                 # per process: under repeats
+    return rec
 
 
 # ------------------------------------------------------------------------------ one Caffe run
 
 def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Optional[str],
-                     ilp_policy: str) -> Path:
-    """Write ``source`` with the point's net-wide ``ucudnn_param`` to ``dest``."""
+                     ilp_policy: str) -> List[str]:
+    """Write ``source`` with the point's net-wide ``ucudnn_param`` to ``dest``; returns the
+    names of its convolution layers."""
     from .caffe_proto import read_net, set_ucudnn_param, write_net
     net = read_net(pb2, str(source))
     fill_once(net)
@@ -153,7 +211,15 @@ def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Op
             net.ucudnn_param.cache_path = cache_path
     dest.parent.mkdir(parents=True, exist_ok=True)
     write_net(net, str(dest))
-    return dest
+    return [layer.name for layer in net.layer if layer.type == "Convolution"]
+
+
+def conv_ms(layers: Sequence[dict], conv_layers: Iterable[str]) -> Optional[float]:
+    """Forward + backward time of the convolution layers (Caffe's per-layer timer; a
+    layer's time includes its bias)."""
+    convs = set(conv_layers)
+    times = [t.get("forward", 0) + t.get("backward", 0) for t in layers if t["name"] in convs]
+    return sum(times) if times else None
 
 
 def fill_once(net) -> None:
@@ -308,13 +374,15 @@ class Options:
     retry_failed: bool = False
     predict: bool = False
     pytorch: bool = True
+    repeats: int = 3
     argv: Sequence[str] = ()
 
 
 def summary_line(point: Point, rec: dict, doc: dict) -> str:
     if rec.get("status") == "ok":
         sp = speedup(doc, rec) if point.setting != "undivided" else None
-        return f"{rec['median_ms']:.2f} ms" + (f" ({sp:.2f}x vs undivided)" if sp else "")
+        return f"{rec['median_ms']:.2f} ms{_spread(rec)}" + (
+            f" ({sp:.2f}x vs undivided)" if sp else "")
     if rec.get("status") == "predicted":
         return f"{rec['predicted_conv_ms']:.2f} ms convolutions (predicted)"
     return f"{rec.get('status')}: {rec.get('error')}"
@@ -340,9 +408,12 @@ def run(opts: Options, say: Callable[[str], None] = print) -> dict:
     doc.setdefault("runs", []).append(doc["meta"])
     points = grid(opts.nets, opts.limits, opts.policies, ilp=opts.ilp,
                   unlimited=opts.unlimited, stock=opts.stock)
-    todo = pending(points, doc, opts.retry_failed)
-    say(f"ucudnn reproduce: {len(points)} points, {len(points) - len(todo)} already in {path}, "
-        f"{len(todo)} to run ({'caffe time' if mode == 'caffe' else 'predicted, no GPU run'})")
+    repeats = 1 if mode == "predict" else opts.repeats
+    todo = pending(points, doc, opts.retry_failed, repeats)
+    runs = sum(_runs_needed(doc["points"].get(p.key), opts.retry_failed, repeats) for p in todo)
+    say(f"ucudnn reproduce: {len(points)} points, {len(points) - len(todo)} complete in {path}, "
+        f"{len(todo)} to run" + (f" ({runs} Caffe processes, {repeats} per point)"
+                                 if mode == "caffe" else " (predicted, no GPU run)"))
     if mode == "caffe" and opts.pytorch:
         run_pytorch(opts, doc, say)
         save_results(path, doc)
@@ -350,31 +421,61 @@ def run(opts: Options, say: Callable[[str], None] = print) -> dict:
     if mode == "caffe" and todo:
         from .caffe_proto import load_caffe_pb2
         pb2 = load_caffe_pb2()
-    for i, p in enumerate(todo, 1):
-        t0 = time.perf_counter()
-        if mode == "predict":
-            rec = predict_point(p, opts.ilp_policy)
-        else:
-            model = opts.out / "prototxt" / (p.key.replace("/", "_") + ".prototxt")
-            try:
-                variant_prototxt(pb2, opts.prototxt_dir / f"{p.net}.prototxt", p, model,
-                                 opts.cache_path, opts.ilp_policy)
-                rec = run_caffe_time(opts.caffe, model, opts.iterations, opts.gpu,
-                                     opts.out / "logs" / (p.key.replace("/", "_") + ".log"),
-                                     opts.timeout)
-            except Exception as e:    # noqa: BLE001 - one point's failure is recorded
-                rec = {"status": "failed", "error": f"{type(e).__name__}: {e}"}
-        rec.update({"net": p.net, "setting": p.setting, "limit_bytes": p.limit,
-                    "policy": p.policy if p.setting != "ilp" else opts.ilp_policy,
-                    "optimizer": "ilp" if p.setting == "ilp" else "dp",
-                    "run": len(doc["runs"]) - 1})
-        doc["points"][p.key] = rec
-        save_results(path, doc)
-        write_csv(opts.out, doc)
-        say(f"[{i}/{len(todo)}] {p.key}: {summary_line(p, rec, doc)} "
-            f"({time.perf_counter() - t0:.1f} s)")
+    done = 0
+    for rnd in range(1, repeats + 1):         # Note [Repeats]: rounds over the points
+        for p in todo:
+            rec = doc["points"].get(p.key)
+            fresh = rnd == 1 and (rec is None or (opts.retry_failed
+                                                  and rec.get("status") == "failed"))
+            if not fresh and not (rec and rec.get("status") == "ok"
+                                  and len(measured_repeats(rec)) < rnd):
+                continue
+            t0 = time.perf_counter()
+            new = run_point(opts, pb2, p, doc, None if fresh else rec)
+            doc["points"][p.key] = new
+            save_results(path, doc)
+            write_csv(opts.out, doc)
+            done += 1
+            n = len(new.get("repeats") or [])
+            say(f"[{done}/{runs}] {p.key}" + (f" #{n}" if repeats > 1 and n else "")
+                + f": {summary_line(p, new, doc)} ({time.perf_counter() - t0:.1f} s)")
     write_csv(opts.out, doc)
     return doc
+
+
+def run_point(opts: Options, pb2, p: Point, doc: dict, rec: Optional[dict]) -> dict:
+    """Measure ``p`` in one more Caffe process and return its record: a new one, or ``rec``
+    with this process added to its repeats (Note [Repeats])."""
+    run_index = len(doc["runs"]) - 1
+    if opts.predict:
+        new = predict_point(p, opts.ilp_policy)
+    else:
+        prior = measured_repeats(rec) if rec else []
+        stem = p.key.replace("/", "_") + (f".{len(prior) + 1}" if prior else "")
+        model = opts.out / "prototxt" / (p.key.replace("/", "_") + ".prototxt")
+        try:
+            convs = variant_prototxt(pb2, opts.prototxt_dir / f"{p.net}.prototxt", p, model,
+                                     opts.cache_path, opts.ilp_policy)
+            new = run_caffe_time(opts.caffe, model, opts.iterations, opts.gpu,
+                                 opts.out / "logs" / (stem + ".log"), opts.timeout)
+        except Exception as e:    # noqa: BLE001 - one point's failure is recorded
+            new = {"status": "failed", "error": f"{type(e).__name__}: {e}"}
+        if new.get("status") == "ok":
+            new["run"] = run_index
+            for r in prior + [new]:
+                if r.get("conv_ms") is None:
+                    r["conv_ms"] = conv_ms(r.get("layers") or [], convs)
+            this = {f: new.get(f) for f in REPEAT_FIELDS}
+            new = merge_repeats(rec if prior else new, prior + [this])
+        elif prior:
+            # a later process failed: the point is failed, its measured processes kept
+            new = dict(rec, status="failed", error=f"repeat {len(prior) + 1}: {new['error']}",
+                       log_tail=new.get("log_tail"))
+    new.update({"net": p.net, "setting": p.setting, "limit_bytes": p.limit,
+                "policy": p.policy if p.setting != "ilp" else opts.ilp_policy,
+                "optimizer": "ilp" if p.setting == "ilp" else "dp"})
+    new.setdefault("run", run_index)
+    return new
 
 
 def run_pytorch(opts: Options, doc: dict, say: Callable[[str], None]) -> None:
@@ -408,14 +509,22 @@ def run_pytorch(opts: Options, doc: dict, say: Callable[[str], None]) -> None:
 
 
 POINT_COLUMNS = ("net", "setting", "policy", "optimizer", "limit_bytes", "status", "median_ms",
-                 "mean_ms", "forward_ms", "backward_ms", "speedup_vs_undivided",
+                 "min_ms", "max_ms", "processes", "mean_ms", "forward_ms", "backward_ms",
+                 "speedup_vs_undivided", "conv_ms", "conv_speedup_vs_undivided",
                  "predicted_conv_ms", "workspace_bytes", "bench_s", "plan_s", "ilp_solve_s")
+
+
+def _spread(rec: dict) -> str:
+    """`` [min-max, n processes]`` of a point measured more than once (Note [Repeats])."""
+    n = len(measured_repeats(rec))
+    return f" [{rec['min_ms']:.2f}-{rec['max_ms']:.2f}, {n} runs]" if n > 1 else ""
 
 
 def speedup(doc: dict, rec: dict, field: str = "median_ms") -> Optional[float]:
     """``field`` of undivided at the same limit over this point's: the measured median
-    forward-backward time, or (``predicted_conv_ms``) the predicted convolution time."""
-    status = {"median_ms": "ok", "predicted_conv_ms": "predicted"}[field]
+    forward-backward time, the measured convolution layers (``conv_ms``), or
+    (``predicted_conv_ms``) the predicted convolution time."""
+    status = {"median_ms": "ok", "conv_ms": "ok", "predicted_conv_ms": "predicted"}[field]
     if rec.get("status") != status or rec.get("limit_bytes") is None:
         return None
     base = doc["points"].get(Point(rec["net"], "undivided", rec["limit_bytes"]).key, {})
@@ -432,7 +541,10 @@ def write_csv(out: Path, doc: dict) -> None:
         w = csv.writer(f)
         w.writerow(POINT_COLUMNS)
         for key in sorted(doc["points"]):
-            rec = dict(doc["points"][key], speedup_vs_undivided=speedup(doc, doc["points"][key]))
+            rec = doc["points"][key]
+            rec = dict(rec, speedup_vs_undivided=speedup(doc, rec),
+                       conv_speedup_vs_undivided=speedup(doc, rec, "conv_ms"),
+                       processes=len(measured_repeats(rec)) or None)
             w.writerow(["" if rec.get(c) is None else rec.get(c) for c in POINT_COLUMNS])
     with open(out / "layers.csv", "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
@@ -455,8 +567,10 @@ def format_summary(doc: dict) -> str:
         if rec.get("limit_bytes") == UNLIMITED:
             lim = "unlimited"
         if rec.get("status") == "ok":
-            sp = speedup(doc, rec)
-            val = f"{rec['median_ms']:10.2f} ms" + (f"  {sp:5.2f}x" if sp else "")
+            sp, csp = speedup(doc, rec), speedup(doc, rec, "conv_ms")
+            val = (f"{rec['median_ms']:10.2f} ms" + (f"  {sp:5.2f}x" if sp else " " * 7)
+                   + (f"  conv {rec['conv_ms']:7.2f} ms" if rec.get("conv_ms") else "")
+                   + (f" {csp:5.2f}x" if csp else "") + _spread(rec))
         elif rec.get("status") == "predicted":
             sp = speedup(doc, rec, "predicted_conv_ms")
             val = f"{rec['predicted_conv_ms']:10.2f} ms conv (predicted)" + (
