@@ -199,3 +199,38 @@ def test_multi_gpu_training(caffe, tmp_path):
     threads = {l.split()[2] for l in out.splitlines()
                if "ucudnn: layer conv1 fwd:" in l and len(l.split()) > 2}
     assert len(threads) >= 2, threads      # planned by each GPU's solver thread
+
+
+@pytest.mark.parametrize("setting", [dict(policy="powerOfTwo", limit=8 * MIB),
+                                     dict(policy="powerOfTwo", optimizer="ilp", limit=8 * MIB)],
+                         ids=["dp", "ilp"])
+def test_train_and_test_nets_with_different_batch_sizes(caffe, tmp_path, setting):
+    """`caffe train` with a TEST phase: the train net (batch 64) and the test net (batch 16)
+    plan their own kernels for their own batch, and training and testing run."""
+    from ucudnn.caffe_proto import read_net, set_ucudnn_param, write_net
+    pb2 = caffe["pb2"]
+    net = read_net(pb2, str(REPO / "prototxt" / "cifar10.prototxt"))
+    data = net.layer[0]
+    test_data = pb2.LayerParameter()
+    test_data.CopyFrom(data)
+    test_data.name = "cifar_test"
+    for layer, phase, batch in ((data, pb2.TRAIN, 64), (test_data, pb2.TEST, 16)):
+        layer.ClearField("include")
+        layer.include.add().phase = phase
+        for shape in layer.dummy_data_param.shape:
+            shape.dim[0] = batch
+    net.layer.insert(1, test_data)
+    set_ucudnn_param(net, **setting)
+    model = tmp_path / "train_test.prototxt"
+    write_net(net, str(model))
+    solver = tmp_path / "solver.prototxt"
+    solver.write_text(f'net: "{model}"\nbase_lr: 0.001\nlr_policy: "fixed"\nmomentum: 0.9\n'
+                      'max_iter: 6\ntest_iter: 2\ntest_interval: 3\ndisplay: 1\n'
+                      'snapshot_after_train: false\nsolver_mode: GPU\n')
+    rc, out = _run(caffe, ["caffe", "train", "-solver", solver, "-gpu", "0"], timeout=600)
+    assert rc == 0, out[-4000:]
+    assert "Optimization Done" in out and "Test net output #0:" in out
+    batches = set()
+    for plan in re.findall(r"ucudnn: layer conv1 fwd: (.*?), [-\d.e+]+ ms predicted", out):
+        batches.add(sum(int(n) * int(k) for n, k in re.findall(r"(\d+)x(\d+):algo", plan)))
+    assert batches == {64, 16}, batches
