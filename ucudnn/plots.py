@@ -219,17 +219,23 @@ def reproduce_stacked(doc: dict, net: str, out: str) -> None:
     pts = _measured(doc, net)
     if not pts:
         raise ValueError(f"no measured points for {net!r} in the results")
+    # stock Caffe has no ucudnn kernels: its convolution layers are the other points' ones
+    net_convs = {k.split("/")[0] for r in pts for k in (r.get("kernels") or {})}
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(pts)), 4.5))
     for x, r in enumerate(pts):
-        convs = {k.split("/")[0] for k in (r.get("kernels") or {})}
+        convs = set(r.get("conv_layers") or net_convs)
         bottom = 0.0
-        for part, color in (("forward", "#4477aa"), ("backward", "#ee6677")):
-            for i, layer in enumerate(r["layers"]):
+        for part, color, grey in (("forward", "#4477aa", "#bbbbbb"),
+                                  ("backward", "#ee6677", "#dddddd")):
+            # one segment per convolution layer, the other layers as one block
+            for i, layer in enumerate(l for l in r["layers"] if l["name"] in convs):
                 t = layer.get(part, 0.0)
-                conv = layer["name"] in convs or (not convs and "conv" in layer["name"])
-                ax.bar(x, t, bottom=bottom, color=color if conv else "#bbbbbb",
-                       edgecolor="white", lw=0.3, alpha=0.6 + 0.4 * (i % 2))
+                ax.bar(x, t, bottom=bottom, color=color, edgecolor="white", lw=0.3,
+                       alpha=0.65 + 0.35 * (i % 2))
                 bottom += t
+            rest = sum(l.get(part, 0.0) for l in r["layers"] if l["name"] not in convs)
+            ax.bar(x, rest, bottom=bottom, color=grey, edgecolor="white", lw=0.3)
+            bottom += rest
         base = next((b for b in pts if b["setting"] == "undivided"
                      and b.get("limit_bytes") == r.get("limit_bytes")), None)
         if base and r is not base and r.get("limit_bytes"):
@@ -239,36 +245,42 @@ def reproduce_stacked(doc: dict, net: str, out: str) -> None:
     ax.set_xticklabels([_label(r) for r in pts], fontsize=7)
     ax.set_ylabel("time per iteration (ms, sum of layers)")
     from matplotlib.patches import Patch
-    ax.legend(handles=[Patch(color="#4477aa", label="conv forward"),
-                       Patch(color="#ee6677", label="conv backward"),
-                       Patch(color="#bbbbbb", label="other layers")], fontsize=8)
+    ax.legend(handles=[Patch(color="#4477aa", label="conv forward (per layer)"),
+                       Patch(color="#bbbbbb", label="other layers forward"),
+                       Patch(color="#ee6677", label="conv backward (per layer)"),
+                       Patch(color="#dddddd", label="other layers backward")], fontsize=8)
     ax.set_title(f"{net}: caffe time per layer; speedup (median) over undivided")
     _save(fig, out)
 
 
 def reproduce_overhead(doc: dict, out: str) -> None:
-    """Time spent before the first iteration: benchmarking (or reading the cache), planning
-    (DP) and solving the ILP, per point."""
+    """Time spent before the first iteration, one panel per network: benchmarking (or reading
+    the benchmark cache), planning (DP) and solving the ILP, per point, on a log scale (a cold
+    benchmark of policy ``all`` takes minutes, a cache read a second)."""
     plt = _plt()
-    pts = [r for net in sorted({r.get("net") for r in doc["points"].values()})
-           for r in _measured(doc, net) if r.get("kernels")]
-    if not pts:
+    nets = sorted({r.get("net") for r in doc["points"].values()})
+    per_net = [(net, [r for r in _measured(doc, net) if r.get("kernels")]) for net in nets]
+    per_net = [(net, pts) for net, pts in per_net if pts]
+    if not per_net:
         raise ValueError("no measured ucudnn points in the results")
-    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(pts)), 4))
-    parts = (("bench_s", "benchmark / cache", "#4477aa"), ("plan_s", "DP planning", "#228833"),
-             ("ilp_solve_s", "ILP solve", "#ccbb44"))
-    for x, r in enumerate(pts):
-        bottom = 0.0
-        for key, _, color in parts:
-            v = r.get(key) or 0.0
-            ax.bar(x, v, bottom=bottom, color=color)
-            bottom += v
-    ax.set_xticks(range(len(pts)))
-    ax.set_xticklabels([f"{r['net']}\n{_label(r)}" for r in pts], fontsize=6)
-    ax.set_ylabel("seconds (all kernels of the net)")
-    from matplotlib.patches import Patch
-    ax.legend(handles=[Patch(color=c, label=l) for _, l, c in parts], fontsize=8)
-    ax.set_title("ucudnn overhead per point")
+    width = max(6.0, 0.45 * max(len(pts) for _, pts in per_net))
+    fig, axes = plt.subplots(len(per_net), 1, figsize=(width, 3.2 * len(per_net)), squeeze=False)
+    parts = (("bench_s", "benchmark (or cache read)", "#4477aa"),
+             ("plan_s", "DP planning", "#228833"), ("ilp_solve_s", "ILP solve", "#ccbb44"))
+    for ax, (net, pts) in zip(axes[:, 0], per_net):
+        for j, (key, label, color) in enumerate(parts):
+            xs = [x + (j - 1) * 0.27 for x in range(len(pts))]
+            ys = [r.get(key) or 0.0 for r in pts]
+            ax.bar(xs, [y if y > 0 else float("nan") for y in ys], width=0.27, color=color,
+                   label=label)
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(pts)))
+        ax.set_xticklabels([_label(r).replace("\n", " ") for r in pts], fontsize=7,
+                           rotation=30, ha="right")
+        ax.set_ylabel(f"{net}: seconds")
+        ax.grid(axis="y", lw=0.3)
+    axes[0, 0].legend(fontsize=7)
+    axes[0, 0].set_title("ucudnn overhead per point (all kernels of the net, first process)")
     _save(fig, out)
 
 
@@ -278,21 +290,29 @@ def reproduce_measured_vs_predicted(doc: dict, out: str) -> None:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(5.5, 5))
     xs, ys = [], []
+    colors = {"alexnet": "#4477aa", "resnet18": "#ee6677", "cifar10": "#228833"}
+    labelled = set()
     for r in doc["points"].values():
         if r.get("status") != "ok" or not r.get("predicted_conv_ms"):
             continue
-        convs = {k.split("/")[0] for k in r["kernels"]}
-        measured = sum(l.get("forward", 0) + l.get("backward", 0) for l in r["layers"]
-                       if l["name"] in convs)
+        measured = r.get("conv_ms")
+        if measured is None:         # results written before conv_ms existed
+            convs = {k.split("/")[0] for k in r["kernels"]}
+            measured = sum(l.get("forward", 0) + l.get("backward", 0) for l in r["layers"]
+                           if l["name"] in convs)
         xs.append(r["predicted_conv_ms"])
         ys.append(measured)
-        ax.scatter(r["predicted_conv_ms"], measured,
-                   color="#4477aa" if r["net"] == "alexnet" else "#ee6677")
+        ax.scatter(r["predicted_conv_ms"], measured, color=colors.get(r["net"], "#999999"),
+                   label=r["net"] if r["net"] not in labelled else None, s=18)
+        labelled.add(r["net"])
     if not xs:
         raise ValueError("no measured ucudnn points in the results")
     lo, hi = min(xs + ys), max(xs + ys)
     ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8)
     ax.set_xlabel("predicted convolution time (ms)")
     ax.set_ylabel("measured convolution layers (ms, incl. bias)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.legend(fontsize=8)
     ax.set_title("caffe time: convolutions, measured vs predicted")
     _save(fig, out)
