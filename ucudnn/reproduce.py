@@ -461,7 +461,7 @@ def run_point(opts: Options, pb2, p: Point, doc: dict, rec: Optional[dict]) -> d
         except Exception as e:    # noqa: BLE001 - one point's failure is recorded
             new = {"status": "failed", "error": f"{type(e).__name__}: {e}"}
         if new.get("status") == "ok":
-            new["run"] = run_index
+            new["run"], new["conv_layers"] = run_index, convs
             for r in prior + [new]:
                 if r.get("conv_ms") is None:
                     r["conv_ms"] = conv_ms(r.get("layers") or [], convs)
