@@ -68,6 +68,9 @@ def main(argv=None):
         for net in sorted({r["net"] for r in doc["points"].values()
                            if r.get("status") == "ok"}):
             plots.reproduce_stacked(doc, net, out(f"{net}_caffe_time_layers.png"))
+            if any(r.get("setting") == "ilp" and r.get("status") == "ok" and r["net"] == net
+                   for r in doc["points"].values()):
+                plots.reproduce_ilp_vs_dp(doc, net, out(f"{net}_caffe_ilp_vs_dp.png"))
         if any(r.get("kernels") for r in doc["points"].values() if r.get("status") == "ok"):
             plots.reproduce_overhead(doc, out("overhead.png"))
             plots.reproduce_measured_vs_predicted(doc, out("caffe_measured_vs_predicted.png"))

@@ -42,21 +42,34 @@ def test_figure_is_written_deterministically(tmp_path, draw):
 
 
 FIRST_RUN = REPO / "results" / "h200" / "reproduce_first_run_2026-11-29" / "reproduce.json"
+FULL_GRID = REPO / "results" / "h200" / "reproduce.json"
 
 
-@pytest.mark.parametrize("draw", [
-    lambda doc, out: plots.reproduce_stacked(doc, "alexnet", out),
-    lambda doc, out: plots.reproduce_overhead(doc, out),
-    lambda doc, out: plots.reproduce_measured_vs_predicted(doc, out),
-])
-def test_reproduce_figures_from_a_saved_run(tmp_path, draw):
-    """From the first `ucudnn reproduce` run on the H200 (failed points included)."""
-    doc = json.loads(FIRST_RUN.read_text())
+@pytest.mark.parametrize("results,draw", [
+    (FIRST_RUN, lambda doc, out: plots.reproduce_stacked(doc, "alexnet", out)),
+    (FIRST_RUN, lambda doc, out: plots.reproduce_overhead(doc, out)),
+    (FIRST_RUN, lambda doc, out: plots.reproduce_measured_vs_predicted(doc, out)),
+    (FULL_GRID, lambda doc, out: plots.reproduce_stacked(doc, "resnet18", out)),
+    (FULL_GRID, lambda doc, out: plots.reproduce_ilp_vs_dp(doc, "resnet18", out)),
+    (FIRST_RUN, lambda doc, out: plots.reproduce_ilp_vs_dp(doc, "alexnet", out)),
+], ids=["first-stacked", "first-overhead", "first-measured", "grid-stacked", "grid-ilp",
+        "first-ilp"])
+def test_reproduce_figures_from_a_saved_run(tmp_path, results, draw):
+    """From saved `ucudnn reproduce` runs on the H200: the first (failed points included,
+    one process per point) and the full grid (three processes per point)."""
+    doc = json.loads(results.read_text())
     a, b = tmp_path / "a.png", tmp_path / "b.png"
     draw(doc, str(a))
     draw(doc, str(b))
     assert a.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and a.stat().st_size > 5000
     assert _digest(a) == _digest(b)
+
+
+def test_reproduce_ilp_figure_needs_ilp_points(tmp_path):
+    doc = json.loads(FULL_GRID.read_text())
+    doc["points"] = {k: r for k, r in doc["points"].items() if r["setting"] != "ilp"}
+    with pytest.raises(ValueError, match="no measured ILP and powerOfTwo points for 'alexnet'"):
+        plots.reproduce_ilp_vs_dp(doc, "alexnet", str(tmp_path / "x.png"))
 
 
 def test_reproduce_figure_without_data_says_so(tmp_path):
@@ -82,5 +95,6 @@ def test_plot_figures_script_on_committed_results(tmp_path):
     # and from the committed reproduce.json (caffe time grid): three nets, overhead, measured
     # against predicted
     assert {"alexnet_caffe_time_layers.png", "resnet18_caffe_time_layers.png",
-            "cifar10_caffe_time_layers.png", "overhead.png",
-            "caffe_measured_vs_predicted.png"} <= set(names) and len(names) == 12
+            "cifar10_caffe_time_layers.png", "overhead.png", "caffe_measured_vs_predicted.png",
+            "alexnet_caffe_ilp_vs_dp.png", "resnet18_caffe_ilp_vs_dp.png",
+            "cifar10_caffe_ilp_vs_dp.png"} <= set(names) and len(names) == 15

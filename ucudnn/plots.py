@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import Dict, Iterable, List, Mapping, Sequence
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from .dp import desirable_set
 from .network import LayerSpec, plan_network
@@ -205,11 +205,69 @@ def _measured(doc: dict, net: str) -> List[dict]:
     return sorted(pts, key=point_order)
 
 
+def _conv_ms(r: dict) -> Optional[float]:
+    """A point's measured convolution-layer time; for results written before ``conv_ms``
+    existed, summed from its per-layer times over the layers it planned kernels for."""
+    if r.get("conv_ms") is not None:
+        return r["conv_ms"]
+    convs = set(r.get("conv_layers") or {k.split("/")[0] for k in r.get("kernels") or {}})
+    times = [l.get("forward", 0) + l.get("backward", 0) for l in r.get("layers") or []
+             if l["name"] in convs]
+    return sum(times) if times else None
+
+
 def _label(r: dict) -> str:
     lim = r.get("limit_bytes")
     if r["setting"] in ("caffe", "unlimited") or lim is None:
         return "stock Caffe" if r["setting"] == "caffe" else "unlimited"
     return f"{format_size(lim)}\n{r['setting']}"
+
+
+def reproduce_ilp_vs_dp(doc: dict, net: str, out: str, policy: str = "powerOfTwo") -> None:
+    """Measured in Caffe: convolution-layer time of undivided, the per-layer DP and the ILP
+    (same policy, budget limit x kernels) per limit, with the processes' spread; and the
+    workspace each kernel got from the DP and from the ILP at the middle limit."""
+    plt = _plt()
+    pts = {(r["setting"], r.get("limit_bytes")): r for r in _measured(doc, net)}
+    limits = sorted({lim for (s, lim) in pts if s == "ilp" and (policy, lim) in pts})
+    if not limits:
+        raise ValueError(f"no measured ILP and {policy} points for {net!r} in the results")
+    fig, (ax, ax_w) = plt.subplots(1, 2, figsize=(12, 4.4))
+    width = 0.27
+    series = (("undivided", "#bbbbbb", "undivided"), (policy, "#4477aa", f"DP per layer ({policy})"),
+              ("ilp", "#ee6677", "ILP, same total"))
+    for i, lim in enumerate(limits):
+        for j, (setting, color, name) in enumerate(series):
+            r = pts.get((setting, lim))
+            value = _conv_ms(r) if r else None
+            if value is None:       # stock-like undivided point without kernels: no bar
+                continue
+            convs = [x["conv_ms"] for x in r.get("repeats") or [] if x.get("conv_ms") is not None]
+            err = ([[value - min(convs)], [max(convs) - value]] if len(convs) > 1 else None)
+            ax.bar(i + (j - 1) * width, value, width, color=color, yerr=err, capsize=2,
+                   label=name if i == 0 else None)
+    ax.set_xticks(range(len(limits)))
+    ax.set_xticklabels([format_size(l) + " / kernel" for l in limits])
+    ax.set_ylabel("convolution layers, measured (ms / iteration)")
+    ax.legend(fontsize=8)
+    lim = limits[len(limits) // 2]
+    ilp, dp = pts[("ilp", lim)]["kernels"], pts[(policy, lim)]["kernels"]
+    names = list(ilp)
+    x = range(len(names))
+    ax_w.bar([i - 0.2 for i in x], [dp.get(n, {}).get("ws_bytes", 0) / 2**20 for n in names],
+             0.4, color="#4477aa", label=f"DP ({policy})")
+    budget = pts[("ilp", lim)].get("ilp_budget_bytes")
+    ax_w.bar([i + 0.2 for i in x], [ilp[n]["ws_bytes"] / 2**20 for n in names], 0.4,
+             color="#ee6677",
+             label="ILP" + (f" (budget {format_size(budget)} in all)" if budget else ""))
+    ax_w.axhline(lim / 2**20, color="grey", ls="--", lw=0.8)
+    ax_w.set_xticks(list(x))
+    ax_w.set_xticklabels(names, rotation=90, fontsize=6)
+    ax_w.set_ylabel("workspace per kernel (MiB)")
+    ax_w.legend(fontsize=8)
+    fig.suptitle(f"{net}: ILP against per-layer DP in caffe time (limit line: "
+                 f"{format_size(lim)} per kernel)")
+    _save(fig, out)
 
 
 def reproduce_stacked(doc: dict, net: str, out: str) -> None:
@@ -295,11 +353,7 @@ def reproduce_measured_vs_predicted(doc: dict, out: str) -> None:
     for r in doc["points"].values():
         if r.get("status") != "ok" or not r.get("predicted_conv_ms"):
             continue
-        measured = r.get("conv_ms")
-        if measured is None:         # results written before conv_ms existed
-            convs = {k.split("/")[0] for k in r["kernels"]}
-            measured = sum(l.get("forward", 0) + l.get("backward", 0) for l in r["layers"]
-                           if l["name"] in convs)
+        measured = _conv_ms(r)
         xs.append(r["predicted_conv_ms"])
         ys.append(measured)
         ax.scatter(r["predicted_conv_ms"], measured, color=colors.get(r["net"], "#999999"),
