@@ -232,3 +232,18 @@ def test_repeats_run_in_rounds_and_resume_adds_processes(tmp_path, monkeypatch,
     assert rec["status"] == "failed" and rec["error"].startswith("repeat 4: caffe time")
     assert len(rec["repeats"]) == 3
     assert len(doc["points"]["alexnet/undivided/8.0MiB"]["repeats"]) == 4
+
+
+def test_ratio_to_pytorch_in_summary_and_csv(tmp_path):
+    pt = {"net": "alexnet", "setting": "all", "limit_bytes": 64 * MIB, "status": "ok",
+          "median_ms": 10.0}
+    doc = {"points": {"alexnet/all/64.0MiB": pt,
+                      "alexnet/undivided/64.0MiB": dict(pt, setting="undivided", median_ms=25.0)},
+           "pytorch": {"alexnet": {"status": "ok", "median_ms": 20.0}}}
+    assert rp.vs_pytorch(doc, pt) == 0.5
+    assert rp.vs_pytorch(dict(doc, pytorch={}), pt) is None
+    assert "best Caffe point all/64.0MiB: 0.50x PyTorch's time" in rp.format_summary(doc)
+    rp.write_csv(tmp_path, doc)
+    with open(tmp_path / "points.csv", newline="") as f:
+        rows = {r["setting"]: r for r in csv.DictReader(f)}
+    assert rows["all"]["vs_pytorch"] == "0.5" and rows["undivided"]["vs_pytorch"] == "1.25"

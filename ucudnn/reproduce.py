@@ -510,7 +510,7 @@ def run_pytorch(opts: Options, doc: dict, say: Callable[[str], None]) -> None:
 
 POINT_COLUMNS = ("net", "setting", "policy", "optimizer", "limit_bytes", "status", "median_ms",
                  "min_ms", "max_ms", "processes", "mean_ms", "forward_ms", "backward_ms",
-                 "speedup_vs_undivided", "conv_ms", "conv_speedup_vs_undivided",
+                 "speedup_vs_undivided", "conv_ms", "conv_speedup_vs_undivided", "vs_pytorch",
                  "predicted_conv_ms", "workspace_bytes", "bench_s", "plan_s", "ilp_solve_s")
 
 
@@ -544,6 +544,7 @@ def write_csv(out: Path, doc: dict) -> None:
             rec = doc["points"][key]
             rec = dict(rec, speedup_vs_undivided=speedup(doc, rec),
                        conv_speedup_vs_undivided=speedup(doc, rec, "conv_ms"),
+                       vs_pytorch=vs_pytorch(doc, rec),
                        processes=len(measured_repeats(rec)) or None)
             w.writerow(["" if rec.get(c) is None else rec.get(c) for c in POINT_COLUMNS])
     with open(out / "layers.csv", "w", newline="", encoding="utf-8") as f:
@@ -580,9 +581,25 @@ def format_summary(doc: dict) -> str:
         rows.append(f"{rec['net']:<9} {rec['setting']:<11} {lim:>9}  {val}")
     for net, rec in sorted(doc.get("pytorch", {}).items()):
         if rec.get("status") == "ok":
+            best = min((r for r in doc["points"].values()
+                        if r.get("net") == net and r.get("status") == "ok"
+                        and r.get("setting") != "unlimited"),
+                       key=lambda r: r["median_ms"], default=None)
+            vs = (f"; best Caffe point {best['setting']}/{format_size(best['limit_bytes'])}: "
+                  f"{best['median_ms'] / rec['median_ms']:.2f}x PyTorch's time"
+                  if best and best.get("limit_bytes") else "")
             rows.append(f"{net:<9} {'pytorch':<11} {'-':>9}  {rec['median_ms']:10.2f} ms "
-                        "(cudnn.benchmark)")
+                        f"(cudnn.benchmark){vs}")
     return "\n".join(rows)
+
+
+def vs_pytorch(doc: dict, rec: dict) -> Optional[float]:
+    """This point's median over PyTorch's (same network, batch and precision): below 1,
+    Caffe with ucudnn is faster."""
+    torch = doc.get("pytorch", {}).get(rec.get("net"), {})
+    if rec.get("status") != "ok" or torch.get("status") != "ok":
+        return None
+    return rec["median_ms"] / torch["median_ms"]
 
 
 SETTINGS = ("caffe", "unlimited", *POLICIES, "ilp")
