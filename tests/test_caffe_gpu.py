@@ -72,6 +72,25 @@ def _run(caffe, args, timeout=900, env=None):
     return r.returncode, r.stdout
 
 
+def _solver_text(model, **fields):
+    """A short fixed-rate SGD solver for ``model``; ``fields`` add or override."""
+    f = {"net": f'"{model}"', "base_lr": 0.001, "lr_policy": '"fixed"', "momentum": 0.9,
+         "max_iter": 4, "display": 1, "snapshot_after_train": "false", "solver_mode": "GPU"}
+    f.update(fields)
+    return "".join(f"{k}: {v}\n" for k, v in f.items())
+
+
+def _train(caffe, tmp_path, model, gpus, **fields):
+    """`caffe train -gpu GPUS` with :func:`_solver_text`; its output, once training ran to
+    the end."""
+    solver = tmp_path / "solver.prototxt"
+    solver.write_text(_solver_text(model, **fields))
+    rc, out = _run(caffe, ["caffe", "train", "-solver", solver, "-gpu", gpus], timeout=900)
+    assert rc == 0, out[-4000:]
+    assert "Optimization Done" in out
+    return out
+
+
 def _conv_layers(caffe, name):
     from ucudnn.caffe_proto import read_net
     net = read_net(caffe["pb2"], str(REPO / "prototxt" / f"{name}.prototxt"))
@@ -189,13 +208,7 @@ def test_multi_gpu_training(caffe, tmp_path):
     if "USE_NCCL:BOOL=ON" not in (BUILD / "CMakeCache.txt").read_text():
         pytest.skip("Caffe built without NCCL (scripts/build_caffe.sh finds it where installed)")
     model = _net(caffe, "alexnet", 32, policy="powerOfTwo", limit=64 * MIB)
-    solver = tmp_path / "solver.prototxt"
-    solver.write_text(f'net: "{model}"\nbase_lr: 0.001\nlr_policy: "fixed"\nmomentum: 0.9\n'
-                      'max_iter: 4\ndisplay: 1\nsnapshot_after_train: false\n'
-                      'solver_mode: GPU\n')
-    rc, out = _run(caffe, ["caffe", "train", "-solver", solver, "-gpu", "0,1"], timeout=900)
-    assert rc == 0, out[-4000:]
-    assert "Optimization Done" in out
+    out = _train(caffe, tmp_path, model, "0,1")
     threads = {l.split()[2] for l in out.splitlines()
                if "ucudnn: layer conv1 fwd:" in l and len(l.split()) > 2}
     assert len(threads) >= 2, threads      # planned by each GPU's solver thread
@@ -223,13 +236,8 @@ def test_train_and_test_nets_with_different_batch_sizes(caffe, tmp_path, setting
     set_ucudnn_param(net, **setting)
     model = tmp_path / "train_test.prototxt"
     write_net(net, str(model))
-    solver = tmp_path / "solver.prototxt"
-    solver.write_text(f'net: "{model}"\nbase_lr: 0.001\nlr_policy: "fixed"\nmomentum: 0.9\n'
-                      'max_iter: 6\ntest_iter: 2\ntest_interval: 3\ndisplay: 1\n'
-                      'snapshot_after_train: false\nsolver_mode: GPU\n')
-    rc, out = _run(caffe, ["caffe", "train", "-solver", solver, "-gpu", "0"], timeout=600)
-    assert rc == 0, out[-4000:]
-    assert "Optimization Done" in out and "Test net output #0:" in out
+    out = _train(caffe, tmp_path, model, "0", max_iter=6, test_iter=2, test_interval=3)
+    assert "Test net output #0:" in out
     batches = set()
     for plan in re.findall(r"ucudnn: layer conv1 fwd: (.*?), [-\d.e+]+ ms predicted", out):
         batches.add(sum(int(n) * int(k) for n, k in re.findall(r"(\d+)x(\d+):algo", plan)))
