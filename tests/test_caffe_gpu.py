@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ucudnn.caffe_log import parse_caffe_time
+from ucudnn.caffe_log import kernel_plans, parse_caffe_time
 
 pytestmark = pytest.mark.gpu
 
@@ -148,7 +148,7 @@ def test_results_equal_stock_caffe(caffe, name):
     assert len([l for l in lines if ": OK" in l]) == len(VARIANTS)
     assert "all variants match" in out
     # the plans really split the mini-batch somewhere (not every kernel undivided)
-    plans = re.findall(r"ucudnn: layer \S+ \S+: (.*), [\d.e+-]+ ms predicted", out)
+    plans = [k.plan for k in kernel_plans(out)]
     assert any(not re.fullmatch(r"32x1:algo\d+(/m\d+)?", p) for p in plans), plans[:10]
 
 
@@ -238,7 +238,5 @@ def test_train_and_test_nets_with_different_batch_sizes(caffe, tmp_path, setting
     write_net(net, str(model))
     out = _train(caffe, tmp_path, model, "0", max_iter=6, test_iter=2, test_interval=3)
     assert "Test net output #0:" in out
-    batches = set()
-    for plan in re.findall(r"ucudnn: layer conv1 fwd: (.*?), [-\d.e+]+ ms predicted", out):
-        batches.add(sum(int(n) * int(k) for n, k in re.findall(r"(\d+)x(\d+):algo", plan)))
+    batches = {k.batch for k in kernel_plans(out) if (k.layer, k.op) == ("conv1", "fwd")}
     assert batches == {64, 16}, batches

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ucudnn.caffe_log import CaffeLogError, parse_caffe_time
+from ucudnn.caffe_log import CaffeLogError, kernel_plans, parse_caffe_time
 
 LOGS = Path(__file__).parent / "data" / "caffe_logs"
 ALEXNET_CONVS = ["conv1", "conv2", "conv3", "conv4", "conv5"]
@@ -78,3 +78,16 @@ def test_group_count_and_replan_lines():
     t = parse_caffe_time(text)
     assert sum(k.groups for k in t.kernels.values()) == 16
     assert t.replans == 1
+
+
+def test_kernel_plans_lists_every_plan_line_with_its_batch():
+    plans = kernel_plans(_log("alexnet_all_8MiB.log"))
+    assert len(plans) == 15 and plans[0].layer == "conv1"
+    assert {k.batch for k in plans} == {256}           # every plan covers the mini-batch
+    assert any(len(k.plan.split(",")) > 1 for k in plans)   # some are split
+    # a log with the same kernel planned twice (train and test nets): both kept, in order
+    line = "I20261129 23:26:30.1 42 ucudnn.cpp:128] ucudnn: layer conv1 fwd: {}, 1.5 ms " \
+           "predicted, 0 B workspace, 1 group"
+    twice = kernel_plans("\n".join([line.format("32x2:algo1"), "other",
+                                     line.format("16x1:algo0")]))
+    assert [(k.batch, k.groups) for k in twice] == [(64, 1), (16, 1)]

@@ -41,6 +41,7 @@ _TOTAL = re.compile(r"^Total Time: " + _NUM + r" ms\.$")
 _TESTING = re.compile(r"^Testing for (\d+) iterations\.$")
 _PLAN = re.compile(r"^ucudnn: layer (\S+) (fwd|bwd_data|bwd_filter): (.*), " + _NUM +
                    r" ms predicted, (\d+) B workspace(?:, (\d+) groups?)?$")
+_PLAN_PART = re.compile(r"(\d+)x(\d+):algo")
 _REPLAN = re.compile(r"^layer (\S+): ucudnn: cannot allocate (\d+) B of workspace")
 _BENCH = re.compile(r"^ucudnn INFO: layer '([^']+)' (fwd|bwd_data|bwd_filter): (\d+) micro-batch "
                     r"sizes benchmarked \(or read from the cache\) in " + _NUM +
@@ -70,6 +71,11 @@ class KernelPlanLog:
     bench_s: Optional[float] = None
     plan_s: Optional[float] = None
     sizes: Optional[int] = None
+
+    @property
+    def batch(self) -> int:
+        """The samples the plan covers: its parts' micro-batch size x count, summed."""
+        return sum(int(b) * int(n) for b, n in _PLAN_PART.findall(self.plan))
 
 
 @dataclass
@@ -113,6 +119,21 @@ def _message(line: str) -> str:
     return m.group(1) if m else line.rstrip("\n")
 
 
+def _kernel_plan(msg: str) -> Optional[KernelPlanLog]:
+    m = _PLAN.match(msg)
+    if not m:
+        return None
+    return KernelPlanLog(m.group(1), m.group(2), m.group(3), float(m.group(4)),
+                         int(m.group(5)), int(m.group(6) or 1))
+
+
+def kernel_plans(text: str) -> List[KernelPlanLog]:
+    """Every plan line of a Caffe log, in order: a log of ``caffe train`` (train and test
+    nets) or of a re-plan has several per kernel, where :func:`parse_caffe_time` keeps the
+    last."""
+    return [k for k in map(_kernel_plan, map(_message, text.splitlines())) if k is not None]
+
+
 def parse_caffe_time(text: str) -> CaffeTime:
     """Parse the output of ``caffe time`` (stdout and stderr together)."""
     iters: Dict[int, float] = {}
@@ -142,11 +163,9 @@ def parse_caffe_time(text: str) -> CaffeTime:
             in_layers = False
             avg[m.group(1)] = float(m.group(2))
             continue
-        m = _PLAN.match(msg)
-        if m:
-            kernels[f"{m.group(1)}/{m.group(2)}"] = KernelPlanLog(
-                m.group(1), m.group(2), m.group(3), float(m.group(4)), int(m.group(5)),
-                int(m.group(6) or 1))
+        k = _kernel_plan(msg)
+        if k:
+            kernels[f"{k.layer}/{k.op}"] = k
             continue
         if _REPLAN.match(msg):
             replans += 1
