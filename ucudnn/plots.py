@@ -208,12 +208,11 @@ def _measured(doc: dict, net: str) -> List[dict]:
 def _conv_ms(r: dict) -> Optional[float]:
     """A point's measured convolution-layer time; for results written before ``conv_ms``
     existed, summed from its per-layer times over the layers it planned kernels for."""
+    from .reproduce import conv_ms
     if r.get("conv_ms") is not None:
         return r["conv_ms"]
-    convs = set(r.get("conv_layers") or {k.split("/")[0] for k in r.get("kernels") or {}})
-    times = [l.get("forward", 0) + l.get("backward", 0) for l in r.get("layers") or []
-             if l["name"] in convs]
-    return sum(times) if times else None
+    return conv_ms(r.get("layers") or [], r.get("conv_layers")
+                   or {k.split("/")[0] for k in r.get("kernels") or {}})
 
 
 def _label(r: dict) -> str:

@@ -144,8 +144,13 @@ def pending(points: Iterable[Point], doc: dict, retry_failed: bool = False,
     return [p for p in points if _runs_needed(done.get(p.key), retry_failed, repeats)]
 
 
+def _starts_afresh(rec: Optional[dict], retry_failed: bool) -> bool:
+    """The point is measured from scratch: never run, or failed and ``retry_failed``."""
+    return rec is None or (retry_failed and rec.get("status") == "failed")
+
+
 def _runs_needed(rec: Optional[dict], retry_failed: bool, repeats: int) -> int:
-    if rec is None or (retry_failed and rec.get("status") == "failed"):
+    if _starts_afresh(rec, retry_failed):
         return repeats
     if rec.get("status") == "ok":
         return max(0, repeats - len(measured_repeats(rec)))
@@ -425,8 +430,7 @@ def run(opts: Options, say: Callable[[str], None] = print) -> dict:
     for rnd in range(1, repeats + 1):         # Note [Repeats]: rounds over the points
         for p in todo:
             rec = doc["points"].get(p.key)
-            fresh = rnd == 1 and (rec is None or (opts.retry_failed
-                                                  and rec.get("status") == "failed"))
+            fresh = rnd == 1 and _starts_afresh(rec, opts.retry_failed)
             if not fresh and not (rec and rec.get("status") == "ok"
                                   and len(measured_repeats(rec)) < rnd):
                 continue
@@ -451,8 +455,9 @@ def run_point(opts: Options, pb2, p: Point, doc: dict, rec: Optional[dict]) -> d
         new = predict_point(p, opts.ilp_policy)
     else:
         prior = measured_repeats(rec) if rec else []
-        stem = p.key.replace("/", "_") + (f".{len(prior) + 1}" if prior else "")
-        model = opts.out / "prototxt" / (p.key.replace("/", "_") + ".prototxt")
+        name = p.key.replace("/", "_")
+        stem = name + (f".{len(prior) + 1}" if prior else "")
+        model = opts.out / "prototxt" / (name + ".prototxt")
         try:
             convs = variant_prototxt(pb2, opts.prototxt_dir / f"{p.net}.prototxt", p, model,
                                      opts.cache_path, opts.ilp_policy)
@@ -586,7 +591,7 @@ def format_summary(doc: dict) -> str:
                         and r.get("setting") != "unlimited"),
                        key=lambda r: r["median_ms"], default=None)
             vs = (f"; best Caffe point {best['setting']}/{format_size(best['limit_bytes'])}: "
-                  f"{best['median_ms'] / rec['median_ms']:.2f}x PyTorch's time"
+                  f"{vs_pytorch(doc, best):.2f}x PyTorch's time"
                   if best and best.get("limit_bytes") else "")
             rows.append(f"{net:<9} {'pytorch':<11} {'-':>9}  {rec['median_ms']:10.2f} ms "
                         f"(cudnn.benchmark){vs}")

@@ -29,7 +29,7 @@ log = logging.getLogger("ucudnn")
 
 def _log_from_environment() -> None:
     """``UCUDNN_LOG=INFO`` (or DEBUG, WARNING): the core's messages on stderr, for hosts
-    such as Caffe that do not configure Python's logging. See scripts/reproduce.py."""
+    such as Caffe that do not configure Python's logging (``ucudnn reproduce`` sets it)."""
     level = os.environ.get("UCUDNN_LOG", "").strip().upper()
     if not level or any(getattr(h, "_ucudnn_env", False) for h in log.handlers):
         return
