@@ -36,10 +36,13 @@ typedef struct ucudnn_conv_params {
   int n, c, h, w;
   int k, r, s;
   int pad_h, pad_w, stride_h, stride_w, dil_h, dil_w;
-  int groups;                     /* cuDNN group count */
+  int groups;                     /* cuDNN group count (1 in Caffe, which calls per group) */
   int x_strides[4];               /* input (x / dx) strides, or zeros */
   int y_strides[4];               /* output (y / dy) strides, or zeros */
   const char *name;               /* layer name for messages and the plan log; may be NULL */
+  int instances;                  /* how many times one pass runs this kernel, each on its own
+                                     workspace (Caffe: the layer's group count); <= 0 means 1.
+                                     The ILP weighs the kernel by it; plan records state it. */
 } ucudnn_conv_params;
 
 typedef struct ucudnn_plan_options {
@@ -51,7 +54,7 @@ typedef struct ucudnn_plan_options {
   int repeats;                    /* Find...Ex repetitions per size (median); <= 0: default 3 */
   const char *cache_path;         /* benchmark cache (SQLite); NULL: $UCUDNN_CACHE or default */
   int exclude_winograd;           /* nonzero: never plan the Winograd algorithms (see
-                                     ucudnn.dp.WINOGRAD_ALGOS: up to 2e-2 off in fp32) */
+                                     ucudnn.plan.dp.WINOGRAD_ALGOS: up to 2e-2 off in fp32) */
 } ucudnn_plan_options;
 
 /* Opaque: a planned kernel. */

@@ -23,11 +23,11 @@ import sys
 import time
 from importlib import resources
 
-from ucudnn import bench
-from ucudnn.conv import ConvShape
-from ucudnn.dp import candidate_sizes, plan_kernel
-from ucudnn.network import read_layers
-from ucudnn.units import format_size, parse_size
+from ucudnn.measure import bench
+from ucudnn.plan.conv import ConvShape
+from ucudnn.plan.dp import candidate_sizes, plan_kernel
+from ucudnn.plan.network import read_layers
+from ucudnn.vocab import format_size, parse_size
 
 
 def shipped_layers(net):

@@ -14,9 +14,9 @@ import os
 import sys
 from importlib import resources
 
-from ucudnn import plots
-from ucudnn.network import read_layers
-from ucudnn.table import group_by_kernel, read_table
+from ucudnn.experiments import plots
+from ucudnn.plan.network import read_layers
+from ucudnn.plan.table import group_by_kernel, read_table
 
 
 def tables(folder, net):

@@ -2,7 +2,7 @@
 import random
 from typing import Dict, Iterator, List, Sequence, Tuple
 
-from ucudnn.table import AlgoPerf
+from ucudnn.plan.table import AlgoPerf
 
 
 def random_bench(rng: random.Random, n: int, n_algos: int = 3, *, int_times: bool = False,

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from ucudnn.cache import (APPLICATION_ID, BenchCache, CacheError, CacheKey, default_cache_path,
+from ucudnn.measure.cache import (APPLICATION_ID, BenchCache, CacheError, CacheKey, default_cache_path,
                           shape_from_key)
-from ucudnn.conv import ConvShape
-from ucudnn.network import read_layers
-from ucudnn.table import AlgoPerf, group_by_kernel, read_table
+from ucudnn.plan.conv import ConvShape
+from ucudnn.plan.network import read_layers
+from ucudnn.plan.table import AlgoPerf, group_by_kernel, read_table
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "h200-cudnn9.14"
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared data not found at {SHARED}")
@@ -300,8 +300,8 @@ def test_import_export_round_trip(tmp_path, net):
 
 
 def test_import_rejects_unknown_layer(tmp_path):
-    from ucudnn.network import LayerSpec
-    from ucudnn.table import BenchRow
+    from ucudnn.plan.network import LayerSpec
+    from ucudnn.plan.table import BenchRow
     layers = [LayerSpec("a", 8, 3, 8, 8, 4, 3, 3)]
     rows = [BenchRow("b", "fwd", 1, 0, 0.1, 0)]
     with BenchCache(tmp_path / "c.sqlite") as c:

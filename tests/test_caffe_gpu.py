@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ucudnn.caffe_log import kernel_plans, parse_caffe_time
+from ucudnn.caffe.log import kernel_plans, parse_caffe_time
 
 pytestmark = pytest.mark.gpu
 
@@ -44,7 +44,7 @@ def caffe(tmp_path_factory):
     env.setdefault("UCUDNN_CACHE", str(tmp_path_factory.mktemp("cache") / "bench.sqlite"))
     env["GLOG_logtostderr"] = "1"
     env["UCUDNN_LOG"] = "INFO"
-    from ucudnn.caffe_proto import load_caffe_pb2
+    from ucudnn.caffe.proto import load_caffe_pb2
     return {"bin": BUILD / "tools", "env": env, "pb2": load_caffe_pb2(),
             "dir": tmp_path_factory.mktemp("nets")}
 
@@ -52,7 +52,7 @@ def caffe(tmp_path_factory):
 def _net(caffe, name, batch, **ucudnn):
     """prototxt/NAME at mini-batch ``batch``, with net-wide ucudnn_param ``ucudnn`` (none:
     stock Caffe); the written path."""
-    from ucudnn.caffe_proto import read_net, set_ucudnn_param, write_net
+    from ucudnn.caffe.proto import read_net, set_ucudnn_param, write_net
     net = read_net(caffe["pb2"], str(REPO / "prototxt" / f"{name}.prototxt"))
     for shape in net.layer[0].dummy_data_param.shape:
         shape.dim[0] = batch
@@ -92,7 +92,7 @@ def _train(caffe, tmp_path, model, gpus, **fields):
 
 
 def _conv_layers(caffe, name):
-    from ucudnn.caffe_proto import read_net
+    from ucudnn.caffe.proto import read_net
     net = read_net(caffe["pb2"], str(REPO / "prototxt" / f"{name}.prototxt"))
     return [l.name for l in net.layer if l.type == "Convolution"]
 
@@ -122,7 +122,7 @@ def test_caffe_time_with_and_without_ucudnn(caffe, name):
 
 
 # strict fp32: FMA math, and no Winograd (up to 2e-2 off for AlexNet's 5x5 conv2 on the
-# H200 -- cuDNN's algorithm, not micro-batching; see ucudnn.dp.WINOGRAD_ALGOS)
+# H200 -- cuDNN's algorithm, not micro-batching; see ucudnn.plan.dp.WINOGRAD_ALGOS)
 STRICT = "math: FMA exclude_winograd: true benchmark_repeats: 1"
 FMA = f"{STRICT} workspace_limit: {64 * MIB}"
 VARIANTS = [f"policy: UNDIVIDED {FMA}", f"policy: POWER_OF_TWO {FMA}", f"policy: ALL {FMA}",
@@ -220,7 +220,7 @@ def test_multi_gpu_training(caffe, tmp_path):
 def test_train_and_test_nets_with_different_batch_sizes(caffe, tmp_path, setting):
     """`caffe train` with a TEST phase: the train net (batch 64) and the test net (batch 16)
     plan their own kernels for their own batch, and training and testing run."""
-    from ucudnn.caffe_proto import read_net, set_ucudnn_param, write_net
+    from ucudnn.caffe.proto import read_net, set_ucudnn_param, write_net
     pb2 = caffe["pb2"]
     net = read_net(pb2, str(REPO / "prototxt" / "cifar10.prototxt"))
     data = net.layer[0]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ucudnn.caffe_log import CaffeLogError, kernel_plans, parse_caffe_time
+from ucudnn.caffe.log import CaffeLogError, kernel_plans, parse_caffe_time
 
 LOGS = Path(__file__).parent / "data" / "caffe_logs"
 ALEXNET_CONVS = ["conv1", "conv2", "conv3", "conv4", "conv5"]

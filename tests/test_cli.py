@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ucudnn.network import plan_network, read_layers
-from ucudnn.table import group_by_kernel, read_table
+from ucudnn.plan.network import plan_network, read_layers
+from ucudnn.plan.table import group_by_kernel, read_table
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "ucudnn" / "data" / "h200"
@@ -27,7 +27,7 @@ KERNEL_KEYS = {"kernel", "layer", "op", "instance", "plan", "micro_batches", "ch
 @functools.lru_cache(maxsize=None)
 def _gpu_visible() -> bool:
     try:
-        from ucudnn.bench import device_info
+        from ucudnn.measure.bench import device_info
         device_info()
     except Exception:      # noqa: BLE001 - ImportError, NoGpuError, ...
         return False
@@ -197,7 +197,7 @@ def _bad_inputs(tmp_path):
          "--budget: 1.0MiB (1048576 B) is below the smallest total workspace"),
         (["plan", *t, "--optimizer", "ilp", "--limit", "1MiB"],
          "--limit: 1.0MiB x 2 kernels = 2.0MiB is below the smallest total workspace"),
-        (["plan", *t, "--budget", "5MB"], "--budget: 4.8MiB (5000000 B) leaves 2.4MiB per kernel"),
+        (["plan", *t, "--budget", "5MB"], "--budget: 5.0MiB (5242880 B) leaves 2.5MiB per kernel"),
         (["plan", *t, "--budget", "1GiB", "--optimizer", "dp"], "--budget: only the ilp"),
         (["plan", "--table", empty], "--table: " + str(empty) + ": the table holds no measurements"),
         (["plan", "--table", tmp_path / "nope.csv"], "--table: cannot read"),
@@ -277,11 +277,11 @@ class _FakeBench:
         return {"gpu": "Fake GPU", "cudnn_version": 91400, "compute_capability": "9.0"}
 
     def cache_key(self, shape, op, math="default", dtype="float32"):
-        from ucudnn.cache import CacheKey
+        from ucudnn.measure.cache import CacheKey
         return CacheKey("Fake GPU", 91400, dtype, math, op, shape)
 
     def benchmark_kernel(self, shape, op, n, sizes, *, repeats, math, workspace_cap, progress):
-        from ucudnn.table import AlgoPerf
+        from ucudnn.plan.table import AlgoPerf
         self.calls.append((shape, op, n, list(sizes), repeats, math, workspace_cap))
         out = {}
         for b in sizes:
@@ -293,10 +293,10 @@ class _FakeBench:
 
 @pytest.fixture
 def fake_gpu(monkeypatch, tmp_path):
-    import ucudnn
+    import ucudnn.measure
     fake = _FakeBench()
-    monkeypatch.setitem(sys.modules, "ucudnn.bench", fake)
-    monkeypatch.setattr(ucudnn, "bench", fake, raising=False)
+    monkeypatch.setitem(sys.modules, "ucudnn.measure.bench", fake)
+    monkeypatch.setattr(ucudnn.measure, "bench", fake, raising=False)
     monkeypatch.setenv("UCUDNN_CACHE", str(tmp_path / "default.sqlite"))
     return fake
 

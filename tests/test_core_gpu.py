@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from ucudnn.conv import ConvShape
-from ucudnn.dp import Chunk, Plan, plan_kernel
+from ucudnn.plan.conv import ConvShape
+from ucudnn.plan.dp import Chunk, Plan, plan_kernel
 
 pytestmark = pytest.mark.gpu
 
@@ -70,7 +70,7 @@ def _tolerance(kern, plan, a, b, like, ref, beta, init):
 
 
 def _bench(kern, sizes):
-    from ucudnn.bench import _perfs
+    from ucudnn.measure.bench import _perfs
     return {b: _perfs(r) for b, r in kern.benchmark(sizes, 1).items()}
 
 
@@ -224,8 +224,8 @@ def test_workspace_too_small_is_a_clear_error():
 
 def test_unsupported_algorithm_falls_back(tmp_path):
     """A plan naming an algorithm cuDNN rejects is dropped and the kernel planned again."""
-    from ucudnn import runtime
-    from ucudnn.table import AlgoPerf
+    from ucudnn.measure import runtime
+    from ucudnn.plan.table import AlgoPerf
     shape = ConvShape(64, 28, 28, 64, 3, 3, 1, 1)
     kern = _core.Kernel(shape, "fwd", 16, "float32", "fma", "fallback")
     runtime.prepare_kernel(kern, policy=0, limit=64 << 20, cache_path=str(tmp_path / "c.sqlite"),
@@ -239,7 +239,7 @@ def test_unsupported_algorithm_falls_back(tmp_path):
 
 def test_ilp_divides_budget_among_live_kernels(tmp_path):
     """The network path of the C API: kernels prepared for the ILP, one budget for all."""
-    from ucudnn import runtime
+    from ucudnn.measure import runtime
     layers = [ConvShape(64, 28, 28, 64, 3, 3, 1, 1), ConvShape(128, 14, 14, 128, 3, 3, 1, 1),
               ConvShape(64, 56, 56, 128, 1, 1, 0, 0, 2, 2)]
     kernels = []

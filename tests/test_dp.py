@@ -7,10 +7,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))     # --import-mode=importlib
 from planner_brute import all_plans, brute_best, random_bench  # noqa: E402
-from ucudnn.dp import (POLICIES, PlanError, best_algorithms, candidate_sizes, plan_kernel,
+from ucudnn.plan.dp import (POLICIES, PlanError, best_algorithms, candidate_sizes, plan_kernel,
                        undivided_plan)
-from ucudnn.table import AlgoPerf
-from ucudnn.units import UNLIMITED
+from ucudnn.plan.table import AlgoPerf
+from ucudnn.vocab import UNLIMITED
 
 
 def _check_plan(plan, bench, n, sizes, limit):
@@ -121,8 +121,8 @@ def test_errors():
 
 
 def test_without_algorithms_drops_winograd_and_empty_sizes():
-    from ucudnn.dp import WINOGRAD_ALGOS, without_algorithms
-    from ucudnn.table import AlgoPerf
+    from ucudnn.plan.dp import WINOGRAD_ALGOS, without_algorithms
+    from ucudnn.plan.table import AlgoPerf
     bench = {1: [AlgoPerf(7, 0.1, 10, 3), AlgoPerf(0, 0.5, 0, 3)],
              2: [AlgoPerf(6, 0.2, 10, 3)]}
     out = without_algorithms(bench, WINOGRAD_ALGOS["fwd"])

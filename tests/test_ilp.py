@@ -8,10 +8,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))     # --import-mode=importlib
 from planner_brute import random_bench  # noqa: E402
-from ucudnn.dp import Chunk, Plan, desirable_set  # noqa: E402
-from ucudnn.ilp import IlpError, solve_workspace_division  # noqa: E402
-from ucudnn.network import LayerSpec, plan_network, read_layers  # noqa: E402
-from ucudnn.table import group_by_kernel, read_table  # noqa: E402
+from ucudnn.plan.dp import Chunk, Plan, desirable_set  # noqa: E402
+from ucudnn.plan.ilp import IlpError, solve_workspace_division  # noqa: E402
+from ucudnn.plan.network import LayerSpec, plan_network, read_layers  # noqa: E402
+from ucudnn.plan.table import group_by_kernel, read_table  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "h200-cudnn9.14"
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared data not found at {SHARED}")

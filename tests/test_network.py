@@ -11,9 +11,9 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", SyntaxWarning)
     import pulp  # noqa: F401
 
-from ucudnn.dp import PlanError  # noqa: E402
-from ucudnn.network import LayerError, LayerSpec, plan_network, read_layers, write_layers  # noqa: E402
-from ucudnn.table import AlgoPerf, group_by_kernel, read_table  # noqa: E402
+from ucudnn.plan.dp import PlanError  # noqa: E402
+from ucudnn.plan.network import LayerError, LayerSpec, plan_network, read_layers, write_layers  # noqa: E402
+from ucudnn.plan.table import AlgoPerf, group_by_kernel, read_table  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "ucudnn" / "data" / "h200"

@@ -7,8 +7,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))     # --import-mode=importlib
 from planner_brute import brute_front, random_bench  # noqa: E402
-from ucudnn.dp import PlanError, candidate_sizes, desirable_set, pareto_front, plan_kernel  # noqa: E402
-from ucudnn.table import AlgoPerf  # noqa: E402
+from ucudnn.plan.dp import PlanError, candidate_sizes, desirable_set, pareto_front, plan_kernel  # noqa: E402
+from ucudnn.plan.table import AlgoPerf  # noqa: E402
 
 
 def _dominates(a, b):

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("matplotlib", reason="plots need the 'plot' extra")
-from ucudnn import plots  # noqa: E402
-from ucudnn.table import AlgoPerf  # noqa: E402
+from ucudnn.experiments import plots  # noqa: E402
+from ucudnn.plan.table import AlgoPerf  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = {1: [AlgoPerf(0, 0.1, 0), AlgoPerf(1, 0.05, 1 << 20)],

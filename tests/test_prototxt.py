@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from ucudnn.network import LayerSpec, read_layers
-from ucudnn.prototxt import (PrototxtError, as_list, conv_layers, infer_shapes, merge_shapes,
+from ucudnn.plan.network import LayerSpec, read_layers
+from ucudnn.caffe.prototxt import (PrototxtError, as_list, conv_layers, infer_shapes, merge_shapes,
                              parse_prototxt, read_prototxt)
 
 REPO = Path(__file__).resolve().parents[1]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ucudnn import caffe_proto as cp
-from ucudnn.prototxt import read_prototxt
+from ucudnn.caffe import proto as cp
+from ucudnn.caffe.prototxt import read_prototxt
 
 NETS = Path(__file__).resolve().parents[1] / "prototxt"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ucudnn import reproduce as rp
-from ucudnn.units import parse_size
+from ucudnn.experiments import reproduce as rp
+from ucudnn.vocab import parse_size
 
 REPO = Path(__file__).resolve().parents[1]
 LOGS = Path(__file__).parent / "data" / "caffe_logs"
@@ -156,7 +156,7 @@ def test_cli_without_gpu_falls_back_to_predictions(tmp_path, capsys, monkeypatch
 
 
 def test_fill_once_makes_dummy_data_constant(patched_caffe_source):
-    from ucudnn import caffe_proto as cp
+    from ucudnn.caffe import proto as cp
     pb2 = cp.load_caffe_pb2(str(patched_caffe_source / "src" / "caffe" / "proto" / "caffe.proto"))
     net = cp.read_net(pb2, REPO / "prototxt" / "alexnet.prototxt")
     rp.fill_once(net)

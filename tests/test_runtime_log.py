@@ -6,7 +6,7 @@ from pathlib import Path
 
 import ucudnn
 
-CODE = "import logging, ucudnn.runtime; logging.getLogger('ucudnn').info('planned conv1')"
+CODE = "import logging, ucudnn.measure.runtime; logging.getLogger('ucudnn').info('planned conv1')"
 
 
 def _run(level):

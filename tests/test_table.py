@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from ucudnn.table import (AlgoPerf, BenchRow, TableError, group_by_kernel, parse_table,
+from ucudnn.plan.table import (AlgoPerf, BenchRow, TableError, group_by_kernel, parse_table,
                           read_table, rows_from_kernel, write_table)
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "h200-cudnn9.14"

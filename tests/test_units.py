@@ -1,12 +1,13 @@
 """Byte sizes with units."""
 import pytest
 
-from ucudnn.units import UNLIMITED, format_size, parse_size
+from ucudnn.vocab import UNLIMITED, format_size, parse_size
 
 
 @pytest.mark.parametrize("text, value", [
     ("64MiB", 64 << 20), ("8 MiB", 8 << 20), ("1GiB", 1 << 30), ("1.5KiB", 1536),
-    ("512", 512), ("0", 0), ("2kB", 2000), ("3MB", 3_000_000), ("1gb", 10**9), ("7b", 7),
+    ("512", 512), ("0", 0), ("2kB", 2048), ("3MB", 3 << 20), ("64M", 64 << 20), ("1gb", 1 << 30),
+    ("7b", 7),
     (" 4 mib ", 4 << 20), ("unlimited", UNLIMITED), ("none", UNLIMITED), ("inf", UNLIMITED),
     ("0.5MiB", 512 << 10), (123, 123),
 ])

@@ -225,7 +225,7 @@ cdef int _as_int4(object v, int* out, what) except -1:
 cdef class Kernel:
     """One convolution operation of one layer at mini-batch size ``n``.
 
-    ``shape`` is a :class:`ucudnn.conv.ConvShape`; ``op`` is ``fwd``, ``bwd_data`` or
+    ``shape`` is a :class:`ucudnn.plan.conv.ConvShape`; ``op`` is ``fwd``, ``bwd_data`` or
     ``bwd_filter``. Tensors are NCHW with the shape's strides (packed when ``None``).
     """
 
@@ -504,7 +504,7 @@ cdef class Kernel:
         return int(size)
 
     def set_plan(self, plan):
-        """Resolve a :class:`ucudnn.dp.Plan` into C arrays: chunks, per-size descriptors.
+        """Resolve a :class:`ucudnn.plan.dp.Plan` into C arrays: chunks, per-size descriptors.
 
         The workspace the plan needs is asked of cuDNN for each chunk (not taken from the
         benchmark record), so a stale cache entry cannot under-size it.
@@ -704,7 +704,7 @@ cdef int _fail(BaseException e) noexcept:
 
 
 cdef object _kernel_from_params(const ucudnn_conv_params* p):
-    from ucudnn.conv import ConvShape
+    from ucudnn.plan.conv import ConvShape
     name = p.name.decode("utf-8", "replace") if p.name != NULL else None
     xs = tuple(p.x_strides[i] for i in range(4))
     ys = tuple(p.y_strides[i] for i in range(4))
@@ -739,7 +739,7 @@ cdef public api int ucudnn_kernel_create(const ucudnn_conv_params* params,
             sizes = None
             if options.micro_batch_sizes != NULL and options.n_micro_batch_sizes > 0:
                 sizes = [options.micro_batch_sizes[i] for i in range(options.n_micro_batch_sizes)]
-            from ucudnn import runtime
+            from ucudnn.measure import runtime
             runtime.prepare_kernel(
                 kern, policy=options.policy, optimizer=options.optimizer,
                 limit=int(options.workspace_limit), sizes=sizes,
@@ -763,7 +763,7 @@ cdef public api int ucudnn_plan_network(ucudnn_kernel** kernels, const int* coun
                 raise ValueError("ucudnn_plan_network: bad kernel array")
             objs = [<object>kernels[i].owner for i in range(n)]
             cnt = None if counts == NULL else [counts[i] for i in range(n)]
-            from ucudnn import runtime
+            from ucudnn.measure import runtime
             runtime.plan_network_kernels(objs, int(budget), cnt)
             return UCUDNN_OK
         except BaseException as e:
@@ -774,7 +774,7 @@ cdef public api int ucudnn_kernel_replan(ucudnn_kernel* kernel, size_t limit) no
     """Plan again within ``limit`` bytes (e.g. after a failed workspace allocation)."""
     with gil:
         try:
-            from ucudnn import runtime
+            from ucudnn.measure import runtime
             runtime.replan_kernel(<object>kernel.owner, int(limit))
             return UCUDNN_OK
         except BaseException as e:

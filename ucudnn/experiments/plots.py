@@ -8,10 +8,10 @@ import json
 from collections import defaultdict
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
-from .dp import desirable_set
-from .network import LayerSpec, plan_network
-from .table import KernelBench
-from .units import format_size
+from ..plan.dp import desirable_set
+from ..plan.network import LayerSpec, plan_network
+from ..plan.table import KernelBench
+from ..vocab import format_size
 
 __all__ = ["kernel_algorithms", "desirable_set_scatter", "measured_vs_predicted",
            "stacked_layers", "ilp_vs_dp", "load_bench_core", "reproduce_stacked",

@@ -1,7 +1,7 @@
 """SQLite cache of cuDNN benchmark results, shared by processes and runs.
 
 One entry is what cudnnFind measured for one kernel at one micro-batch size: the list of
-algorithms that ran (:class:`~ucudnn.table.AlgoPerf`). It is keyed by :class:`CacheKey` (GPU
+algorithms that ran (:class:`~ucudnn.plan.table.AlgoPerf`). It is keyed by :class:`CacheKey` (GPU
 model, cuDNN version, dtype, math mode, operation, kernel geometry) plus the micro-batch size, so
 a table measured on one GPU or library version never plans another.
 
@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from .conv import DTYPES, MATH_MODES, ConvShape
-from .table import OPS, AlgoPerf, BenchRow
+from ..plan.conv import ConvShape
+from ..vocab import DTYPES, MATH_MODES
+from ..plan.table import OPS, AlgoPerf, BenchRow
 
 __all__ = ["CacheKey", "BenchCache", "CacheError", "default_cache_path",
            "APPLICATION_ID", "SCHEMA_VERSION"]

@@ -48,7 +48,7 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from .table import OPS, TableError
+from ..plan.table import OPS, TableError
 
 __all__ = ["main", "build_parser", "CliError"]
 
@@ -100,7 +100,7 @@ def _format_cudnn(v: Optional[int], patch: bool = True) -> str:
 
 
 def _size(text: Optional[str], field: str) -> Optional[int]:
-    from .units import parse_size
+    from ..vocab import parse_size
     if text is None:
         return None
     return parse_size(text, field)      # ValueError("--limit: ...")
@@ -123,7 +123,7 @@ def _sizes(text: Optional[str]) -> Optional[List[int]]:
 
 
 def _policy(text: str) -> str:
-    from .dp import POLICIES, PlanError, normalise_policy
+    from ..plan.dp import POLICIES, PlanError, normalise_policy
     try:
         return normalise_policy(text)
     except PlanError:
@@ -132,7 +132,7 @@ def _policy(text: str) -> str:
 
 
 def _math(text: str) -> str:
-    from .conv import MATH_MODES
+    from ..vocab import MATH_MODES
     if text not in MATH_MODES:
         raise CliError(f"--math: unknown math mode {text!r} (expected one of "
                        f"{', '.join(MATH_MODES)})")
@@ -140,7 +140,7 @@ def _math(text: str) -> str:
 
 
 def _dtype(text: str) -> str:
-    from .conv import DTYPES
+    from ..vocab import DTYPES
     if text not in DTYPES:
         raise CliError(f"--dtype: unknown dtype {text!r} (expected one of {', '.join(DTYPES)})")
     return text
@@ -164,7 +164,7 @@ def _positive(value: Optional[int], field: str) -> Optional[int]:
 def _gpu_status() -> Tuple[Optional[dict], str]:
     """(device_info(), "") with a usable GPU, else (None, reason)."""
     try:
-        from . import bench
+        from ..measure import bench
     except ImportError as e:
         return None, f"the GPU benchmark module is unavailable ({e})"
     try:
@@ -219,8 +219,8 @@ def _add_layer_source(p: argparse.ArgumentParser, default_net: bool) -> None:
 
 def _load_layers(args, default_net: Optional[str]):
     """(layers, label, net name or None)."""
-    from .network import read_layers
-    from .prototxt import read_prototxt
+    from ..plan.network import read_layers
+    from ..caffe.prototxt import read_prototxt
     batch = _positive(args.batch, "--batch")
     if args.prototxt:
         layers = read_prototxt(args.prototxt, phase=args.phase, batch=batch)
@@ -251,8 +251,8 @@ def _load_layers(args, default_net: Optional[str]):
 def _benchmark(layers, ops: Sequence[str], sizes_of: Callable, cache, *, math_mode: str,
                repeats: int, workspace_cap: Optional[int], force: bool) -> Dict:
     """Measure what the cache lacks; returns {(layer, op): {batch: [AlgoPerf]}}."""
-    from . import bench
-    from .conv import ConvShape
+    from ..measure import bench
+    from ..plan.conv import ConvShape
     t0 = time.perf_counter()
     kernels = [(l, op) for l in layers for op in ops if op in l.ops]
     benches = {}
@@ -289,7 +289,7 @@ def _benchmark(layers, ops: Sequence[str], sizes_of: Callable, cache, *, math_mo
 def _open_cache(path: Optional[str], create: bool = True):
     """The cache at ``path`` (default: $UCUDNN_CACHE or ~/.cache/...); None if absent and not
     ``create``."""
-    from .cache import BenchCache, default_cache_path
+    from ..measure.cache import BenchCache, default_cache_path
     p = path if path is not None else default_cache_path()
     if not create and not os.path.exists(p):
         return None
@@ -326,8 +326,8 @@ def _need_gpu(what: str) -> None:
 
 
 def cmd_bench(args) -> int:
-    from .dp import candidate_sizes
-    from .table import rows_from_kernel, write_table
+    from ..plan.dp import candidate_sizes
+    from ..plan.table import rows_from_kernel, write_table
     if not (args.net or args.layers or args.prototxt):
         raise CliError("one of --net, --layers or --prototxt is required")
     policy = _policy(args.policy) if args.policy else "powerOfTwo"
@@ -366,8 +366,8 @@ def _cache_benches(cache, layers, keyfn, sizes_of):
 
 def _cache_candidates(cache, args):
     """Key factories ``(label, keyfn)`` for looking layers up in the cache."""
-    from .cache import CacheKey
-    from .conv import ConvShape
+    from ..measure.cache import CacheKey
+    from ..plan.conv import ConvShape
     math_mode, dtype = _math(args.math), _dtype(args.dtype)
     if args.gpu or args.cudnn_version is not None:
         combos = sorted({(k.gpu, k.cudnn_version) for k in cache.keys()
@@ -376,7 +376,7 @@ def _cache_candidates(cache, args):
     else:
         info, _ = _gpu_status()
         if info is not None:
-            from . import bench
+            from ..measure import bench
             return [("this GPU", lambda l, op: bench.cache_key(ConvShape.from_layer(l), op,
                                                                 math_mode))]
         combos = sorted({(k.gpu, k.cudnn_version) for k in cache.keys()
@@ -389,8 +389,8 @@ def _cache_candidates(cache, args):
 
 def _gather(args, layers, net, policy, sizes) -> Tuple[Dict, dict, List[str]]:
     """Benchmarks for ``layers`` (see Note [Where plan gets its benchmark data])."""
-    from .dp import candidate_sizes
-    from .table import group_by_kernel, read_table
+    from ..plan.dp import candidate_sizes
+    from ..plan.table import group_by_kernel, read_table
     notes: List[str] = []
     sizes_of = lambda l: candidate_sizes(policy, l.n, sizes)     # noqa: E731
     if args.table:
@@ -442,7 +442,7 @@ def _gather(args, layers, net, policy, sizes) -> Tuple[Dict, dict, List[str]]:
         _note(msg)
         notes.append(msg)
         text = _shipped(f"{net}_bench.csv").read_text(encoding="utf-8")
-        from .table import parse_table
+        from ..plan.table import parse_table
         benches = group_by_kernel(parse_table(text, source=f"ucudnn/data/{SHIPPED}/{net}_bench.csv"))
         return benches, {"kind": "shipped", "detail": f"ucudnn/data/{SHIPPED} ({meta['gpu']}, "
                          f"cuDNN {_format_cudnn(meta['cudnn_version'])})"}, notes
@@ -523,7 +523,7 @@ def _plan_groups(plan):
 
 
 def _print_plan(doc, plan) -> None:
-    from .units import format_size
+    from ..vocab import format_size
     rows = [("kernel", "micro-batches", "time(ms)", "workspace", "undivided(ms)", "speedup")]
     for label, k, _ in _plan_groups(plan):
         s = _speedup(k.baseline.time_ms, k.plan.time_ms)
@@ -564,8 +564,8 @@ def _check_budget(layers, benches, policy, sizes, strict, budget, limit) -> None
     plan_network computes the undivided baseline at budget / kernels first, whose error
     ("no plan within ...") would hide the cause.
     """
-    from .dp import PlanError, desirable_set, undivided_plan
-    from .units import format_size
+    from ..plan.dp import PlanError, desirable_set, undivided_plan
+    from ..vocab import format_size
     n_kernels = sum(l.count * len(l.ops) for l in layers)
     if budget is None:
         budget, field = limit * n_kernels, "--limit"
@@ -592,8 +592,8 @@ def _check_budget(layers, benches, policy, sizes, strict, budget, limit) -> None
 
 
 def cmd_plan(args) -> int:
-    from .dp import PlanError
-    from .network import plan_network
+    from ..plan.dp import PlanError
+    from ..plan.network import plan_network
     policy = _policy(args.policy)
     sizes = _sizes(args.sizes)
     limit = _size(args.limit, "--limit")
@@ -629,12 +629,12 @@ def cmd_plan(args) -> int:
 
 def _device_key_args(args, cache) -> Tuple[str, int]:
     """(gpu, cudnn_version) from --gpu/--cudnn-version, the visible GPU or the cache."""
-    from .conv import ConvShape
+    from ..plan.conv import ConvShape
     gpu, ver = args.gpu, args.cudnn_version
     if gpu is None or ver is None:
         info, reason = _gpu_status()
         if info is not None:
-            from . import bench
+            from ..measure import bench
             k = bench.cache_key(ConvShape(1, 1, 1, 1, 1, 1), "fwd", _math(args.math))
             gpu = gpu if gpu is not None else k.gpu
             ver = ver if ver is not None else k.cudnn_version
@@ -654,7 +654,7 @@ def _device_key_args(args, cache) -> Tuple[str, int]:
 
 
 def cmd_cache(args) -> int:
-    from .table import format_table, read_table, write_table
+    from ..plan.table import format_table, read_table, write_table
     if args.command == "list":
         with _open_cache(args.cache) as cache:
             keys = cache.keys()
@@ -836,7 +836,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_prototxt(args) -> int:
-    from . import caffe_proto as cp
+    from ..caffe import proto as cp
     try:
         pb2 = cp.load_caffe_pb2(args.caffe_proto)
         net = cp.read_net(pb2, args.input)
@@ -857,7 +857,7 @@ def cmd_prototxt(args) -> int:
 
 
 def cmd_reproduce(args) -> int:
-    from . import reproduce as rp
+    from ..experiments import reproduce as rp
     if args.iterations < 1:
         raise CliError(f"--iterations: must be >= 1, got {args.iterations}")
     if args.repeats < 1:
@@ -902,7 +902,7 @@ def _list(text: str) -> List[str]:
 
 
 def cmd_config(args) -> int:
-    from . import config
+    from .. import config
     try:
         out = (config.get_include() if args.include else
                " ".join(config.cflags() if args.cflags else config.libs()))
@@ -919,10 +919,10 @@ _FIELDS = {"workspace_budget": "--budget", "workspace_limit": "--limit", "policy
 
 def _message(e: BaseException) -> str:
     """The error text with library field names replaced by the options that set them."""
-    from .cache import CacheError
-    from .dp import PlanError
-    from .network import LayerError
-    from .prototxt import PrototxtError
+    from ..measure.cache import CacheError
+    from ..plan.dp import PlanError
+    from ..plan.network import LayerError
+    from ..caffe.prototxt import PrototxtError
     msg = str(e)
     head, sep, rest = msg.partition(":")
     if sep and head in _FIELDS:
@@ -940,10 +940,10 @@ def _message(e: BaseException) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of ``ucudnn`` and ``python -m ucudnn``; returns the exit status."""
-    from .cache import CacheError
-    from .dp import PlanError
-    from .network import LayerError
-    from .prototxt import PrototxtError
+    from ..measure.cache import CacheError
+    from ..plan.dp import PlanError
+    from ..plan.network import LayerError
+    from ..caffe.prototxt import PrototxtError
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

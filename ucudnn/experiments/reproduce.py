@@ -3,8 +3,8 @@
 For every network and point of the grid -- per-layer workspace limits (8, 64, 512 MiB) x
 policies (undivided, powerOfTwo, all), the ILP at a budget of limit x kernels, unlimited
 workspace (the floor) and stock Caffe -- the runner writes a variant of the network's prototxt
-(through the protobuf classes of the patched caffe.proto, :mod:`ucudnn.caffe_proto`), runs
-``caffe time`` on it and keeps what the log says (:mod:`ucudnn.caffe_log`): the forward-backward
+(through the protobuf classes of the patched caffe.proto, :mod:`ucudnn.caffe.proto`), runs
+``caffe time`` on it and keeps what the log says (:mod:`ucudnn.caffe.log`): the forward-backward
 time per iteration (Caffe's CUDA-event timer), per-layer forward and backward times, the
 core's plans with their predicted times, and the time spent benchmarking, planning and solving.
 
@@ -49,8 +49,8 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
-from .caffe_log import CaffeLogError, parse_caffe_time
-from .units import format_size, parse_size
+from ..caffe.log import CaffeLogError, parse_caffe_time
+from ..vocab import format_size, parse_size
 
 # paths (prototxt/, scripts/, third_party/) are those of the checkout it runs in
 REPO = Path(".")
@@ -201,7 +201,7 @@ def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Op
                      ilp_policy: str) -> List[str]:
     """Write ``source`` with the point's net-wide ``ucudnn_param`` to ``dest``; returns the
     names of its convolution layers."""
-    from .caffe_proto import read_net, set_ucudnn_param, write_net
+    from ..caffe.proto import read_net, set_ucudnn_param, write_net
     net = read_net(pb2, str(source))
     fill_once(net)
     net.ClearField("ucudnn_param")
@@ -277,7 +277,7 @@ def run_caffe_time(caffe: str, model: Path, iterations: int, gpu: int, log_path:
 
 
 def timing_record(t) -> dict:
-    """The JSON form of a :class:`~ucudnn.caffe_log.CaffeTime`."""
+    """The JSON form of a :class:`~ucudnn.caffe.log.CaffeTime`."""
     return {
         "iterations": t.iterations, "iteration_ms": t.iteration_ms,
         "median_ms": t.median_ms, "mean_ms": t.forward_backward_ms,
@@ -298,8 +298,8 @@ def predict_point(point: Point, ilp_policy: str) -> dict:
     """Plan ``point`` from the shipped H200 data (no GPU): predicted convolution times."""
     from importlib import resources
 
-    from .network import plan_network, read_layers
-    from .table import group_by_kernel, parse_table
+    from ..plan.network import plan_network, read_layers
+    from ..plan.table import group_by_kernel, parse_table
     base = resources.files("ucudnn") / "data" / "h200"
     bench = base / f"{point.net}_bench.csv"
     if point.setting == "caffe":
@@ -345,7 +345,7 @@ def metadata(argv: Sequence[str], caffe: Optional[str], mode: str) -> dict:
             "ucudnn_commit": _git("rev-parse", "HEAD"),
             "ucudnn_dirty": bool(_git("status", "--porcelain", "--untracked-files=no"))}
     try:
-        from .bench import device_info
+        from ..measure.bench import device_info
         meta["device"] = device_info()
     except Exception as e:       # noqa: BLE001 - no GPU: recorded, not fatal
         meta["device"] = {"error": str(e)}
@@ -424,7 +424,7 @@ def run(opts: Options, say: Callable[[str], None] = print) -> dict:
         save_results(path, doc)
     pb2 = None
     if mode == "caffe" and todo:
-        from .caffe_proto import load_caffe_pb2
+        from ..caffe.proto import load_caffe_pb2
         pb2 = load_caffe_pb2()
     done = 0
     for rnd in range(1, repeats + 1):         # Note [Repeats]: rounds over the points

@@ -6,7 +6,7 @@ fields that may repeat). Messages become dicts, ``true``/``false`` bools, other 
 (enum values such as ``MAX`` or ``TRAIN``) strings.
 
 :func:`conv_layers` runs Caffe's shape rules over the layers of one phase and returns a
-:class:`~ucudnn.network.LayerSpec` for every ``Convolution`` layer.
+:class:`~ucudnn.plan.network.LayerSpec` for every ``Convolution`` layer.
 
 Note [Grouped convolutions in Caffe]
     Caffe's cuDNN layer calls cuDNN once per group, on C/g input and K/g output channels. Such a
@@ -29,7 +29,7 @@ import math
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .network import LayerSpec
+from ..plan.network import LayerSpec
 
 __all__ = ["PrototxtError", "parse_prototxt", "as_list", "conv_layers", "read_prototxt",
            "merge_shapes", "infer_shapes"]

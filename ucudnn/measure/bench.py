@@ -1,7 +1,7 @@
 """Measuring cuDNN on this machine's GPU: device facts and per-kernel benchmarks.
 
 The timing itself happens in the compiled core (``Kernel.benchmark``: cudnnFind...AlgorithmEx,
-repeated, median); this module turns its records into :class:`~ucudnn.table.AlgoPerf` lists and
+repeated, median); this module turns its records into :class:`~ucudnn.plan.table.AlgoPerf` lists and
 goes through the benchmark cache so that a kernel is measured once per GPU model, cuDNN
 version, dtype, math mode, shape and micro-batch size.
 """
@@ -12,8 +12,8 @@ import os
 import subprocess
 from typing import Callable, Dict, Iterable, List, Optional
 
-from .conv import ConvShape
-from .table import AlgoPerf, KernelBench
+from ..plan.conv import ConvShape
+from ..plan.table import AlgoPerf, KernelBench
 
 __all__ = ["NoGpuError", "core", "device_info", "driver_version", "cache_key",
            "benchmark_kernel", "measure"]
@@ -26,7 +26,7 @@ class NoGpuError(RuntimeError):
 def core():
     """The compiled core module; :class:`NoGpuError` if it was not built."""
     try:
-        from . import _core
+        from .. import _core
     except ImportError as e:
         raise NoGpuError(f"the compiled core ucudnn._core is not available ({e}); "
                          "build it with `pip install .`") from None

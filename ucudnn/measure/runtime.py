@@ -19,10 +19,10 @@ import sys
 import time
 from typing import List, Optional, Sequence
 
-from .dp import (WINOGRAD_ALGOS, PlanError, candidate_sizes, desirable_set, plan_kernel,
+from ..plan.dp import (WINOGRAD_ALGOS, PlanError, candidate_sizes, desirable_set, plan_kernel,
                  undivided_plan, without_algorithms)
-from .ilp import solve_workspace_division
-from .units import format_size
+from ..plan.ilp import solve_workspace_division
+from ..vocab import OPTIMIZER_CODES, format_size, normalise_policy
 
 log = logging.getLogger("ucudnn")
 
@@ -44,17 +44,6 @@ def _log_from_environment() -> None:
 
 _log_from_environment()
 
-POLICY_NAMES = {0: "undivided", 1: "powerOfTwo", 2: "all"}
-OPTIMIZERS = {0: "dp", 1: "ilp"}
-
-
-def _policy(policy, where):
-    if isinstance(policy, int):
-        if policy not in POLICY_NAMES:
-            raise PlanError(f"{where}: field 'policy': unknown value {policy} "
-                            "(0 undivided, 1 powerOfTwo, 2 all)")
-        return POLICY_NAMES[policy]
-    return policy
 
 
 def prepare_kernel(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
@@ -65,11 +54,11 @@ def prepare_kernel(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
 
     ``exclude_winograd``: plan without the Winograd algorithms (the cache keeps them)."""
     where = f"layer {kern.name!r}"
-    policy = _policy(policy, where)
+    policy = normalise_policy(policy, f"{where}: field 'policy'")
     if isinstance(optimizer, int):
-        if optimizer not in OPTIMIZERS:
+        if optimizer not in OPTIMIZER_CODES:
             raise PlanError(f"{where}: field 'optimizer': unknown value {optimizer} (0 DP, 1 ILP)")
-        optimizer = OPTIMIZERS[optimizer]
+        optimizer = OPTIMIZER_CODES[optimizer]
     if limit < 0:
         raise PlanError(f"{where}: field 'workspace_limit': must not be negative, got {limit}")
     cands = candidate_sizes(policy, kern.n, sizes)
@@ -143,7 +132,7 @@ def _drop(kern, batch, algo, math):
 
 
 def _fix_workspace(kern, plan):
-    from .table import AlgoPerf
+    from ..plan.table import AlgoPerf
     new = {}
     for b, perfs in kern.bench.items():
         fixed = []

@@ -26,12 +26,12 @@ __all__ = [
     "read_table", "write_table", "group_by_kernel", "rows_from_kernel",
 ]
 
-#: The three convolution operations of a layer, in the order Caffe runs them.
-OPS = ("fwd", "bwd_data", "bwd_filter")
+from ..vocab import OPS, InputError
+
 TABLE_COLUMNS = ("layer", "op", "batch", "algo", "time_ms", "ws_bytes", "math")
 
 
-class TableError(ValueError):
+class TableError(InputError):
     """A benchmark table is malformed; the message names the file, line and field."""
 
 

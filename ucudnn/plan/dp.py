@@ -2,7 +2,7 @@
 
 A *kernel* is one convolution operation of one layer (forward, backward-data or
 backward-filter) at mini-batch size N. Its benchmark maps each candidate micro-batch size b to
-the algorithms cuDNN measured at b (:class:`~ucudnn.table.AlgoPerf`). A *plan* splits N into
+the algorithms cuDNN measured at b (:class:`~ucudnn.plan.table.AlgoPerf`). A *plan* splits N into
 micro-batches b1 + b2 + ... = N and names one algorithm for each; the chunks run one after
 another on one shared workspace, so a plan's time is the sum of its chunks' times and its
 workspace the maximum of theirs.
@@ -24,25 +24,12 @@ from dataclasses import dataclass
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .table import AlgoPerf
-from .units import UNLIMITED, format_size
+from ..vocab import POLICIES, UNLIMITED, PlanError, format_size, normalise_policy
 
 __all__ = [
     "POLICIES", "PlanError", "Chunk", "Plan", "candidate_sizes", "best_algorithms",
     "plan_kernel", "pareto_front", "desirable_set", "undivided_plan",
 ]
-
-#: Policy names as the paper and the CLI spell them.
-POLICIES = ("undivided", "powerOfTwo", "all")
-_POLICY_ALIASES = {
-    "undivided": "undivided", "powerOfTwo": "powerOfTwo", "all": "all",
-    "UNDIVIDED": "undivided", "POWER_OF_TWO": "powerOfTwo", "ALL": "all",
-    "power_of_two": "powerOfTwo", "poweroftwo": "powerOfTwo",
-}
-
-
-class PlanError(ValueError):
-    """No plan can be made; the message names the kernel and the cause."""
-
 
 @dataclass(frozen=True)
 class Chunk:
@@ -81,14 +68,6 @@ class Plan:
                 parts.append([(c.batch, c.algo, c.math), 1])
         return ", ".join(f"{b}x{k}:algo{a}" + ("" if m == 0 else f"/m{m}")
                          for (b, a, m), k in parts)
-
-
-def normalise_policy(policy: str) -> str:
-    try:
-        return _POLICY_ALIASES[policy]
-    except (KeyError, TypeError):
-        raise PlanError(f"policy: unknown policy {policy!r} "
-                        f"(expected one of {', '.join(POLICIES)})") from None
 
 
 def candidate_sizes(policy: str, n: int, sizes: Optional[Iterable[int]] = None) -> List[int]:

@@ -10,13 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, asdict
 from typing import Optional, Tuple
 
-__all__ = ["ConvShape", "DTYPES", "MATH_MODES"]
-
-#: dtype name -> cudnnDataType_t
-DTYPES = {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 9}
-#: math mode name -> cudnnMathType_t. "default" lets cuDNN use TF32 tensor cores on Ampere+;
-#: "fma" is strict fp32 (CUDNN_FMA_MATH).
-MATH_MODES = {"default": 0, "tensor_op": 1, "tensor_op_allow_conversion": 2, "fma": 3}
+__all__ = ["ConvShape"]
 
 Strides = Optional[Tuple[int, int, int, int]]
 
@@ -75,7 +69,7 @@ class ConvShape:
 
     @classmethod
     def from_layer(cls, layer) -> "ConvShape":
-        """From a :class:`ucudnn.network.LayerSpec` (square pad/stride/dilation)."""
+        """From a :class:`ucudnn.plan.network.LayerSpec` (square pad/stride/dilation)."""
         return cls(layer.c, layer.h, layer.w, layer.k, layer.r, layer.s,
                    layer.pad, layer.pad, layer.stride, layer.stride,
                    layer.dilation, layer.dilation, layer.groups)

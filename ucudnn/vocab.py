@@ -1,0 +1,159 @@
+"""The project's vocabulary, in one place: operations, policies, optimizers, dtypes, math modes,
+cuDNN's algorithm names, byte sizes with units, status codes and the error classes that carry
+them, and the pinned Caffe commit.
+
+Everything else imports from here; this module imports nothing of ucudnn.
+
+Byte sizes: ``64MiB``, ``64M``, ``64MB``, ``8 KiB``, ``512``, ``unlimited``. ``K``/``M``/``G``/``T``
+with or without ``B`` and ``KiB``/``MiB``/``GiB``/``TiB`` are powers of 1024, as deep-learning
+frameworks and ``nvidia-smi`` mean them; the decimal forms are spelled ``kB(SI)`` ... only where
+a user asks for them (``1000MB`` is 1000 MiB, not 10^9 bytes). See Note [Size units].
+
+Note [Size units]
+    Users of Caffe and cuDNN say "64 MB" for a 64 MiB workspace (Caffe's own 8 MiB limit is
+    written ``8*1024*1024``). Reading ``64M`` as 64 x 10^6 bytes (61.0 MiB) silently planned
+    under a different limit than asked; every binary-looking and SI-looking unit is therefore
+    read as a power of 1024, and the parsed value is echoed by the CLI.
+"""
+from __future__ import annotations
+
+import enum
+import re
+from typing import Dict, Tuple
+
+__all__ = [
+    "OPS", "POLICIES", "POLICY_CODES", "OPTIMIZERS", "OPTIMIZER_CODES", "DTYPES", "MATH_MODES",
+    "UNLIMITED", "CAFFE_COMMIT", "ALGO_NAMES", "algo_name", "normalise_policy",
+    "parse_size", "format_size", "Status", "UcudnnError", "InputError", "PlanError",
+]
+
+#: The three convolution operations of a layer, in the order Caffe runs them.
+OPS: Tuple[str, ...] = ("fwd", "bwd_data", "bwd_filter")
+#: op name -> the C API's UCUDNN_FWD / UCUDNN_BWD_DATA / UCUDNN_BWD_FILTER
+OP_CODES: Dict[str, int] = {op: i for i, op in enumerate(OPS)}
+
+#: Micro-batch policies as the paper and the CLI spell them, by their C API / caffe.proto code.
+POLICIES: Tuple[str, ...] = ("undivided", "powerOfTwo", "all")
+POLICY_CODES: Dict[int, str] = dict(enumerate(POLICIES))
+_POLICY_ALIASES = {
+    "undivided": "undivided", "powerOfTwo": "powerOfTwo", "all": "all",
+    "UNDIVIDED": "undivided", "POWER_OF_TWO": "powerOfTwo", "ALL": "all",
+    "power_of_two": "powerOfTwo", "poweroftwo": "powerOfTwo",
+}
+
+#: Optimizers: per-kernel DP under a limit, or the network ILP under a total budget.
+OPTIMIZERS: Tuple[str, ...] = ("dp", "ilp")
+OPTIMIZER_CODES: Dict[int, str] = dict(enumerate(OPTIMIZERS))
+
+#: dtype name -> (cudnnDataType_t, bytes per element)
+DTYPES: Dict[str, Tuple[int, int]] = {"float32": (0, 4), "float64": (1, 8), "float16": (2, 2),
+                                      "bfloat16": (9, 2)}
+#: math mode name -> cudnnMathType_t. "default" lets cuDNN use TF32 tensor cores on Ampere and
+#: later; "fma" is strict fp32 (CUDNN_FMA_MATH).
+MATH_MODES: Dict[str, int] = {"default": 0, "tensor_op": 1, "tensor_op_allow_conversion": 2,
+                              "fma": 3}
+
+#: A workspace limit that admits every algorithm.
+UNLIMITED = 2**62
+
+#: BVLC Caffe master commit the patch series applies to (caffe_patch/README.md).
+CAFFE_COMMIT = "99bd99795dcdf0b1d3086a8d67ab1782a8a08383"
+
+#: cuDNN's algorithm enums (cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t) by value, without
+#: the common prefix; checked against cudnn.h by tests/test_cudnn_header.py.
+ALGO_NAMES: Dict[str, Tuple[str, ...]] = {
+    "fwd": ("IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
+            "WINOGRAD", "WINOGRAD_NONFUSED"),
+    "bwd_data": ("ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"),
+    "bwd_filter": ("ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED",
+                   "FFT_TILING"),
+}
+
+
+def algo_name(op: str, algo: int) -> str:
+    """cuDNN's name of algorithm ``algo`` of ``op`` (``IMPLICIT_PRECOMP_GEMM``), or ``algo N``."""
+    names = ALGO_NAMES.get(op, ())
+    return names[algo] if 0 <= algo < len(names) else f"algo {algo}"
+
+
+# --------------------------------------------------------------------------- status and errors
+
+class Status(enum.IntEnum):
+    """The C API's status codes (cython/ucudnn_types.h)."""
+    OK = 0
+    INVALID = 1
+    CUDNN = 2
+    CUDA = 3
+    PLAN = 4
+    PYTHON = 5
+
+
+class UcudnnError(Exception):
+    """Base of the errors ucudnn raises on purpose; ``status`` is what the C API returns."""
+    status = Status.PYTHON
+
+
+class InputError(UcudnnError, ValueError):
+    """Bad input from a user or a host; the message names the source, layer and field.
+
+    The CLI reports these as one line with exit status 2; any other exception is a bug and
+    is reported as one."""
+    status = Status.INVALID
+
+
+class PlanError(InputError):
+    """No plan can be made; the message names the kernel and the cause."""
+    status = Status.PLAN
+
+
+def normalise_policy(policy, field: str = "policy") -> str:
+    """A policy by name (any spelling of caffe.proto or the paper) or by code."""
+    if isinstance(policy, int) and not isinstance(policy, bool):
+        if policy in POLICY_CODES:
+            return POLICY_CODES[policy]
+    elif isinstance(policy, str) and policy in _POLICY_ALIASES:
+        return _POLICY_ALIASES[policy]
+    raise PlanError(f"{field}: unknown policy {policy!r} (expected one of {', '.join(POLICIES)})")
+
+
+# --------------------------------------------------------------------------- sizes
+
+_UNITS = {"": 1, "b": 1}
+for _i, _p in enumerate("kmgt", start=1):
+    for _suffix in (_p, _p + "b", _p + "ib"):
+        _UNITS[_suffix] = 1024 ** _i
+_SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(text, what: str = "size") -> int:
+    """Parse a byte count (Note [Size units]); ``what`` names the field in the error message."""
+    if isinstance(text, bool):
+        raise InputError(f"{what}: expected a byte size, got {text!r}")
+    if isinstance(text, int):
+        if text < 0:
+            raise InputError(f"{what}: size must not be negative, got {text}")
+        return text
+    s = str(text).strip()
+    if s.lower() in ("unlimited", "inf", "none"):
+        return UNLIMITED
+    if s.startswith("-"):
+        raise InputError(f"{what}: size must not be negative, got {text!r}")
+    m = _SIZE_RE.match(s)
+    if not m or m.group(2).lower() not in _UNITS:
+        raise InputError(
+            f"{what}: cannot parse {text!r} as a byte size "
+            "(examples: 8MiB, 64M, 512MB, 1GiB, 1048576, unlimited)")
+    value = float(m.group(1)) * _UNITS[m.group(2).lower()]
+    if value != int(value):
+        raise InputError(f"{what}: {text!r} is not a whole number of bytes")
+    return int(value)
+
+
+def format_size(n: int) -> str:
+    """Short human form: ``64.0MiB``, ``1.5GiB``, ``0B``, ``unlimited``."""
+    if n >= UNLIMITED:
+        return "unlimited"
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= scale:
+            return f"{n / scale:.1f}{unit}"
+    return f"{n}B"
