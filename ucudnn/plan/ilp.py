@@ -1,0 +1,137 @@
+"""Network-wide workspace division as an integer linear program (a multiple-choice knapsack).
+
+For each kernel k choose exactly one plan c from its desirable set D_k (binary x[k, c]):
+
+    minimise    sum_k w_k sum_c t_k(c) x[k, c]
+    subject to  sum_c x[k, c] = 1                  for every k
+                sum_k w_k sum_c m_k(c) x[k, c] <= M_total
+
+w_k (default 1) is how many instances share kernel k's plan, each with its own workspace
+(Caffe runs a grouped layer's kernel once per group, each group on its own workspace slot).
+
+Solved by CBC through PuLP: ``COIN_CMD`` with the binary of the ``cbcbox`` wheel (what
+``pulp[cbc]`` installs). The solution is checked after the solve: optimal status, exactly one
+plan per kernel, the budget respected.
+
+Note [PuLP versions]
+    PuLP 3.3 deprecates constructing ``LpVariable`` directly and its bundled ``PULP_CBC_CMD``;
+    PuLP 4.0 removes both, and ``LpStatus`` / ``prob.status`` with them (``solve`` returns an
+    ``LpSolveStats``). This module uses only what both keep: ``prob.add_variable``,
+    ``COIN_CMD(path=...)``, and the status that ``solve`` returns (an int in 3.x, an
+    ``LpSolveStatus`` in 4.x, equal to 1 when optimal in both). The declared range stays below
+    4.0 because that is what CI tests (4.2 also needs numpy without declaring it); see the
+    closing note of the contracts issue for the 4.2 run.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Dict, Hashable, List, Mapping, Sequence
+
+from .dp import Plan, PlanError
+from ..vocab import format_size
+
+__all__ = ["IlpResult", "solve_workspace_division", "IlpError"]
+
+
+class IlpError(PlanError):
+    """The ILP cannot be solved as asked (budget too small, solver failure, ...)."""
+
+
+@dataclass
+class IlpResult:
+    choices: Dict[Hashable, Plan]
+    budget: int
+    solve_seconds: float
+    status: str
+    n_variables: int = 0
+    weights: Dict[Hashable, int] = field(default_factory=dict)
+
+    @property
+    def total_time_ms(self) -> float:
+        return sum(self.weights.get(k, 1) * p.time_ms for k, p in self.choices.items())
+
+    @property
+    def total_ws_bytes(self) -> int:
+        return sum(self.weights.get(k, 1) * p.ws_bytes for k, p in self.choices.items())
+
+
+def _solver(msg: bool = False, time_limit: float | None = None):
+    """CBC from the ``cbcbox`` wheel (Note [PuLP versions])."""
+    import pulp
+    try:
+        import cbcbox
+    except ImportError as e:  # pragma: no cover - a dependency (pulp[cbc])
+        raise IlpError("the ILP optimizer needs the CBC solver: pip install 'pulp[cbc]'") from e
+    return pulp.COIN_CMD(path=cbcbox.cbc_bin_path(), msg=msg, timeLimit=time_limit)
+
+
+def _status_name(status) -> str:
+    """``Optimal``, ``Infeasible``, ... from what ``prob.solve`` returned (3.x or 4.x)."""
+    status = getattr(status, "status", status)          # 4.x: LpSolveStats.status
+    name = getattr(status, "name", None)                # 4.x: LpSolveStatus
+    if name is None:
+        import pulp
+        name = pulp.LpStatus.get(status, str(status))   # 3.x: an int
+    return str(name).replace("_", " ")
+
+
+def solve_workspace_division(fronts: Mapping[Hashable, Sequence[Plan]], budget: int, *,
+                             weights: Mapping[Hashable, int] | None = None,
+                             msg: bool = False, time_limit: float | None = None) -> IlpResult:
+    """Choose one plan per kernel from ``fronts`` minimising total time within ``budget`` bytes.
+
+    ``weights[k]``: instances of kernel k (default 1), each with its own workspace."""
+    if budget < 0:
+        raise IlpError(f"workspace_budget: must not be negative, got {budget}")
+    w = {k: 1 for k in fronts}
+    for k, v in (weights or {}).items():
+        if k not in fronts:
+            raise IlpError(f"weights: {k!r} is not a kernel of the problem")
+        if not isinstance(v, int) or v < 1:
+            raise IlpError(f"kernel {k}: weight must be a positive integer, got {v!r}")
+        w[k] = v
+    empty = [k for k, f in fronts.items() if not f]
+    if empty:
+        raise IlpError(f"kernel {empty[0]}: empty desirable set")
+    if not fronts:
+        return IlpResult({}, budget, 0.0, "Optimal")
+    need = sum(w[k] * min(p.ws_bytes for p in f) for k, f in fronts.items())
+    if need > budget:
+        raise IlpError(f"workspace_budget: {format_size(budget)} ({budget} B) is below the "
+                       f"smallest total workspace of any plan, {format_size(need)} ({need} B)")
+    try:
+        import pulp
+    except ImportError as e:  # pragma: no cover - pulp is a dependency
+        raise IlpError("the ILP optimizer needs PuLP (pip install 'pulp[cbc]')") from e
+
+    keys = list(fronts)
+    prob = pulp.LpProblem("ucudnn_workspace_division", pulp.LpMinimize)
+    x: Dict[tuple, pulp.LpVariable] = {}
+    for i, k in enumerate(keys):
+        for j, _ in enumerate(fronts[k]):
+            x[i, j] = prob.add_variable(f"x_{i}_{j}", cat=pulp.LpBinary)
+    # Work in microseconds and KiB-scaled bytes: CBC's tolerances are absolute.
+    prob += pulp.lpSum(w[k] * fronts[k][j].time_ms * 1000.0 * x[i, j]
+                       for i, k in enumerate(keys) for j in range(len(fronts[k])))
+    for i, k in enumerate(keys):
+        prob += pulp.lpSum(x[i, j] for j in range(len(fronts[k]))) == 1, f"one_plan_{i}"
+    prob += pulp.lpSum(w[k] * fronts[k][j].ws_bytes / 1024.0 * x[i, j]
+                       for i, k in enumerate(keys) for j in range(len(fronts[k]))
+                       ) <= budget / 1024.0, "budget"
+    t0 = time.perf_counter()
+    status = _status_name(prob.solve(_solver(msg, time_limit)))
+    seconds = time.perf_counter() - t0
+    if status != "Optimal":
+        raise IlpError(f"ILP solver (CBC) finished with status {status!r}")
+
+    choices: Dict[Hashable, Plan] = {}
+    for i, k in enumerate(keys):
+        chosen = [j for j in range(len(fronts[k])) if (x[i, j].value() or 0) > 0.5]
+        if len(chosen) != 1:
+            raise IlpError(f"kernel {k}: the solver chose {len(chosen)} plans, expected exactly 1")
+        choices[k] = fronts[k][chosen[0]]
+    result = IlpResult(choices, budget, seconds, status, len(x), w)
+    if result.total_ws_bytes > budget:
+        raise IlpError(f"ILP solution needs {result.total_ws_bytes} B, over the budget {budget} B")
+    return result
