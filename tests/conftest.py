@@ -1,4 +1,16 @@
-"""Fixtures shared by test files."""
+"""Fixtures shared by test files, and the test tiers.
+
+Note [Test tiers]
+    ``pytest`` (the README's command) runs the CPU tier: planners, cache, prototxt, CLI,
+    reproduce in predict mode, the C API header compiling -- about a minute on 2 cores.
+    ``pytest --caffe-build -m caffe_build`` builds BVLC Caffe with the patch series (about 35
+    minutes on 2 cores; CI runs it explicitly); without ``--caffe-build`` those tests are
+    skipped with that command as the reason, and with it a missing build dependency is named
+    with the command that installs it. ``pytest -m gpu --require-gpu`` is the GPU tier of a GPU
+    host: there a GPU test that skips (no GPU, no torch, no built Caffe) fails instead, so
+    that a GPU run cannot pass by testing nothing; without ``--require-gpu`` skipped GPU tests
+    are listed in a section of their own at the end.
+"""
 import shutil
 import subprocess
 import warnings
@@ -6,16 +18,79 @@ from pathlib import Path
 
 import pytest
 
-with warnings.catch_warnings():
-    # pulp 3.0 imports its own test modules, which pytest then rewrites; their invalid escape
-    # sequences warn, and filterwarnings=error would turn that into a SyntaxError in whichever
-    # test first plans with the ILP. Imported once here, before any test runs.
-    warnings.simplefilter("ignore", DeprecationWarning)
-    warnings.simplefilter("ignore", SyntaxWarning)
-    try:
-        import pulp  # noqa: F401
-    except ImportError:
-        pass
+CAFFE_BUILD_TOOLS = {
+    "cmake": "apt-get install cmake (or: bash .ci/caffe_deps.sh)",
+    "protoc": "apt-get install protobuf-compiler (or: bash .ci/caffe_deps.sh)",
+    "make": "apt-get install build-essential (or: bash .ci/caffe_deps.sh)",
+}
+CAFFE_BUILD_HEADERS = {
+    "glog/logging.h": "libgoogle-glog-dev", "gflags/gflags.h": "libgflags-dev",
+    "google/protobuf/message.h": "libprotobuf-dev", "boost/thread.hpp": "libboost-thread-dev",
+    "cblas.h": "libopenblas-dev",
+}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--caffe-build", action="store_true",
+                     help="run the tests marked caffe_build (builds BVLC Caffe, ~35 min)")
+    parser.addoption("--require-gpu", action="store_true",
+                     help="fail GPU tests that would be skipped (for GPU hosts)")
+
+
+def _caffe_build_missing():
+    """The first missing build dependency of Caffe and how to install it, or None."""
+    for tool, how in CAFFE_BUILD_TOOLS.items():
+        if shutil.which(tool) is None:
+            return f"{tool} not found: {how}"
+    roots = [Path("/usr/include"), Path("/usr/include/x86_64-linux-gnu"),
+             Path("/usr/include/openblas"), Path("/usr/local/include")]
+    for header, pkg in CAFFE_BUILD_HEADERS.items():
+        if not any((r / header).exists() for r in roots):
+            return f"{header} not found: apt-get install {pkg} (or: bash .ci/caffe_deps.sh)"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--caffe-build"):
+        missing = _caffe_build_missing()
+        reason = f"Caffe build dependency missing: {missing}" if missing else None
+    else:
+        reason = ("builds BVLC Caffe (~35 min on 2 cores): bash .ci/caffe_deps.sh, then "
+                  "pytest --caffe-build -m caffe_build")
+    if reason:
+        for item in items:
+            if "caffe_build" in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.skipped and "gpu" in item.keywords:
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        item.config.stash.setdefault(_GPU_SKIPS, []).append((item.nodeid, reason))
+        if item.config.getoption("--require-gpu"):
+            rep.outcome = "failed"
+            rep.longrepr = f"GPU test skipped under --require-gpu: {reason}"
+
+
+_GPU_SKIPS = pytest.StashKey()
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    skips = config.stash.get(_GPU_SKIPS, [])
+    if not skips or config.getoption("--require-gpu"):
+        return
+    reasons = {}
+    for _, reason in skips:
+        reasons[reason] = reasons.get(reason, 0) + 1
+    terminalreporter.section("GPU tier NOT run", sep="!", yellow=True, bold=True)
+    for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"{n} GPU test(s) skipped: {reason}")
+    terminalreporter.write_line("on a GPU host: pip install '.[gpu]' and pytest -m gpu "
+                                "--require-gpu")
+
 
 REPO = Path(__file__).resolve().parents[1]
 ORIG = "caffe_1.0.0+git20180821.99bd997.orig.tar.gz"
