@@ -5,6 +5,11 @@ its desirable set (ILP); ``plan_network_kernels`` divides one budget among ILP k
 ``replan_kernel`` plans again under a smaller limit. Every plan is resolved into the kernel's C
 arrays by ``Kernel.set_plan``, which asks cuDNN for each chunk's workspace.
 
+Every benchmark, every plan a kernel is given and every ILP solve is appended to
+``$UCUDNN_RECORDS`` as a JSON line (:mod:`ucudnn.measure.records`; Note [Plan records] in
+:mod:`ucudnn.caffe.records`): what programs read. The log lines (``UCUDNN_LOG=INFO``) say the
+same for people, with cuDNN's algorithm names.
+
 Note [Falling back]
     A plan can fail to resolve (cuDNN rejects an algorithm for this exact descriptor, or needs
     more workspace than the cache said). The failing (size, algorithm) is then dropped from the
@@ -22,7 +27,8 @@ from typing import List, Optional, Sequence
 from ..plan.dp import (WINOGRAD_ALGOS, PlanError, candidate_sizes, desirable_set, plan_kernel,
                  undivided_plan, without_algorithms)
 from ..plan.ilp import solve_workspace_division
-from ..vocab import OPTIMIZER_CODES, format_size, normalise_policy
+from ..vocab import OPTIMIZER_CODES, algo_name, format_size, normalise_policy
+from . import records
 
 log = logging.getLogger("ucudnn")
 
@@ -63,24 +69,44 @@ def prepare_kernel(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
         raise PlanError(f"{where}: field 'workspace_limit': must not be negative, got {limit}")
     cands = candidate_sizes(policy, kern.n, sizes)
     from .bench import measure
+    measured: List[int] = []
     t0 = time.perf_counter()
     kern.bench = measure(kern, cands, repeats=repeats, cache_path=cache_path,
-                         workspace_cap=workspace_cap)
+                         workspace_cap=workspace_cap, progress=measured.append)
     if exclude_winograd:
         kern.bench = without_algorithms(kern.bench, WINOGRAD_ALGOS[kern.op])
     t1 = time.perf_counter()
     kern.settings = {"policy": policy, "sizes": sizes, "limit": limit, "optimizer": optimizer}
+    bench = {"bench_s": t1 - t0, "sizes": len(cands), "sizes_benchmarked": len(set(measured)),
+             "sizes_cached": len(cands) - len(set(measured))}
+    if records.records_path():
+        records.append_record({"kind": "bench", **records.kernel_fields(kern),
+                               **records.settings_fields(kern), "repeats": repeats,
+                               "cache_path": cache_path, "exclude_winograd": exclude_winograd,
+                               **bench})
     if optimizer == "dp":
-        _apply(kern, limit)
+        plan = _apply(kern, limit)
     else:
         kern.desirable = desirable_set(kern.bench, kern.n, policy, sizes, name=where)
         # until the network is planned, run the smallest-workspace plan
-        _apply(kern, kern.desirable[0].ws_bytes)
-    kern.timing = {"bench_s": t1 - t0, "plan_s": time.perf_counter() - t1}
+        plan = _apply(kern, kern.desirable[0].ws_bytes)
+    kern.timing = {"bench_s": bench["bench_s"], "plan_s": time.perf_counter() - t1}
     log.info("%s %s: %d micro-batch sizes benchmarked (or read from the cache) in %.3f s, "
              "planned in %.3f s", where, kern.op, len(cands), kern.timing["bench_s"],
              kern.timing["plan_s"])
+    _record_plan(kern, "dp" if optimizer == "dp" else "ilp_initial", plan,
+                 limit if optimizer == "dp" else kern.desirable[0].ws_bytes,
+                 plan_s=kern.timing["plan_s"], **bench,
+                 desirable=len(kern.desirable) if kern.desirable is not None else None)
     return kern
+
+
+def _record_plan(kern, stage, plan, limit, **extra):
+    """The ``kernel`` record of ``plan`` (Note [Plan records]), with the undivided baseline
+    within the same limit."""
+    if records.records_path():
+        records.append_record(records.plan_record(kern, stage, plan, limit,
+                                                  _baseline(kern, limit), **extra))
 
 
 def _apply(kern, limit: int, first=None):
@@ -96,7 +122,8 @@ def _apply(kern, limit: int, first=None):
             bad = _first_unresolvable(kern, plan)
             if bad is None:
                 raise
-            log.warning("%s: dropping micro-batch %d algorithm %d: %s", where, bad[0], bad[1], e)
+            log.warning("%s %s: dropping micro-batch %d algorithm %s (%d): %s", where, kern.op,
+                        bad[0], algo_name(kern.op, bad[1]), bad[1], e)
             _drop(kern, *bad)
             continue
         if kern.workspace_size > limit:
@@ -105,7 +132,8 @@ def _apply(kern, limit: int, first=None):
             continue
         baseline = _baseline(kern, limit)
         log.info("%s %s: %s, %.3f ms predicted, workspace %s (undivided %s)", where, kern.op,
-                 plan.describe(), plan.time_ms, format_size(kern.workspace_size),
+                 records.describe_named(kern.op, plan), plan.time_ms,
+                 format_size(kern.workspace_size),
                  f"{baseline.time_ms:.3f} ms" if baseline else "n/a")
         return plan
 
@@ -148,7 +176,10 @@ def replan_kernel(kern, limit: int):
     """Plan ``kern`` again within ``limit`` bytes (its benchmark is kept)."""
     if kern.bench is None:
         raise PlanError(f"layer {kern.name!r}: kernel was never benchmarked")
-    return _apply(kern, limit)
+    t0 = time.perf_counter()
+    plan = _apply(kern, limit)
+    _record_plan(kern, "replan", plan, limit, plan_s=time.perf_counter() - t0)
+    return plan
 
 
 def plan_network_kernels(kernels: List, budget: int, counts: Optional[Sequence[int]] = None):
@@ -170,12 +201,32 @@ def plan_network_kernels(kernels: List, budget: int, counts: Optional[Sequence[i
     for i, k in enumerate(kernels):
         _apply(k, result.choices[i].ws_bytes, first=result.choices[i])
     base = [_baseline(k, per_kernel) for k in kernels]
-    if all(base):
-        bt = sum(result.weights[i] * b.time_ms for i, b in enumerate(base))
+    bt = (sum(result.weights.get(i, 1) * b.time_ms for i, b in enumerate(base)) if all(base)
+          else None)
+    if bt is not None:
         log.info("ILP: %d kernels (%d instances), budget %s, %.3f ms predicted (undivided at "
                  "%s per instance: %.3f ms, expected speedup %.2fx), solved in %.3f s",
                  len(kernels), instances, format_size(budget), result.total_time_ms,
                  format_size(per_kernel), bt,
                  bt / result.total_time_ms if result.total_time_ms else float("nan"),
                  result.solve_seconds)
+    else:
+        log.info("ILP: %d kernels (%d instances), budget %s, %.3f ms predicted, solved in "
+                 "%.3f s", len(kernels), instances, format_size(budget),
+                 result.total_time_ms, result.solve_seconds)
+    if records.records_path():
+        records.append_record({
+            "kind": "ilp", "budget_bytes": int(budget), "kernels": len(kernels),
+            "instances": instances, "predicted_ms": records._num(result.total_time_ms),
+            "ws_bytes": sum(result.weights.get(i, 1) * int(k.workspace_size)
+                            for i, k in enumerate(kernels)),
+            "undivided_ms": records._num(bt), "undivided_limit_bytes": per_kernel,
+            "solve_s": result.solve_seconds,
+            "members": [{"kernel_id": id(k), "layer": k.name, "op": k.op,
+                         "instances": result.weights.get(i, 1), "ws_bytes": int(k.workspace_size)}
+                        for i, k in enumerate(kernels)]})
+        for i, k in enumerate(kernels):
+            records.append_record(records.plan_record(
+                k, "ilp", result.choices[i], result.choices[i].ws_bytes, base[i],
+                instances=result.weights.get(i, 1), budget_bytes=int(budget)))
     return result

@@ -1,0 +1,157 @@
+"""Plan records: the writer, and the schema constants its reader shares.
+
+The runtime (:mod:`ucudnn.measure.runtime`, what a host such as Caffe calls through the C API)
+appends one JSON object per line to ``$UCUDNN_RECORDS`` for every benchmark, every plan a kernel
+is given and every ILP solve. The fields, and how to read them, are in Note [Plan records] in
+:mod:`ucudnn.caffe.records` (the reader and validator; this module must not import it: measure
+never imports caffe).
+
+Note [Appending records]
+    Several processes (``caffe train -gpu 0,1`` runs one solver thread per GPU in one process;
+    ``ucudnn reproduce`` runs Caffe processes one after another, and a user may run several at
+    once on one file) append to one file. Every record is written by one ``os.write`` of the
+    whole line, newline included, on a descriptor opened with ``O_APPEND`` for that record:
+    the kernel moves the offset to the end of the file and writes the buffer as one step, so
+    two writers' lines never interleave or overwrite each other on a local file system (Linux
+    takes the inode's lock for the whole write of a regular file; ``PIPE_BUF`` is about pipes
+    and does not bound this). NFS does not honour ``O_APPEND`` atomically: keep the file on a
+    local disk. A write that stops short (disk full) is completed with a warning; such a line
+    may then interleave. A record that cannot be written is logged as a warning and planning
+    goes on: the plan is the host's job, the record a report (``ucudnn reproduce`` notices a
+    point without records).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import asdict, is_dataclass
+from typing import Any, Dict, Optional
+
+from ..vocab import algo_name
+
+#: The value of every record's ``schema`` field.
+SCHEMA = "ucudnn.plan-record"
+#: The value of every record's ``version`` field; a reader refuses other versions.
+VERSION = 1
+#: Where records go: a path; unset or empty: no records.
+ENV = "UCUDNN_RECORDS"
+#: ``kind`` values: a benchmark, a plan given to a kernel, an ILP solve.
+KINDS = ("bench", "kernel", "ilp")
+#: ``stage`` of a ``kernel`` record: the DP's plan within the kernel's limit; the
+#: smallest-workspace plan a kernel prepared for the ILP runs until the network is planned;
+#: the ILP's choice; a plan again within a new limit (a failed allocation, a reshape).
+STAGES = ("dp", "ilp_initial", "ilp", "replan")
+
+log = logging.getLogger("ucudnn")
+
+
+def records_path() -> Optional[str]:
+    """``$UCUDNN_RECORDS``, read at every record (a host may set it late)."""
+    return os.environ.get(ENV) or None
+
+
+def append_record(record: Dict[str, Any], path: Optional[str] = None) -> bool:
+    """Append ``record`` (with the envelope: schema, version, pid, thread, time) as one line
+    to ``path`` (default ``$UCUDNN_RECORDS``); see Note [Appending records]. False when there
+    is nowhere to write or the write failed (logged)."""
+    path = path or records_path()
+    if not path:
+        return False
+    full = {"schema": SCHEMA, "version": VERSION, "kind": record.get("kind"),
+            "pid": os.getpid(), "thread": threading.get_native_id(), "time": time.time()}
+    full.update(record)
+    data = (json.dumps(full, separators=(",", ":"), default=_jsonable, allow_nan=False)
+            + "\n").encode("utf-8")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            n = os.write(fd, data)
+            if n != len(data):
+                log.warning("%s: short write of a plan record (%d of %d bytes)", path, n,
+                            len(data))
+                while n < len(data):
+                    n += os.write(fd, data[n:])
+        finally:
+            os.close(fd)
+    except OSError as e:
+        log.warning("%s: cannot write a plan record: %s", path, e)
+        return False
+    return True
+
+
+def _jsonable(o):
+    if is_dataclass(o):
+        return asdict(o)
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    raise TypeError(f"not JSON serialisable in a plan record: {o!r}")
+
+
+def _num(x: float) -> Optional[float]:
+    """JSON has no NaN or infinity: None for them."""
+    return None if x is None or x != x or x in (float("inf"), float("-inf")) else float(x)
+
+
+def plan_fields(op: str, plan) -> list:
+    """A plan's runs of equal chunks, largest first as planned: batch, count, algo, its cuDNN
+    name, math, time_ms and ws_bytes of one chunk."""
+    runs: list = []
+    for c in plan.chunks:
+        if runs and (runs[-1]["batch"], runs[-1]["algo"], runs[-1]["math"]) == (
+                c.batch, c.algo, c.math):
+            runs[-1]["count"] += 1
+            continue
+        runs.append({"batch": c.batch, "count": 1, "algo": c.algo,
+                     "algo_name": algo_name(op, c.algo), "math": c.math,
+                     "time_ms": _num(c.time_ms), "ws_bytes": int(c.ws_bytes)})
+    return runs
+
+
+def describe_named(op: str, plan) -> str:
+    """A plan for people: ``128x2 IMPLICIT_PRECOMP_GEMM, 1x1 ALGO_0 (math 3)``."""
+    return ", ".join(f"{r['batch']}x{r['count']} {r['algo_name']}"
+                     + (f" (math {r['math']})" if r["math"] else "")
+                     for r in plan_fields(op, plan))
+
+
+def kernel_fields(kern) -> Dict[str, Any]:
+    """What identifies a kernel: the process-unique ``kernel_id`` (``id`` of the object, so
+    records of one live kernel agree), device, layer, op, instances (Caffe's group count:
+    runs per pass, each on its own workspace), mini-batch, shape, dtype and math."""
+    shape = kern.shape
+    return {"kernel_id": id(kern), "device": _int_or_none(getattr(kern, "device", None)),
+            "layer": kern.name, "op": kern.op, "instances": int(getattr(kern, "instances", 1)
+                                                                 or 1),
+            "batch": int(kern.n), "shape": asdict(shape) if is_dataclass(shape) else shape,
+            "dtype": kern.dtype, "math": kern.math}
+
+
+def _int_or_none(v):
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def settings_fields(kern) -> Dict[str, Any]:
+    s = kern.settings or {}
+    sizes = s.get("sizes")
+    return {"policy": s.get("policy"), "optimizer": s.get("optimizer"),
+            "limit_bytes": s.get("limit"), "micro_batch_sizes": list(sizes) if sizes else None}
+
+
+def plan_record(kern, stage: str, plan, limit: int, undivided=None,
+                **extra) -> Dict[str, Any]:
+    """A ``kernel`` record: ``kern`` given ``plan`` at ``stage`` within ``limit`` bytes."""
+    rec = {"kind": "kernel", "stage": stage, **kernel_fields(kern), **settings_fields(kern),
+           "plan_limit_bytes": int(limit), "plan": plan_fields(kern.op, plan),
+           "plan_text": plan.describe(), "predicted_ms": _num(plan.time_ms),
+           "ws_bytes": int(kern.workspace_size),
+           "undivided": None if undivided is None else {
+               "predicted_ms": _num(undivided.time_ms), "ws_bytes": int(undivided.ws_bytes),
+               "plan": plan_fields(kern.op, undivided)}}
+    rec.update(extra)
+    return rec
