@@ -5,6 +5,7 @@ Needs a Caffe built by scripts/build_caffe.sh (third_party/caffe/build, or the b
 $UCUDNN_CAFFE_BUILD) and a GPU; skipped otherwise. The embedded interpreter of Caffe is given
 this process's sys.path, so that it imports the same ucudnn.
 """
+import itertools
 import os
 import re
 import subprocess
@@ -13,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from ucudnn.caffe.log import kernel_plans, parse_caffe_time
+from ucudnn.caffe.log import parse_caffe_time
+from ucudnn.caffe.records import ENV as RECORDS_ENV
+from ucudnn.caffe.records import kernel_plans, read_records, summarize
 
 pytestmark = pytest.mark.gpu
 
@@ -64,11 +67,20 @@ def _net(caffe, name, batch, **ucudnn):
     return path
 
 
-def _run(caffe, args, timeout=900, env=None):
+_RUNS = itertools.count()
+
+
+def _run(caffe, args, timeout=900, env=None, records=None):
+    """Run a Caffe tool; ``records``: a list that receives the plan records the core wrote
+    ($UCUDNN_RECORDS, a fresh file per run)."""
     e = dict(caffe["env"], **(env or {}))
+    path = caffe["dir"] / f"records_{next(_RUNS)}.jsonl"
+    e[RECORDS_ENV] = str(path)
     r = subprocess.run([str(caffe["bin"] / args[0]), *map(str, args[1:])],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=e,
                        timeout=timeout)
+    if records is not None:
+        records.extend(read_records(path))
     return r.returncode, r.stdout
 
 
@@ -81,14 +93,16 @@ def _solver_text(model, **fields):
 
 
 def _train(caffe, tmp_path, model, gpus, **fields):
-    """`caffe train -gpu GPUS` with :func:`_solver_text`; its output, once training ran to
-    the end."""
+    """`caffe train -gpu GPUS` with :func:`_solver_text`; its output and plan records, once
+    training ran to the end."""
     solver = tmp_path / "solver.prototxt"
     solver.write_text(_solver_text(model, **fields))
-    rc, out = _run(caffe, ["caffe", "train", "-solver", solver, "-gpu", gpus], timeout=900)
+    recs = []
+    rc, out = _run(caffe, ["caffe", "train", "-solver", solver, "-gpu", gpus], timeout=900,
+                   records=recs)
     assert rc == 0, out[-4000:]
     assert "Optimization Done" in out
-    return out
+    return out, recs
 
 
 def _conv_layers(caffe, name):
@@ -103,24 +117,34 @@ def _conv_layers(caffe, name):
 
 @pytest.mark.parametrize("name", ["alexnet", "resnet18"])
 def test_caffe_time_with_and_without_ucudnn(caffe, name):
+    recs = []
     rc, out = _run(caffe, ["caffe", "time", "-model", _net(caffe, name, 64), "-iterations", 3,
-                           "-gpu", 0])
+                           "-gpu", 0], records=recs)
     assert rc == 0, out[-4000:]
     stock = parse_caffe_time(out)
-    assert stock.kernels == {} and "ucudnn" not in out
+    assert recs == [] and "ucudnn" not in out
 
     model = _net(caffe, name, 64, policy="powerOfTwo", limit=64 * MIB)
-    rc, out = _run(caffe, ["caffe", "time", "-model", model, "-iterations", 3, "-gpu", 0])
+    rc, out = _run(caffe, ["caffe", "time", "-model", model, "-iterations", 3, "-gpu", 0],
+                   records=recs)
     assert rc == 0, out[-4000:]
     t = parse_caffe_time(out)
+    plans = summarize(recs)
     convs = _conv_layers(caffe, name)
-    assert sorted({k.layer for k in t.kernels.values()}) == sorted(convs)
+    assert sorted({k.layer for k in plans.kernels.values()}) == sorted(convs)
     for layer, bwd_data in convs.items():
-        assert (f"{layer}/bwd_data" in t.kernels) == bwd_data, layer
+        assert (f"{layer}/bwd_data" in plans.kernels) == bwd_data, layer
         for op in ("fwd", "bwd_filter") + (("bwd_data",) if bwd_data else ()):
-            k = t.kernels[f"{layer}/{op}"]
+            k = plans.kernels[f"{layer}/{op}"]
             assert k.predicted_ms > 0 and k.ws_bytes <= 64 * MIB, k
             assert k.bench_s is not None and k.plan_s is not None
+            assert k.sizes_benchmarked + k.sizes_cached == k.sizes
+            assert k.batch == 64 and k.device == 0
+    # every benchmark is recorded, and the grouped layers' instances are Caffe's group count
+    assert {(r["layer"], r["op"]) for r in recs if r["kind"] == "bench"} == {
+        (k.layer, k.op) for k in plans.kernels.values()}
+    if name == "alexnet":
+        assert plans.kernels["conv2/fwd"].instances == 2
     assert set(t.layers) == set(stock.layers)
     print(f"{name} batch 64: stock {stock.median_ms:.2f} ms, powerOfTwo 64 MiB "
           f"{t.median_ms:.2f} ms per forward-backward")
@@ -143,17 +167,18 @@ def test_results_equal_stock_caffe(caffe, name):
     loss after two passes (gradients accumulated), and every convolution layer's top data,
     bottom diff and parameter gradients on the same inputs from the net (see Note [Comparing
     nets] in tools/ucudnn_compare.cpp for why blobs are not compared across whole nets)."""
+    recs = []
     rc, out = _run(caffe, ["ucudnn_compare", "--model", _net(caffe, name, 32),
                            "--reference", "stock", "--variants", ";".join(VARIANTS),
                            "--iterations", 2, "--tolerance", 1e-4, "--gpu", 0],
-                   env={"NVIDIA_TF32_OVERRIDE": "0"})
+                   env={"NVIDIA_TF32_OVERRIDE": "0"}, records=recs)
     lines = [l for l in out.splitlines() if l.startswith("ucudnn_compare:")]
     print("\n".join(lines))
     assert rc == 0, out[-6000:]
     assert len([l for l in lines if ": OK" in l]) == len(VARIANTS)
     assert "all variants match" in out
     # the plans really split the mini-batch somewhere (not every kernel undivided)
-    plans = [k.plan for k in kernel_plans(out)]
+    plans = [k.plan for k in kernel_plans(recs)]
     assert any(not re.fullmatch(r"32x1:algo\d+(/m\d+)?", p) for p in plans), plans[:10]
 
 
@@ -213,10 +238,10 @@ def test_multi_gpu_training(caffe, tmp_path):
     if "USE_NCCL:BOOL=ON" not in (BUILD / "CMakeCache.txt").read_text():
         pytest.skip("Caffe built without NCCL (scripts/build_caffe.sh finds it where installed)")
     model = _net(caffe, "alexnet", 32, policy="powerOfTwo", limit=64 * MIB)
-    out = _train(caffe, tmp_path, model, "0,1")
-    threads = {l.split()[2] for l in out.splitlines()
-               if "ucudnn: layer conv1 fwd:" in l and len(l.split()) > 2}
-    assert len(threads) >= 2, threads      # planned by each GPU's solver thread
+    out, recs = _train(caffe, tmp_path, model, "0,1")
+    conv1 = [r for r in recs if r["kind"] == "kernel" and (r["layer"], r["op"]) == ("conv1", "fwd")]
+    # planned by each GPU's solver thread, on its own device
+    assert len({r["thread"] for r in conv1}) >= 2 and {r["device"] for r in conv1} >= {0, 1}
 
 
 @pytest.mark.parametrize("setting", [dict(policy="powerOfTwo", limit=8 * MIB),
@@ -241,7 +266,7 @@ def test_train_and_test_nets_with_different_batch_sizes(caffe, tmp_path, setting
     set_ucudnn_param(net, **setting)
     model = tmp_path / "train_test.prototxt"
     write_net(net, str(model))
-    out = _train(caffe, tmp_path, model, "0", max_iter=6, test_iter=2, test_interval=3)
+    out, recs = _train(caffe, tmp_path, model, "0", max_iter=6, test_iter=2, test_interval=3)
     assert "Test net output #0:" in out
-    batches = {k.batch for k in kernel_plans(out) if (k.layer, k.op) == ("conv1", "fwd")}
+    batches = {k.batch for k in kernel_plans(recs) if (k.layer, k.op) == ("conv1", "fwd")}
     assert batches == {64, 16}, batches
