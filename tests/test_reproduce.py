@@ -3,12 +3,13 @@ import csv
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 
 import pytest
 
 from ucudnn.experiments import reproduce as rp
-from ucudnn.vocab import parse_size
+from ucudnn.vocab import UNLIMITED, parse_size
 
 REPO = Path(__file__).resolve().parents[1]
 LOGS = Path(__file__).parent / "data" / "caffe_logs"
@@ -77,18 +78,76 @@ def test_predicted_mode_from_shipped_data(tmp_path):
     assert "0 to run" in said[0]
 
 
+FAKE_CORE = r"""
+import os, re, sys
+sys.path.insert(0, {root!r})
+from ucudnn.measure import records
+from ucudnn.plan.conv import ConvShape
+from ucudnn.plan.dp import Chunk, Plan
+
+
+class Kernel:
+    # what the runtime's records read of a core Kernel
+    def __init__(self, layer, op, n, instances, settings):
+        self.name, self.op, self.n, self.instances = layer, op, n, instances
+        self.shape, self.dtype, self.math, self.device = ConvShape(3, 8, 8, 4, 3, 3), "float32", "default", 0
+        self.settings, self.workspace_size = settings, 0
+
+
+def plan(n, algo, ws):
+    half = n // 2
+    return Plan(n, (Chunk(half, algo, 0, 1.0, ws), Chunk(n - half, algo, 0, 1.0, ws)))
+
+
+model = open(sys.argv[3]).read()
+if "ucudnn_param" in model and os.environ.get(records.ENV):
+    ilp = "optimizer: ILP" in model
+    limit = int(re.search(r"workspace_limit: (\d+)", model).group(1))
+    convs = re.findall(r'name: "(\w+)"\s+type: "Convolution"', model)
+    settings = {{"policy": "all", "sizes": None, "limit": limit,
+                "optimizer": "ilp" if ilp else "dp"}}
+    kernels = [Kernel(c, op, 256, 2 if c in ("conv2", "conv4", "conv5") else 1, settings)
+               for c in convs for op in ("fwd", "bwd_data", "bwd_filter")]
+    for k in kernels:
+        records.append_record({{"kind": "bench", **records.kernel_fields(k), "sizes": 256,
+                               "sizes_benchmarked": 0, "sizes_cached": 256, "bench_s": 0.25}})
+        p = plan(256, 1, 1024)
+        k.workspace_size = p.ws_bytes
+        records.append_record(records.plan_record(
+            k, "ilp_initial" if ilp else "dp", p, limit, Plan(256, (Chunk(256, 0, 0, 3.0, 0),)),
+            bench_s=0.25, plan_s=0.01, sizes=256, sizes_benchmarked=0, sizes_cached=256))
+    if ilp:
+        records.append_record({{"kind": "ilp", "budget_bytes": 23 * limit, "kernels": len(kernels),
+                               "instances": 23, "predicted_ms": 40.0, "ws_bytes": 0,
+                               "solve_s": 0.011, "members": []}})
+        for k in kernels:
+            p = plan(256, 6, 4096)
+            k.workspace_size = p.ws_bytes
+            records.append_record(records.plan_record(k, "ilp", p, 4096, None,
+                                                      budget_bytes=23 * limit))
+sys.stdout.write(open(sys.argv[-2]).read())
+sys.exit(int(sys.argv[-1]))
+"""
+
+
 def _fake_caffe(tmp_path, fail_setting):
     """A stand-in for the Caffe binary on a machine without a GPU: it replays logs that the
-    real one wrote on the GPU host, and fails (like the real one did) for one setting."""
+    real one wrote on the GPU host (Caffe's timing), appends plan records to $UCUDNN_RECORDS
+    through the core's writer as the real core would (three kernels per convolution layer of
+    the model, two instances for AlexNet's grouped layers; the ILP's solve and choices for an
+    ILP model), and fails (like the real one did) for one setting."""
+    core = tmp_path / "fake_core.py"
+    core.write_text(FAKE_CORE.format(root=str(REPO)))
     exe = tmp_path / "caffe"
     exe.write_text(f"""#!/bin/bash
 model="$3"
 case "$model" in
   *{fail_setting}*) cat "{LOGS}/alexnet_powerOfTwo_64MiB_failed.log"; exit 134 ;;
-  *ilp*) cat "{LOGS}/alexnet_ilp_8MiB.log" ;;
-  *caffe_-*) cat "{LOGS}/alexnet_stock.log" ;;
-  *) cat "{LOGS}/alexnet_all_8MiB.log" ;;
+  *ilp*) log="{LOGS}/alexnet_ilp_8MiB.log" ;;
+  *caffe_-*) log="{LOGS}/alexnet_stock.log" ;;
+  *) log="{LOGS}/alexnet_all_8MiB.log" ;;
 esac
+exec "{sys.executable}" "{core}" "$@" "$log" 0
 """)
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
     return str(exe)
@@ -108,7 +167,21 @@ def test_caffe_mode_records_failures_and_resumes(tmp_path, monkeypatch, patched_
     ok = pts["alexnet/all/8.0MiB"]
     assert ok["status"] == "ok" and ok["median_ms"] > 0 and len(ok["kernels"]) == 15
     assert [l["name"] for l in ok["layers"]][:2] == ["data", "conv1"]
-    assert pts["alexnet/ilp/8.0MiB"]["ilp_solve_s"] > 0
+    # plans, predictions and planning times come from the plan records, not the log
+    assert ok["repeats"][0]["records"] == "alexnet_all_8.0MiB.records.jsonl"
+    assert (out / "logs" / "alexnet_all_8.0MiB.records.jsonl").is_file()
+    conv2 = ok["kernels"]["conv2/fwd"]
+    assert conv2["instances"] == 2 and conv2["batch"] == 256 and conv2["stage"] == "dp"
+    assert conv2["chunks"][0]["algo_name"] == "IMPLICIT_PRECOMP_GEMM"
+    assert conv2["plan"] == "128x2:algo1" and conv2["sizes_cached"] == 256
+    assert ok["predicted_conv_ms"] == pytest.approx(2.0 * 24)   # 15 kernels, 24 instances
+    assert ok["bench_s"] == pytest.approx(0.25 * 15)
+    ilp = pts["alexnet/ilp/8.0MiB"]
+    assert ilp["ilp_solve_s"] == pytest.approx(0.011) and ilp["ilp_budget_bytes"] == 23 * 8 * MIB
+    assert ilp["kernels"]["conv1/fwd"]["stage"] == "ilp"
+    assert ilp["kernels"]["conv1/fwd"]["bench_s"] == 0.25      # the benchmark before the ILP
+    assert pts["alexnet/caffe/-"]["kernels"] == {}
+    assert pts["alexnet/unlimited/-"]["limit_bytes"] == UNLIMITED
     assert rp.speedup(doc, ok) == pytest.approx(
         pts["alexnet/undivided/8.0MiB"]["median_ms"] / ok["median_ms"])
     assert (out / "logs" / "alexnet_powerOfTwo_8.0MiB.log").is_file()
@@ -144,7 +217,16 @@ def test_caffe_mode_needs_a_binary(tmp_path):
 def test_cli_without_gpu_falls_back_to_predictions(tmp_path, capsys, monkeypatch):
     from ucudnn import cli
     monkeypatch.chdir(REPO)
-    monkeypatch.setattr(cli, "_gpu_status", lambda: (None, "no CUDA device (test)"))
+    import importlib
+    # the CLI is being split into modules: patch the GPU probe wherever it lives
+    for name in ("ucudnn.cli", "ucudnn.cli.common", "ucudnn.cli.reproduce"):
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        for attr in ("_gpu_status", "gpu_status"):
+            if hasattr(mod, attr):
+                monkeypatch.setattr(mod, attr, lambda: (None, "no CUDA device (test)"))
     rc = cli.main(["reproduce", "--out", str(tmp_path), "--nets", "resnet18", "--limits",
                    "64MiB", "--no-pytorch"])
     out, err = capsys.readouterr()
@@ -247,3 +329,55 @@ def test_ratio_to_pytorch_in_summary_and_csv(tmp_path):
     with open(tmp_path / "points.csv", newline="") as f:
         rows = {r["setting"]: r for r in csv.DictReader(f)}
     assert rows["all"]["vs_pytorch"] == "0.5" and rows["undivided"]["vs_pytorch"] == "1.25"
+
+
+def test_caffe_mode_without_records_fails_the_point(tmp_path, monkeypatch, patched_caffe_source):
+    """A Caffe whose core writes no records (an old build): ucudnn points fail, saying so."""
+    monkeypatch.setenv("UCUDNN_CAFFE_PROTO",
+                       str(patched_caffe_source / "src" / "caffe" / "proto" / "caffe.proto"))
+    exe = tmp_path / "caffe"
+    exe.write_text(f'#!/bin/bash\ncat "{LOGS}/alexnet_all_8MiB.log"\n')
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    opts = rp.Options(out=tmp_path / "out", nets=["alexnet"], limits=[8 * MIB], pytorch=False,
+                      policies=["all"], ilp=False, unlimited=False, repeats=1, caffe=str(exe))
+    doc = rp.run(opts, say=lambda m: None)
+    assert doc["points"]["alexnet/caffe/-"]["status"] == "ok"
+    rec = doc["points"]["alexnet/all/8.0MiB"]
+    assert rec["status"] == "failed" and "no plan records" in rec["error"]
+
+
+def test_options_are_recorded_and_paths_do_not_depend_on_the_cwd(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)                 # no prototxt/ here
+    opts = rp.Options(out=tmp_path / "o", nets=["cifar10"], limits=[8 * MIB], predict=True,
+                      policies=["undivided"], ilp=False, stock=False)
+    assert opts.nets_dir == rp.default_nets_dir() and opts.nets_dir.is_absolute()
+    doc = rp.run(opts, say=lambda m: None)
+    meta = doc["meta"]
+    assert meta["options"]["nets"] == ["cifar10"] and meta["options"]["predict"] is True
+    assert meta["options"]["prototxt_dir"] == str(rp.default_nets_dir())
+    assert "command" not in meta                # no argv given: none recorded (not sys.argv)
+    assert meta["ucudnn_commit"] is None or len(meta["ucudnn_commit"]) == 40
+    opts.argv = ["--nets", "cifar10"]
+    assert rp.metadata(opts, "predict")["command"] == "ucudnn reproduce --nets cifar10"
+    assert doc["schema"] == 2
+    assert doc["points"]["cifar10/unlimited/-"]["limit_bytes"] == UNLIMITED
+    assert "unlimited" in rp.format_summary(doc)
+
+
+def test_old_results_still_load_and_summarise(tmp_path):
+    """The committed H200 grid (schema 1, unlimited stored as 1 TiB, kernels with groups)."""
+    path = REPO / "results" / "h200" / "reproduce.json"
+    doc = rp.load_results(path)
+    assert doc["schema"] == 2
+    unl = doc["points"]["alexnet/unlimited/-"]
+    assert unl["limit_bytes"] == 1 << 40 and rp.is_unlimited(unl["limit_bytes"])
+    assert rp.Point("alexnet", "unlimited", 1 << 40).key == "alexnet/unlimited/-"
+    k = doc["points"]["alexnet/all/64.0MiB"]["kernels"]["conv2/fwd"]
+    assert k["instances"] == k["groups"] == 2
+    table = rp.format_summary(doc)
+    line = next(l for l in table.splitlines() if l.startswith("alexnet   unlimited"))
+    assert line.split()[2] == "unlimited"
+    rp.write_csv(tmp_path, doc)
+    # resuming on a copy writes schema 2
+    rp.save_results(tmp_path / "reproduce.json", doc)
+    assert json.loads((tmp_path / "reproduce.json").read_text())["schema"] == 2

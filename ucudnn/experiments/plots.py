@@ -12,6 +12,8 @@ from ..plan.dp import desirable_set
 from ..plan.network import LayerSpec, plan_network
 from ..plan.table import KernelBench
 from ..vocab import format_size
+from .grid import is_unlimited, point_order
+from .results import point_conv_ms
 
 __all__ = ["kernel_algorithms", "desirable_set_scatter", "measured_vs_predicted",
            "stacked_layers", "ilp_vs_dp", "load_bench_core", "reproduce_stacked",
@@ -200,24 +202,18 @@ def ilp_vs_dp(layers: Sequence[LayerSpec], benches: Mapping, title: str, out: st
 
 def _measured(doc: dict, net: str) -> List[dict]:
     """The net's measured points, ordered: stock, unlimited, then by limit and setting."""
-    from .reproduce import point_order
     pts = [r for r in doc["points"].values() if r.get("net") == net and r.get("status") == "ok"]
     return sorted(pts, key=point_order)
 
 
 def _conv_ms(r: dict) -> Optional[float]:
-    """A point's measured convolution-layer time; for results written before ``conv_ms``
-    existed, summed from its per-layer times over the layers it planned kernels for."""
-    from .reproduce import conv_ms
-    if r.get("conv_ms") is not None:
-        return r["conv_ms"]
-    return conv_ms(r.get("layers") or [], r.get("conv_layers")
-                   or {k.split("/")[0] for k in r.get("kernels") or {}})
+    """A point's measured convolution-layer time (:func:`.results.point_conv_ms`)."""
+    return point_conv_ms(r)
 
 
 def _label(r: dict) -> str:
     lim = r.get("limit_bytes")
-    if r["setting"] in ("caffe", "unlimited") or lim is None:
+    if r["setting"] in ("caffe", "unlimited") or lim is None or is_unlimited(lim):
         return "stock Caffe" if r["setting"] == "caffe" else "unlimited"
     return f"{format_size(lim)}\n{r['setting']}"
 

@@ -1,0 +1,136 @@
+"""One Caffe process of a point: the variant prototxt, ``caffe time`` with plan records, and
+what both say.
+
+Caffe's timing is read from its log (:func:`ucudnn.caffe.log.parse_caffe_time`: Caffe's own
+lines, which we do not control); what ucudnn planned from the plan records the core appends to
+``$UCUDNN_RECORDS`` (:mod:`ucudnn.caffe.records`), set per process to a file next to its log.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from ..caffe.log import CaffeLogError, parse_caffe_time
+from ..caffe.records import ENV as RECORDS_ENV
+from ..caffe.records import RecordError, read_records, summarize
+from .grid import Point
+
+#: The folder holding the ``ucudnn`` package: Caffe's embedded interpreter imports the same.
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Optional[str],
+                     ilp_policy: str) -> List[str]:
+    """Write ``source`` with the point's net-wide ``ucudnn_param`` to ``dest``; returns the
+    names of its convolution layers."""
+    from ..caffe.proto import read_net, set_ucudnn_param, write_net
+    net = read_net(pb2, str(source))
+    fill_once(net)
+    net.ClearField("ucudnn_param")
+    for layer in net.layer:
+        layer.ClearField("ucudnn_param")
+    if point.setting != "caffe":
+        if point.setting == "ilp":
+            set_ucudnn_param(net, policy=ilp_policy, optimizer="ilp", limit=point.limit)
+        else:
+            set_ucudnn_param(net, policy=point.policy, optimizer="dp", limit=point.limit)
+        if cache_path:
+            net.ucudnn_param.cache_path = cache_path
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    write_net(net, str(dest))
+    return [layer.name for layer in net.layer if layer.type == "Convolution"]
+
+
+def fill_once(net) -> None:
+    """Make every DummyData filler constant. DummyData draws a non-constant filler again on
+    the CPU at every forward pass (about 200 ms for AlexNet's 256x3x227x227 gaussian input,
+    measured on the GPU host, four times its convolutions): with constant fillers it fills
+    once and ``caffe time`` measures the network. Convolution times do not depend on the
+    values."""
+    for layer in net.layer:
+        if layer.type == "DummyData":
+            for f in layer.dummy_data_param.data_filler:
+                if f.type != "constant":
+                    value = f.std if f.type == "gaussian" and f.std else 1.0
+                    f.Clear()
+                    f.type, f.value = "constant", value
+
+
+def run_caffe_time(caffe: str, model: Path, iterations: int, gpu: int, log_path: Path,
+                   timeout: float, env: Optional[Dict[str, str]] = None,
+                   records_path: Optional[Path] = None, planned: bool = True) -> dict:
+    """Run ``caffe time``; a record with ``status`` ok or failed: Caffe's timing from its log
+    (``log_path``), ucudnn's plans from the records at ``records_path`` (default: next to the
+    log, ``NAME.records.jsonl``; emptied first). ``planned``: the net has ucudnn_param, so a
+    run without kernel records failed."""
+    records_path = records_path or log_path.with_suffix(".records.jsonl")
+    cmd = [caffe, "time", "-model", str(model), "-iterations", str(iterations), "-gpu", str(gpu)]
+    e = dict(os.environ)
+    # Caffe's embedded interpreter imports the same ucudnn (and PuLP) as this process
+    e["PYTHONPATH"] = os.pathsep.join([str(PACKAGE_ROOT)] + [p for p in sys.path if p])
+    e.update({"GLOG_logtostderr": "1", "UCUDNN_LOG": "INFO"})
+    e.update(env or {})
+    e[RECORDS_ENV] = str(records_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    records_path.parent.mkdir(parents=True, exist_ok=True)
+    if records_path.exists():
+        records_path.unlink()            # a retried point's earlier process
+    t0 = time.perf_counter()
+    try:
+        res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env=e, timeout=timeout)
+        text, rc = res.stdout, res.returncode
+    except subprocess.TimeoutExpired as ex:
+        out = ex.stdout or ""
+        text = out.decode(errors="replace") if isinstance(out, bytes) else out
+        rc = None
+    wall = time.perf_counter() - t0
+    log_path.write_text(text, encoding="utf-8")
+    rec = {"command": " ".join(shlex.quote(c) for c in cmd), "wall_s": round(wall, 3),
+           "log": log_path.name}
+    if records_path.exists():
+        rec["records"] = records_path.name
+    if rc != 0:
+        why = "timed out after %.0f s" % timeout if rc is None else f"exit status {rc}"
+        return dict(rec, status="failed", error=f"caffe time: {why}", log_tail=text[-3000:])
+    try:
+        t = parse_caffe_time(text)
+        plans = plan_record(read_records(records_path))
+    except (CaffeLogError, RecordError) as ex:
+        return dict(rec, status="failed", error=str(ex), log_tail=text[-3000:])
+    if planned and not plans["kernels"]:
+        return dict(rec, status="failed", log_tail=text[-3000:],
+                    error=f"no plan records in {records_path.name} (${RECORDS_ENV}): the core "
+                    "did not write them")
+    return dict(rec, status="ok", source="caffe time", **timing_record(t), **plans)
+
+
+def timing_record(t) -> dict:
+    """The JSON form of a :class:`~ucudnn.caffe.log.CaffeTime`."""
+    return {
+        "iterations": t.iterations, "iteration_ms": t.iteration_ms,
+        "median_ms": t.median_ms, "mean_ms": t.forward_backward_ms,
+        "forward_ms": t.forward_ms, "backward_ms": t.backward_ms,
+        # a list: the layers' order (the JSON is written with sorted keys)
+        "layers": [dict(name=n, **v) for n, v in t.layers.items()],
+    }
+
+
+def plan_record(records: List[dict]) -> dict:
+    """What a point keeps of its process's plan records (Note [Results schema])."""
+    s = summarize(records)
+    kernels = {k: dataclasses.asdict(v) for k, v in s.kernels.items()}
+    return {
+        "kernels": kernels, "predicted_conv_ms": s.predicted_conv_ms(),
+        "workspace_bytes": s.workspace_bytes(), "bench_s": s.bench_s, "plan_s": s.plan_s,
+        "sizes_benchmarked": sum(k.sizes_benchmarked or 0 for k in s.kernels.values()),
+        "sizes_cached": sum(k.sizes_cached or 0 for k in s.kernels.values()),
+        "ilp_solve_s": s.ilp_solve_s, "ilp_budget_bytes": s.ilp_budget_bytes,
+        "replans": s.replans,
+    }

@@ -1,0 +1,91 @@
+"""Tables of a results document: ``points.csv``, ``layers.csv`` and the text summary
+``ucudnn reproduce`` prints."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from ..vocab import format_size
+from .grid import Point, is_unlimited, limit_label, point_order
+from .results import measured_repeats, speedup, vs_pytorch
+
+POINT_COLUMNS = ("net", "setting", "policy", "optimizer", "limit_bytes", "status", "median_ms",
+                 "min_ms", "max_ms", "processes", "mean_ms", "forward_ms", "backward_ms",
+                 "speedup_vs_undivided", "conv_ms", "conv_speedup_vs_undivided", "vs_pytorch",
+                 "predicted_conv_ms", "workspace_bytes", "bench_s", "plan_s", "ilp_solve_s")
+
+
+def spread(rec: dict) -> str:
+    """`` [min-max, n processes]`` of a point measured more than once (Note [Repeats])."""
+    n = len(measured_repeats(rec))
+    return f" [{rec['min_ms']:.2f}-{rec['max_ms']:.2f}, {n} runs]" if n > 1 else ""
+
+
+def summary_line(point: Point, rec: dict, doc: dict) -> str:
+    """One point, as the runner reports it after measuring."""
+    if rec.get("status") == "ok":
+        sp = speedup(doc, rec) if point.setting != "undivided" else None
+        return f"{rec['median_ms']:.2f} ms{spread(rec)}" + (
+            f" ({sp:.2f}x vs undivided)" if sp else "")
+    if rec.get("status") == "predicted":
+        return f"{rec['predicted_conv_ms']:.2f} ms convolutions (predicted)"
+    return f"{rec.get('status')}: {rec.get('error')}"
+
+
+def write_csv(out: Path, doc: dict) -> None:
+    """``points.csv`` (one row per point) and ``layers.csv`` (per layer, measured points)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "points.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(POINT_COLUMNS)
+        for key in sorted(doc["points"]):
+            rec = doc["points"][key]
+            rec = dict(rec, speedup_vs_undivided=speedup(doc, rec),
+                       conv_speedup_vs_undivided=speedup(doc, rec, "conv_ms"),
+                       vs_pytorch=vs_pytorch(doc, rec),
+                       processes=len(measured_repeats(rec)) or None)
+            w.writerow(["" if rec.get(c) is None else rec.get(c) for c in POINT_COLUMNS])
+    with open(out / "layers.csv", "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(("net", "setting", "limit_bytes", "layer", "forward_ms", "backward_ms"))
+        for key in sorted(doc["points"]):
+            rec = doc["points"][key]
+            for t in rec.get("layers") or []:
+                w.writerow((rec["net"], rec["setting"], rec.get("limit_bytes") or "", t["name"],
+                            t.get("forward", ""), t.get("backward", "")))
+
+
+def format_summary(doc: dict) -> str:
+    """A table of the points: median forward-backward time and speedup over undivided
+    (measured), or predicted convolution time (predict mode)."""
+    rows = []
+    for key in sorted(doc["points"], key=lambda k: (doc["points"][k]["net"],
+                                                    point_order(doc["points"][k]))):
+        rec = doc["points"][key]
+        lim = limit_label(rec.get("limit_bytes"))
+        if rec.get("status") == "ok":
+            sp, csp = speedup(doc, rec), speedup(doc, rec, "conv_ms")
+            val = (f"{rec['median_ms']:10.2f} ms" + (f"  {sp:5.2f}x" if sp else " " * 7)
+                   + (f"  conv {rec['conv_ms']:7.2f} ms" if rec.get("conv_ms") else "")
+                   + (f" {csp:5.2f}x" if csp else "") + spread(rec))
+        elif rec.get("status") == "predicted":
+            sp = speedup(doc, rec, "predicted_conv_ms")
+            val = f"{rec['predicted_conv_ms']:10.2f} ms conv (predicted)" + (
+                f"  {sp:5.2f}x" if sp else "")
+        else:
+            val = f"{rec.get('status')}: {str(rec.get('error'))[:80]}"
+        rows.append(f"{rec['net']:<9} {rec['setting']:<11} {lim:>9}  {val}")
+    for net, rec in sorted(doc.get("pytorch", {}).items()):
+        if rec.get("status") == "ok":
+            best = min((r for r in doc["points"].values()
+                        if r.get("net") == net and r.get("status") == "ok"
+                        and r.get("setting") != "unlimited"),
+                       key=lambda r: r["median_ms"], default=None)
+            vs = (f"; best Caffe point {best['setting']}/{format_size(best['limit_bytes'])}: "
+                  f"{vs_pytorch(doc, best):.2f}x PyTorch's time"
+                  if best and best.get("limit_bytes") and not is_unlimited(best["limit_bytes"])
+                  else "")
+            rows.append(f"{net:<9} {'pytorch':<11} {'-':>9}  {rec['median_ms']:10.2f} ms "
+                        f"(cudnn.benchmark){vs}")
+    return "\n".join(rows)
