@@ -1,5 +1,7 @@
-# Declarations of ucudnn._core: the kernel struct that the hot path walks, and the Kernel class
-# that owns it. The struct is plain C so that ucudnn_kernel_run needs neither Python nor the GIL.
+# Declarations of ucudnn._core: the kernel struct that the hot path walks, the Kernel class that
+# owns it, and the C functions ucudnn._capi (the C API) cimports: run_kernel and the thread's
+# last-error buffer. The struct is plain C so that ucudnn_kernel_run needs neither Python nor
+# the GIL.
 
 from libc.stdint cimport uintptr_t
 cimport cudnn as dnn
@@ -11,6 +13,7 @@ cdef extern from "ucudnn_types.h":
         int x_strides[4]
         int y_strides[4]
         const char* name
+        int instances
     ctypedef struct ucudnn_plan_options:
         int policy, optimizer
         const int* micro_batch_sizes
@@ -71,6 +74,7 @@ cdef extern from *:
 
 cdef class Handle:
     cdef dnn.cudnnHandle_t h
+    cdef bint owned             # False: the thread's cached handle, never destroyed here
     cdef readonly uintptr_t stream
 
 
@@ -85,6 +89,7 @@ cdef class Kernel:
     cdef int y_strides[4]
     cdef readonly object shape, op, n, dtype, math, name
     cdef readonly int device
+    cdef public int instances   # runs of this kernel per pass, each on its own workspace
     cdef public object plan, bench, settings, desirable, timing
 
     cdef int _set_tensor(self, dnn.cudnnTensorDescriptor_t d, int which, int b) except -1
@@ -94,6 +99,10 @@ cdef class Kernel:
     cdef list _time_c(self, Handle handle, uintptr_t xd, uintptr_t yd, DeviceBuffer x,
                       DeviceBuffer y, DeviceBuffer w, DeviceBuffer ws, list records, int iters)
 
+
+# The calling thread's last error (one buffer for _core and _capi): ucudnn_last_error().
+cdef void set_last_error(const char* msg) noexcept nogil
+cdef const char* last_error() noexcept nogil
 
 cdef int run_kernel(const ucudnn_kernel* k, dnn.cudnnHandle_t h, const void* alpha,
                     const void* a, const void* b, const void* beta, void* out,

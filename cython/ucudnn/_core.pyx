@@ -1,65 +1,140 @@
 """ucudnn._core: micro-batched cuDNN convolutions.
 
-Three layers, top-down:
+Two layers, top-down:
 
 * ``Kernel`` (Python class over a C struct): one convolution operation of one layer. It builds
   the cuDNN descriptors, benchmarks algorithms per micro-batch size (``benchmark``), takes a plan
   from the planners in ``ucudnn`` (``set_plan``) and resolves it into C arrays.
 * ``run_kernel`` (C, ``nogil``): walks the resolved plan and calls cuDNN once per micro-batch.
   No Python, no host synchronisation: chunks are ordered on the caller's stream.
-* The C API (``cdef public api``): what Caffe calls; see cython/ucudnn.h and
-  Note [C API conventions] in ucudnn_types.h.
+
+The C API for C++ hosts (``cdef public api``, cython/ucudnn.h) is the separate module
+``ucudnn._capi``, which cimports ``Kernel``, ``run_kernel`` and the last-error buffer from here.
+Imports run one way: this module imports only :mod:`ucudnn.vocab`.
 
 Note [Micro-batch semantics]
     Forward and backward-data write disjoint slices of their output, so every chunk gets the
     caller's alpha and beta. Backward-filter accumulates into one weight gradient: the first
     chunk uses the caller's beta, every later chunk beta = 1 (the original library passed the
     caller's beta to every chunk, which loses all but the last chunk when beta = 0).
+
+Note [Thread handles]
+    Workspace queries and benchmarks need a cuDNN handle on the calling thread's device. The
+    handles are kept per thread at C level (a ``__thread`` table indexed by device, created on
+    first use and destroyed by a pthread key destructor when the thread exits), not in a
+    ``threading.local``: a C++ host's threads (Caffe's solvers) enter Python through
+    ``with gil``, which makes a fresh thread state on every call, so Python-level thread-local
+    data did not survive from one C API call to the next and every planning call created (and
+    leaked) a new cuDNN handle. ``thread_handle_stats()`` reports the counts for tests.
 """
 
 from libc.stdlib cimport malloc, calloc, free
 from libc.string cimport memset, strncpy
 from libc.stdio cimport snprintf
 from libc.stdint cimport uintptr_t
-from cpython.ref cimport Py_INCREF, Py_DECREF
 
 cimport cudnn as dnn
 cimport cudart as rt
 
 import threading
 
+from ucudnn.vocab import (DTYPES, MATH_MODES, OP_CODES, OPS, InputError, PlanError, Status,
+                          UcudnnError)
+
 cdef extern from *:
     """
+    #include <pthread.h>
+    #include <stdlib.h>
+
     static __thread char ucudnn_errbuf[1024];
     static void ucudnn_seterr(const char *msg) {
       snprintf(ucudnn_errbuf, sizeof ucudnn_errbuf, "%s", msg);
     }
+
+    /* Note [Thread handles] in _core.pyx */
+    #define UCUDNN_MAX_DEVICES 64
+    typedef struct ucudnn_thread_handles {
+      cudnnHandle_t h[UCUDNN_MAX_DEVICES];
+      long created;                          /* handles created on this thread */
+    } ucudnn_thread_handles;
+    static __thread ucudnn_thread_handles *ucudnn_tls_handles = NULL;
+    static pthread_key_t ucudnn_tls_key;
+    static pthread_once_t ucudnn_tls_once = PTHREAD_ONCE_INIT;
+    static int ucudnn_tls_key_ok = 0;
+    static long ucudnn_handles_created = 0, ucudnn_handles_destroyed = 0;
+
+    static void ucudnn_tls_release(void *p) {   /* thread exit: destroy the thread's handles */
+      ucudnn_thread_handles *t = (ucudnn_thread_handles *)p;
+      int dev;
+      for (dev = 0; dev < UCUDNN_MAX_DEVICES; ++dev) {
+        if (t->h[dev] != NULL) {
+          if (cudaSetDevice(dev) == cudaSuccess) cudnnDestroy(t->h[dev]);
+          t->h[dev] = NULL;
+          __atomic_fetch_add(&ucudnn_handles_destroyed, 1, __ATOMIC_RELAXED);
+        }
+      }
+      cudaGetLastError();
+      if (ucudnn_tls_handles == t) ucudnn_tls_handles = NULL;
+      free(t);
+    }
+    static void ucudnn_tls_key_init(void) {
+      ucudnn_tls_key_ok = pthread_key_create(&ucudnn_tls_key, ucudnn_tls_release) == 0;
+    }
+    /* The calling thread's table; allocated on first use when create is nonzero. */
+    static ucudnn_thread_handles *ucudnn_thread_handles_get(int create) {
+      if (ucudnn_tls_handles == NULL && create) {
+        ucudnn_thread_handles *t = (ucudnn_thread_handles *)calloc(1, sizeof *t);
+        if (t == NULL) return NULL;
+        pthread_once(&ucudnn_tls_once, ucudnn_tls_key_init);
+        if (ucudnn_tls_key_ok) pthread_setspecific(ucudnn_tls_key, t);
+        ucudnn_tls_handles = t;
+      }
+      return ucudnn_tls_handles;
+    }
+    static void ucudnn_count_created(void) {
+      __atomic_fetch_add(&ucudnn_handles_created, 1, __ATOMIC_RELAXED);
+    }
+    static long ucudnn_load(const long *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
     """
     char ucudnn_errbuf[1024]
     void ucudnn_seterr(const char* msg) nogil
+    enum: UCUDNN_MAX_DEVICES
+    ctypedef struct ucudnn_thread_handles:
+        dnn.cudnnHandle_t h[64]
+        long created
+    ucudnn_thread_handles* ucudnn_thread_handles_get(int create) nogil
+    void ucudnn_count_created() nogil
+    long ucudnn_load(const long* p) nogil
+    long ucudnn_handles_created, ucudnn_handles_destroyed
 
-OPS = ("fwd", "bwd_data", "bwd_filter")
-_OP_CODE = {"fwd": UCUDNN_FWD, "bwd_data": UCUDNN_BWD_DATA, "bwd_filter": UCUDNN_BWD_FILTER}
-_DTYPES = {"float32": (0, 4), "float64": (1, 8), "float16": (2, 2), "bfloat16": (9, 2)}
-_MATH = {"default": 0, "tensor_op": 1, "tensor_op_allow_conversion": 2, "fma": 3}
 _MAX_SIZE_T = <size_t>-1
 
 
 # --------------------------------------------------------------------------- errors
 
-class CoreError(RuntimeError):
-    """A CUDA or cuDNN call failed; ``status`` is the library's status code."""
-    def __init__(self, message, status=0):
+cdef void set_last_error(const char* msg) noexcept nogil:
+    """Record ``msg`` as the calling thread's last error (what ucudnn_last_error returns)."""
+    ucudnn_seterr(msg)
+
+
+cdef const char* last_error() noexcept nogil:
+    return ucudnn_errbuf
+
+
+class CoreError(UcudnnError, RuntimeError):
+    """A CUDA or cuDNN call failed. ``status`` (the class's) is the C API's status code;
+    ``code`` is the library's own (cudnnStatus_t or cudaError_t)."""
+    def __init__(self, message, code=0):
         super().__init__(message)
-        self.status = status
+        self.code = code
 
 
 class CudnnError(CoreError):
-    pass
+    status = Status.CUDNN
 
 
 class CudaError(CoreError):
-    pass
+    status = Status.CUDA
 
 
 cdef int check_cudnn(dnn.cudnnStatus_t st, what) except -1:
@@ -78,6 +153,16 @@ cdef int check_cuda(rt.cudaError_t err, what) except -1:
         return 0
     rt.cudaGetLastError()   # reset the runtime's last-error state
     raise CudaError(f"{what}: {rt.cudaGetErrorString(err).decode()} ({int(err)})", int(err))
+
+
+cdef object _run_error(int rc):
+    """The exception for a failed run_kernel (its message is the thread's last error)."""
+    msg = last_error().decode("utf-8", "replace")
+    if rc == UCUDNN_ERR_INVALID:
+        return InputError(msg)
+    if rc == UCUDNN_ERR_PLAN:
+        return PlanError(msg)
+    return CudnnError(msg)
 
 
 # --------------------------------------------------------------------------- device
@@ -121,14 +206,26 @@ def cudnn_version():
 
 
 cdef class Handle:
-    """A cuDNN handle bound to the current device and a stream (0: the legacy default)."""
+    """A cuDNN handle bound to the current device and a stream (0: the legacy default).
 
-    def __cinit__(self, uintptr_t stream=0):
+    ``Handle(stream)`` creates (and on collection destroys) its own handle. The core's
+    per-thread handles (Note [Thread handles]) are wrapped without being owned."""
+
+    def __cinit__(self):
         self.h = NULL
+        self.owned = False
+        self.stream = 0
+
+    def __init__(self, uintptr_t stream=0):
+        if self.h != NULL:
+            raise InputError("Handle: already initialised")
         check_cudnn(dnn.cudnnCreate(&self.h), "cudnnCreate")
+        self.owned = True
         self.set_stream(stream)
 
     def set_stream(self, uintptr_t stream):
+        if self.h == NULL:
+            raise InputError("Handle: not initialised")
         check_cudnn(dnn.cudnnSetStream(self.h, <rt.cudaStream_t>stream), "cudnnSetStream")
         self.stream = stream
 
@@ -137,25 +234,61 @@ cdef class Handle:
         return <uintptr_t>self.h
 
     def __dealloc__(self):
-        if self.h != NULL:
+        if self.owned and self.h != NULL:
             dnn.cudnnDestroy(self.h)
 
 
-_tls = threading.local()
-_bench_lock = threading.RLock()
-
-
 cdef Handle _thread_handle():
-    """One handle per thread and device, for workspace queries and benchmarks."""
+    """The calling thread's cuDNN handle on the current device (Note [Thread handles]), on the
+    legacy default stream; the returned object does not own it."""
     cdef int dev = 0
+    cdef dnn.cudnnHandle_t h = NULL
+    cdef ucudnn_thread_handles* t
     check_cuda(rt.cudaGetDevice(&dev), "cudaGetDevice")
-    handles = getattr(_tls, "handles", None)
-    if handles is None:
-        handles = _tls.handles = {}
-    h = handles.get(dev)
-    if h is None:
-        h = handles[dev] = Handle()
-    return h
+    if not 0 <= dev < UCUDNN_MAX_DEVICES:
+        raise CudaError(f"device {dev}: ucudnn keeps per-thread cuDNN handles for devices "
+                        f"0..{UCUDNN_MAX_DEVICES - 1} only")
+    t = ucudnn_thread_handles_get(1)
+    if t == NULL:
+        raise MemoryError()
+    if t.h[dev] == NULL:
+        check_cudnn(dnn.cudnnCreate(&h), "cudnnCreate")
+        t.h[dev] = h
+        t.created += 1
+        ucudnn_count_created()
+    cdef Handle handle = Handle.__new__(Handle)
+    handle.h = t.h[dev]
+    handle.owned = False
+    handle.stream = 0
+    return handle
+
+
+def thread_handle_stats():
+    """The per-thread cuDNN handles of Note [Thread handles], for tests: ``on_thread`` (live
+    handles of the calling thread, one per device used), ``created_on_thread`` (ever created by
+    it), ``created`` and ``destroyed`` (all threads, since the module was loaded)."""
+    cdef ucudnn_thread_handles* t = ucudnn_thread_handles_get(0)
+    cdef int d, live = 0
+    if t != NULL:
+        for d in range(UCUDNN_MAX_DEVICES):
+            if t.h[d] != NULL:
+                live += 1
+    return {"on_thread": live, "created_on_thread": int(t.created) if t != NULL else 0,
+            "created": int(ucudnn_load(&ucudnn_handles_created)),
+            "destroyed": int(ucudnn_load(&ucudnn_handles_destroyed))}
+
+
+# One benchmark at a time per device (benchmarks time the whole GPU), created lazily.
+_device_locks = {}
+_device_locks_guard = threading.Lock()
+
+
+def _device_lock(int device):
+    with _device_locks_guard:
+        lock = _device_locks.get(device)
+        if lock is None:
+            lock = _device_locks[device] = threading.RLock()
+    return lock
 
 
 # --------------------------------------------------------------------------- device buffers
@@ -216,7 +349,7 @@ cdef int _as_int4(object v, int* out, what) except -1:
         return 0
     v = tuple(int(x) for x in v)
     if len(v) != 4 or any(x < 1 for x in v):
-        raise ValueError(f"{what}: four positive strides expected, got {v!r}")
+        raise InputError(f"field {what!r}: four positive strides expected, got {v!r}")
     for i in range(4):
         out[i] = v[i]
     return 0
@@ -227,32 +360,48 @@ cdef class Kernel:
 
     ``shape`` is a :class:`ucudnn.plan.conv.ConvShape`; ``op`` is ``fwd``, ``bwd_data`` or
     ``bwd_filter``. Tensors are NCHW with the shape's strides (packed when ``None``).
+    ``instances``: how many times one pass runs this kernel, each on its own workspace (Caffe:
+    the layer's group count); the ILP weighs the kernel by it and plan records state it.
+    Bad arguments raise :class:`ucudnn.vocab.InputError` naming the field.
     """
 
     def __cinit__(self):
         memset(&self.k, 0, sizeof(self.k))
         self.k.owner = <void*>self
 
-    def __init__(self, shape, op, int n, dtype="float32", math="default", name=None):
-        if op not in _OP_CODE:
-            raise ValueError(f"op: unknown operation {op!r} (expected one of {', '.join(OPS)})")
-        if dtype not in _DTYPES:
-            raise ValueError(f"dtype: unsupported {dtype!r} (expected one of {', '.join(_DTYPES)})")
-        if math not in _MATH:
-            raise ValueError(f"math: unknown math mode {math!r} (expected one of {', '.join(_MATH)})")
+    def __init__(self, shape, op, int n, dtype="float32", math="default", name=None,
+                 int instances=1):
+        where = f"layer {name!r}: " if name else ""
+        if self.k.wdesc != NULL:
+            raise InputError(f"{where}Kernel is already initialised")
+        if op not in OP_CODES:
+            raise InputError(f"{where}field 'op': unknown operation {op!r} "
+                             f"(expected one of {', '.join(OPS)})")
+        if dtype not in DTYPES:
+            raise InputError(f"{where}field 'dtype': unsupported {dtype!r} "
+                             f"(expected one of {', '.join(DTYPES)})")
+        if math not in MATH_MODES:
+            raise InputError(f"{where}field 'math': unknown math mode {math!r} "
+                             f"(expected one of {', '.join(MATH_MODES)})")
         if n < 1:
-            raise ValueError(f"batch: mini-batch size must be >= 1, got {n}")
+            raise InputError(f"{where}field 'n': mini-batch size must be >= 1, got {n}")
+        if instances < 1:
+            raise InputError(f"{where}field 'instances': must be >= 1, got {instances}")
         self.shape, self.op, self.n, self.dtype, self.math = shape, op, n, dtype, math
         self.name = name or f"{op}"
+        self.instances = instances
         self.plan = self.bench = self.settings = self.desirable = self.timing = None
         check_cuda(rt.cudaGetDevice(&self.device), "cudaGetDevice")
-        self.k.op = _OP_CODE[op]
-        self.k.dtype, self.k.elem_size = _DTYPES[dtype]
+        self.k.op = OP_CODES[op]
+        self.k.dtype, self.k.elem_size = DTYPES[dtype]
         self.k.n = n
-        cdef bytes bname = self.name.encode()[:127]
+        cdef bytes bname = self.name.encode("utf-8", "replace")[:127]
         strncpy(self.k.name, bname, 127)
-        _as_int4(shape.packed_x_strides(), self.x_strides, "x_strides")
-        _as_int4(shape.packed_y_strides(), self.y_strides, "y_strides")
+        try:
+            _as_int4(shape.packed_x_strides(), self.x_strides, "x_strides")
+            _as_int4(shape.packed_y_strides(), self.y_strides, "y_strides")
+        except InputError as e:
+            raise InputError(f"{where}{e}") from None
         self.k.x_nstride = self.x_strides[0]
         self.k.y_nstride = self.y_strides[0]
 
@@ -324,10 +473,13 @@ cdef class Kernel:
         """
         sizes = sorted({int(b) for b in sizes})
         if not sizes or sizes[0] < 1 or max(sizes) > self.n:
-            raise ValueError(f"{self.name}: micro-batch sizes must lie in 1..{self.n}, got {sizes}")
+            raise InputError(f"{self.name}: field 'sizes': micro-batch sizes must lie in "
+                             f"1..{self.n}, got {sizes}")
         if repeats < 1:
-            raise ValueError(f"repeats: must be >= 1, got {repeats}")
-        with _bench_lock:
+            raise InputError(f"{self.name}: field 'repeats': must be >= 1, got {repeats}")
+        cdef int dev = 0
+        check_cuda(rt.cudaGetDevice(&dev), "cudaGetDevice")
+        with _device_lock(dev):
             return self._benchmark(sizes, repeats, workspace_cap, progress, time_iters)
 
     def _benchmark(self, sizes, int repeats, workspace_cap, progress, int time_iters):
@@ -351,10 +503,10 @@ cdef class Kernel:
                     raise
                 ws_size //= 2
         cdef dnn.cudnnTensorDescriptor_t xd = NULL, yd = NULL
-        check_cudnn(dnn.cudnnCreateTensorDescriptor(&xd), "cudnnCreateTensorDescriptor")
-        check_cudnn(dnn.cudnnCreateTensorDescriptor(&yd), "cudnnCreateTensorDescriptor")
         result = {}
         try:
+            check_cudnn(dnn.cudnnCreateTensorDescriptor(&xd), "cudnnCreateTensorDescriptor")
+            check_cudnn(dnn.cudnnCreateTensorDescriptor(&yd), "cudnnCreateTensorDescriptor")
             for i, b in enumerate(sizes):
                 self._set_tensor(xd, 0, b)
                 self._set_tensor(yd, 1, b)
@@ -369,8 +521,10 @@ cdef class Kernel:
                 if progress is not None:
                     progress(b)
         finally:
-            dnn.cudnnDestroyTensorDescriptor(xd)
-            dnn.cudnnDestroyTensorDescriptor(yd)
+            if xd != NULL:
+                dnn.cudnnDestroyTensorDescriptor(xd)
+            if yd != NULL:
+                dnn.cudnnDestroyTensorDescriptor(yd)
         return result
 
     cdef list _find_c(self, Handle handle, uintptr_t xd_, uintptr_t yd_, DeviceBuffer x,
@@ -382,7 +536,7 @@ cdef class Kernel:
         cdef dnn.cudnnConvolutionBwdFilterAlgoPerf_t wp[32]
         cdef int got = 0, i
         cdef dnn.cudnnStatus_t st
-        cdef int mi = _MATH[self.math]
+        cdef int mi = MATH_MODES[self.math]
         cdef dnn.cudnnConvolutionDescriptor_t conv = self.k.conv[mi]
         cdef dnn.cudnnHandle_t h = handle.h
         cdef dnn.cudnnFilterDescriptor_t wd = self.k.wdesc
@@ -415,6 +569,10 @@ cdef class Kernel:
 
     cdef list _time_c(self, Handle handle, uintptr_t xd_, uintptr_t yd_, DeviceBuffer x,
                       DeviceBuffer y, DeviceBuffer w, DeviceBuffer ws, list records, int iters):
+        """Re-time each successful record back to back with CUDA events (Note [Find times]).
+
+        An algorithm that fails at any of its runs (the warm-up or a timed one) keeps cuDNN's
+        status in its record, so the planners skip it; a failed CUDA event call raises."""
         cdef dnn.cudnnTensorDescriptor_t xd = <dnn.cudnnTensorDescriptor_t>xd_
         cdef dnn.cudnnTensorDescriptor_t yd = <dnn.cudnnTensorDescriptor_t>yd_
         cdef rt.cudaEvent_t* ev = <rt.cudaEvent_t*>calloc(iters + 1, sizeof(rt.cudaEvent_t))
@@ -424,7 +582,9 @@ cdef class Kernel:
         cdef const void* alpha = <const void*>&one_d if self.k.dtype == 1 else <const void*>&one_f
         cdef const void* beta = <const void*>&zero_d if self.k.dtype == 1 else <const void*>&zero_f
         cdef dnn.cudnnStatus_t st = dnn.CUDNN_STATUS_SUCCESS
+        cdef rt.cudaError_t cerr = rt.cudaSuccess
         cdef int algo, mt, it, op = self.k.op
+        cdef int stage = 0          # the CUDA call that failed: 1 cudaEventRecord, 2 ...Synchronize
         cdef dnn.cudnnHandle_t h = handle.h
         cdef dnn.cudnnFilterDescriptor_t wd = self.k.wdesc
         cdef dnn.cudnnConvolutionDescriptor_t conv
@@ -440,18 +600,31 @@ cdef class Kernel:
                     out.append(rec)
                     continue
                 conv = self.k.conv[mt]
+                cerr = rt.cudaSuccess
+                stage = 0
                 # one warm-up, then iters runs back to back (no host synchronisation between
-                # them, as plans run), an event between consecutive runs
+                # them, as plans run), an event between consecutive runs; every status checked
                 with nogil:
                     st = conv_call(op, h, algo, conv, alpha, beta, xd, x.p, wd, w.p, yd, y.p,
                                    ws.p, ws.nbytes)
                     if st == dnn.CUDNN_STATUS_SUCCESS:
-                        rt.cudaEventRecord(ev[0], stream)
-                        for it in range(iters):
+                        stage = 1
+                        cerr = rt.cudaEventRecord(ev[0], stream)
+                        it = 0
+                        while cerr == rt.cudaSuccess and it < iters:
                             st = conv_call(op, h, algo, conv, alpha, beta, xd, x.p, wd, w.p, yd,
                                            y.p, ws.p, ws.nbytes)
-                            rt.cudaEventRecord(ev[it + 1], stream)
-                        rt.cudaEventSynchronize(ev[iters])
+                            if st != dnn.CUDNN_STATUS_SUCCESS:
+                                break
+                            cerr = rt.cudaEventRecord(ev[it + 1], stream)
+                            it += 1
+                        if cerr == rt.cudaSuccess:
+                            stage = 2
+                            # drains a failed algorithm's runs too, before the next algorithm
+                            cerr = rt.cudaEventSynchronize(ev[it])
+                check_cuda(cerr, f"{self.name}: "
+                           f"{'cudaEventRecord' if stage == 1 else 'cudaEventSynchronize'} "
+                           f"while timing algorithm {algo} (math {mt})")
                 if st != dnn.CUDNN_STATUS_SUCCESS:
                     out.append((algo, int(st), t, mem, mt))
                     continue
@@ -479,10 +652,12 @@ cdef class Kernel:
         cdef size_t size = 0
         cdef dnn.cudnnStatus_t st
         if not 0 <= math < 4:
-            raise ValueError(f"{self.name}: math type {math} out of range")
-        check_cudnn(dnn.cudnnCreateTensorDescriptor(&xd), "cudnnCreateTensorDescriptor")
-        check_cudnn(dnn.cudnnCreateTensorDescriptor(&yd), "cudnnCreateTensorDescriptor")
+            raise InputError(f"{self.name}: field 'math': cudnnMathType_t {math} out of range")
+        if not 1 <= batch <= self.n:
+            raise InputError(f"{self.name}: field 'batch': micro-batch {batch} not in 1..{self.n}")
         try:
+            check_cudnn(dnn.cudnnCreateTensorDescriptor(&xd), "cudnnCreateTensorDescriptor")
+            check_cudnn(dnn.cudnnCreateTensorDescriptor(&yd), "cudnnCreateTensorDescriptor")
             self._set_tensor(xd, 0, batch)
             self._set_tensor(yd, 1, batch)
             if self.k.op == UCUDNN_FWD:
@@ -499,8 +674,10 @@ cdef class Kernel:
                     <dnn.cudnnConvolutionBwdFilterAlgo_t>algo, &size)
             check_cudnn(st, f"{self.name}: workspace size of algorithm {algo} at batch {batch}")
         finally:
-            dnn.cudnnDestroyTensorDescriptor(xd)
-            dnn.cudnnDestroyTensorDescriptor(yd)
+            if xd != NULL:
+                dnn.cudnnDestroyTensorDescriptor(xd)
+            if yd != NULL:
+                dnn.cudnnDestroyTensorDescriptor(yd)
         return int(size)
 
     def set_plan(self, plan):
@@ -511,9 +688,10 @@ cdef class Kernel:
         """
         chunks = list(plan.chunks)
         if sum(c.batch for c in chunks) != self.n:
-            raise ValueError(f"{self.name}: plan covers {sum(c.batch for c in chunks)} samples, "
-                             f"mini-batch is {self.n}")
+            raise PlanError(f"{self.name}: plan covers {sum(c.batch for c in chunks)} samples, "
+                            f"mini-batch is {self.n}")
         ws_need = max(self.workspace_for(c.batch, c.algo, c.math) for c in chunks)
+        cdef double predicted = plan.time_ms
         sizes = sorted({c.batch for c in chunks}, reverse=True)
         cdef ucudnn_chunk* arr = <ucudnn_chunk*>calloc(len(chunks), sizeof(ucudnn_chunk))
         cdef dnn.cudnnTensorDescriptor_t* xds = <dnn.cudnnTensorDescriptor_t*>calloc(
@@ -530,22 +708,22 @@ cdef class Kernel:
                 check_cudnn(dnn.cudnnCreateTensorDescriptor(&yds[i]), "cudnnCreateTensorDescriptor")
                 self._set_tensor(xds[i], 0, b)
                 self._set_tensor(yds[i], 1, b)
+            offset = 0
+            for i, c in enumerate(chunks):
+                arr[i].batch, arr[i].offset, arr[i].algo = c.batch, offset, c.algo
+                arr[i].math, arr[i].desc = c.math, sizes.index(c.batch)
+                offset += c.batch
         except BaseException:
             for i in range(len(sizes)):
                 if xds[i] != NULL: dnn.cudnnDestroyTensorDescriptor(xds[i])
                 if yds[i] != NULL: dnn.cudnnDestroyTensorDescriptor(yds[i])
             free(arr); free(xds); free(yds)
             raise
-        offset = 0
-        for i, c in enumerate(chunks):
-            arr[i].batch, arr[i].offset, arr[i].algo = c.batch, offset, c.algo
-            arr[i].math, arr[i].desc = c.math, sizes.index(c.batch)
-            offset += c.batch
         self._free_plan()
         self.k.chunks, self.k.n_chunks = arr, len(chunks)
         self.k.xdesc, self.k.ydesc, self.k.n_descs = xds, yds, len(sizes)
         self.k.ws_bytes = ws_need
-        self.k.predicted_ms = plan.time_ms
+        self.k.predicted_ms = predicted
         self.plan = plan
 
     cdef void _free_plan(self) noexcept:
@@ -571,7 +749,7 @@ cdef class Kernel:
 
     # ------------------------------------------------------------------ run
 
-    def run(self, Handle handle, uintptr_t a, uintptr_t b, uintptr_t out, uintptr_t workspace=0,
+    def run(self, Handle handle not None, uintptr_t a, uintptr_t b, uintptr_t out, uintptr_t workspace=0,
             workspace_size=None, double alpha=1.0, double beta=0.0):
         """Run the plan: fwd (a=x, b=w, out=y), bwd_data (a=w, b=dy, out=dx),
         bwd_filter (a=x, b=dy, out=dw). Device addresses as integers; asynchronous."""
@@ -584,7 +762,7 @@ cdef class Kernel:
             rc = run_kernel(&self.k, handle.h, pa, <const void*>a, <const void*>b, pb,
                             <void*>out, <void*>workspace, wss)
         if rc != UCUDNN_OK:
-            raise CudnnError(ucudnn_errbuf.decode("utf-8", "replace"), rc)
+            raise _run_error(rc)
 
     def __dealloc__(self):
         cdef int m
@@ -686,163 +864,29 @@ cdef int run_kernel(const ucudnn_kernel* k, dnn.cudnnHandle_t h, const void* alp
     return UCUDNN_OK
 
 
-# --------------------------------------------------------------------------- C API
-
-cdef int _fail(BaseException e) noexcept:
-    """Record a Python exception as the thread's last error; map it to a status code."""
-    msg = f"{type(e).__name__}: {e}".encode("utf-8", "replace")[:1023]
-    ucudnn_seterr(msg)
-    if isinstance(e, CudnnError):
-        return UCUDNN_ERR_CUDNN
-    if isinstance(e, CudaError):
-        return UCUDNN_ERR_CUDA
-    if type(e).__name__ in ("PlanError", "IlpError"):
-        return UCUDNN_ERR_PLAN
-    if isinstance(e, ValueError):
-        return UCUDNN_ERR_INVALID
-    return UCUDNN_ERR_PYTHON
-
-
-cdef object _kernel_from_params(const ucudnn_conv_params* p):
-    from ucudnn.plan.conv import ConvShape
-    name = p.name.decode("utf-8", "replace") if p.name != NULL else None
-    xs = tuple(p.x_strides[i] for i in range(4))
-    ys = tuple(p.y_strides[i] for i in range(4))
-    where = f"layer {name!r}: " if name else ""
-    if p.op not in (0, 1, 2):
-        raise ValueError(f"{where}field 'op': {p.op} is not 0 (fwd), 1 (bwd_data) or 2 (bwd_filter)")
-    dtypes = {v[0]: k for k, v in _DTYPES.items()}
-    if p.dtype not in dtypes:
-        raise ValueError(f"{where}field 'dtype': unsupported cudnnDataType_t {p.dtype}")
-    maths = {v: k for k, v in _MATH.items()}
-    if p.math not in maths:
-        raise ValueError(f"{where}field 'math': unknown cudnnMathType_t {p.math}")
-    try:
-        shape = ConvShape(p.c, p.h, p.w, p.k, p.r, p.s, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
-                          p.dil_h, p.dil_w, p.groups, None if not any(xs) else xs,
-                          None if not any(ys) else ys)
-    except ValueError as e:
-        raise ValueError(f"{where}{e}") from None
-    return Kernel(shape, OPS[p.op], p.n, dtypes[p.dtype], maths[p.math], name)
-
-
-cdef public api int ucudnn_kernel_create(const ucudnn_conv_params* params,
-                                         const ucudnn_plan_options* options,
-                                         ucudnn_kernel** out) noexcept nogil:
-    """Benchmark (through the cache) and plan one kernel. Takes the GIL."""
-    with gil:
-        try:
-            if params == NULL or options == NULL or out == NULL:
-                raise ValueError("ucudnn_kernel_create: NULL argument")
-            out[0] = NULL
-            kern = _kernel_from_params(params)
-            sizes = None
-            if options.micro_batch_sizes != NULL and options.n_micro_batch_sizes > 0:
-                sizes = [options.micro_batch_sizes[i] for i in range(options.n_micro_batch_sizes)]
-            from ucudnn.measure import runtime
-            runtime.prepare_kernel(
-                kern, policy=options.policy, optimizer=options.optimizer,
-                limit=int(options.workspace_limit), sizes=sizes,
-                repeats=options.repeats if options.repeats > 0 else 3,
-                cache_path=options.cache_path.decode() if options.cache_path != NULL else None,
-                exclude_winograd=bool(options.exclude_winograd))
-            Py_INCREF(kern)
-            out[0] = &(<Kernel>kern).k
-            return UCUDNN_OK
-        except BaseException as e:
-            return _fail(e)
-
-
-cdef public api int ucudnn_plan_network(ucudnn_kernel** kernels, const int* counts, int n,
-                                        size_t budget) noexcept nogil:
-    """Divide ``budget`` bytes among ``kernels`` (created with UCUDNN_ILP) by the ILP.
-    ``counts[i]`` (or NULL for all 1): instances of kernel i, each with its own workspace."""
-    with gil:
-        try:
-            if n < 0 or (n > 0 and kernels == NULL):
-                raise ValueError("ucudnn_plan_network: bad kernel array")
-            objs = [<object>kernels[i].owner for i in range(n)]
-            cnt = None if counts == NULL else [counts[i] for i in range(n)]
-            from ucudnn.measure import runtime
-            runtime.plan_network_kernels(objs, int(budget), cnt)
-            return UCUDNN_OK
-        except BaseException as e:
-            return _fail(e)
-
-
-cdef public api int ucudnn_kernel_replan(ucudnn_kernel* kernel, size_t limit) noexcept nogil:
-    """Plan again within ``limit`` bytes (e.g. after a failed workspace allocation)."""
-    with gil:
-        try:
-            from ucudnn.measure import runtime
-            runtime.replan_kernel(<object>kernel.owner, int(limit))
-            return UCUDNN_OK
-        except BaseException as e:
-            return _fail(e)
-
-
-cdef public api size_t ucudnn_kernel_workspace_size(const ucudnn_kernel* kernel) noexcept nogil:
-    return kernel.ws_bytes
-
-
-cdef public api double ucudnn_kernel_predicted_ms(const ucudnn_kernel* kernel) noexcept nogil:
-    return kernel.predicted_ms
-
-
-cdef public api int ucudnn_kernel_describe(const ucudnn_kernel* kernel, char* buf,
-                                           size_t size) noexcept nogil:
-    """Write the plan (``128x2:algo1, ...``) into ``buf``; the text is truncated to fit."""
-    with gil:
-        try:
-            plan = (<Kernel>kernel.owner).plan
-            text = (plan.describe() if plan is not None else "(no plan)").encode()
-            if size:
-                strncpy(buf, text, size - 1)
-                buf[size - 1] = 0
-            return UCUDNN_OK
-        except BaseException as e:
-            return _fail(e)
-
-
-cdef public api int ucudnn_kernel_run(const ucudnn_kernel* kernel, void* cudnn_handle,
-                                      const void* alpha, const void* a, const void* b,
-                                      const void* beta, void* out, void* workspace,
-                                      size_t workspace_size) noexcept nogil:
-    """Enqueue the planned micro-batches on ``cudnn_handle``'s stream. Needs no GIL."""
-    return run_kernel(kernel, <dnn.cudnnHandle_t>cudnn_handle, alpha, a, b, beta, out,
-                      workspace, workspace_size)
-
-
-cdef public api void ucudnn_kernel_destroy(ucudnn_kernel* kernel) noexcept nogil:
-    if kernel == NULL:
-        return
-    with gil:
-        Py_DECREF(<object>kernel.owner)
-
-
-cdef public api const char* ucudnn_last_error() noexcept nogil:
-    """The message of the last failed call on this thread."""
-    return ucudnn_errbuf
-
-
 # --------------------------------------------------------------------------- timing
 
-def time_run(Kernel kern, Handle handle, uintptr_t a, uintptr_t b, uintptr_t out,
-             uintptr_t workspace, size_t workspace_size, int iters=20, int warmup=3,
-             double alpha=1.0, double beta=0.0):
+def time_run(Kernel kern not None, Handle handle not None, uintptr_t a, uintptr_t b,
+             uintptr_t out, uintptr_t workspace, size_t workspace_size, int iters=20,
+             int warmup=3, double alpha=1.0, double beta=0.0):
     """Time ``iters`` runs of the kernel's plan on ``handle``'s stream with CUDA events.
 
     Returns the per-iteration times in milliseconds (one event pair per iteration, after
-    ``warmup`` untimed runs). For benchmarks; not on any hot path.
+    ``warmup`` untimed runs). Every run's status and every event call is checked; the first
+    failure stops the loop and is raised. For benchmarks; not on any hot path.
     """
     if iters < 1:
-        raise ValueError(f"iters: must be >= 1, got {iters}")
+        raise InputError(f"field 'iters': must be >= 1, got {iters}")
+    if warmup < 0:
+        raise InputError(f"field 'warmup': must be >= 0, got {warmup}")
     cdef float af = alpha, bf = beta
     cdef const void* pa = <const void*>&alpha if kern.k.dtype == 1 else <const void*>&af
     cdef const void* pb = <const void*>&beta if kern.k.dtype == 1 else <const void*>&bf
     cdef rt.cudaEvent_t* ev = <rt.cudaEvent_t*>calloc(2 * iters, sizeof(rt.cudaEvent_t))
     cdef rt.cudaStream_t stream = <rt.cudaStream_t>handle.stream
+    cdef rt.cudaError_t cerr = rt.cudaSuccess
     cdef int i, rc = UCUDNN_OK
+    cdef int stage = 1          # the CUDA call that failed: 1 cudaEventRecord, 2 ...Synchronize
     cdef float ms
     if ev == NULL:
         raise MemoryError()
@@ -852,16 +896,24 @@ def time_run(Kernel kern, Handle handle, uintptr_t a, uintptr_t b, uintptr_t out
         with nogil:
             for i in range(warmup + iters):
                 if i >= warmup:
-                    rt.cudaEventRecord(ev[2 * (i - warmup)], stream)
+                    cerr = rt.cudaEventRecord(ev[2 * (i - warmup)], stream)
+                    if cerr != rt.cudaSuccess:
+                        break
                 rc = run_kernel(&kern.k, handle.h, pa, <const void*>a, <const void*>b, pb,
                                 <void*>out, <void*>workspace, workspace_size)
                 if rc != UCUDNN_OK:
                     break
                 if i >= warmup:
-                    rt.cudaEventRecord(ev[2 * (i - warmup) + 1], stream)
+                    cerr = rt.cudaEventRecord(ev[2 * (i - warmup) + 1], stream)
+                    if cerr != rt.cudaSuccess:
+                        break
+            if rc == UCUDNN_OK and cerr == rt.cudaSuccess:
+                stage = 2
+                cerr = rt.cudaEventSynchronize(ev[2 * iters - 1])
         if rc != UCUDNN_OK:
-            raise CudnnError(ucudnn_errbuf.decode("utf-8", "replace"), rc)
-        check_cuda(rt.cudaEventSynchronize(ev[2 * iters - 1]), "cudaEventSynchronize")
+            raise _run_error(rc)
+        check_cuda(cerr, f"{kern.name}: "
+                   f"{'cudaEventRecord' if stage == 1 else 'cudaEventSynchronize'} in time_run")
         times = []
         for i in range(iters):
             check_cuda(rt.cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]),
