@@ -4,10 +4,22 @@ This is what the benchmark cache keys on and what the core builds cuDNN descript
 Strides are in elements, NCHW order; ``None`` means a packed tensor. Caffe's grouped layers run
 each group as a strided view into the whole blob (for group g of G: channel stride H*W, sample
 stride C_total*H*W), so strides are part of a kernel's identity.
+
+Note [Grouped layers]
+    A Caffe convolution layer with ``group: G`` over C input and K output channels is run by
+    Caffe's cuDNN layer (and by caffe_patch/0002's ``UcudnnConv``) as G separate cuDNN calls,
+    each on C/G input and K/G output channels with cuDNN's own group count 1, on a strided view
+    into the whole blobs: x strides (C*H*W, H*W, W, 1), y strides (K*OH*OW, OH*OW, OW, 1).
+    All G calls share one kernel and one plan, each on its own workspace slot.
+    :meth:`ConvShape.from_layer` builds exactly that kernel from a
+    :class:`~ucudnn.plan.network.LayerSpec` (whose ``c``, ``k`` are the layer's totals and
+    ``groups`` Caffe's group count), so the benchmark cache key computed offline is the one
+    Caffe's run computes. A layer with G = 1 is a packed tensor (strides ``None``), which is
+    the same key as Caffe's explicit packed strides.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass, asdict, replace
 from typing import Optional, Tuple
 
 __all__ = ["ConvShape"]
@@ -17,10 +29,10 @@ Strides = Optional[Tuple[int, int, int, int]]
 
 @dataclass(frozen=True)
 class ConvShape:
-    c: int              # input channels of this kernel (per group when groups are separate calls)
+    c: int              # input channels of this kernel (C/G of a Caffe layer with group G)
     h: int
     w: int
-    k: int              # output channels
+    k: int              # output channels of this kernel (K/G of a Caffe layer with group G)
     r: int              # filter height
     s: int              # filter width
     pad_h: int = 0
@@ -29,7 +41,7 @@ class ConvShape:
     stride_w: int = 1
     dil_h: int = 1
     dil_w: int = 1
-    groups: int = 1     # cuDNN group count (filter is K x C/groups x R x S)
+    groups: int = 1     # cuDNN's own group count (filter is K x C/groups x R x S); Caffe: 1
     x_strides: Strides = None
     y_strides: Strides = None
 
@@ -69,10 +81,22 @@ class ConvShape:
 
     @classmethod
     def from_layer(cls, layer) -> "ConvShape":
-        """From a :class:`ucudnn.plan.network.LayerSpec` (square pad/stride/dilation)."""
-        return cls(layer.c, layer.h, layer.w, layer.k, layer.r, layer.s,
-                   layer.pad, layer.pad, layer.stride, layer.stride,
-                   layer.dilation, layer.dilation, layer.groups)
+        """The kernel Caffe runs for a :class:`ucudnn.plan.network.LayerSpec` (square
+        pad/stride/dilation): one group's C/G -> K/G channels as a strided view into the whole
+        blobs when ``layer.groups`` > 1 (Note [Grouped layers]), a packed tensor otherwise.
+        The batch size ``layer.n`` is not part of the kernel."""
+        g = layer.groups
+        if layer.c % g or layer.k % g:
+            raise ValueError(f"layer {layer.name!r}: field 'groups': {g} does not divide "
+                             f"C={layer.c} and K={layer.k}")
+        shape = cls(layer.c // g, layer.h, layer.w, layer.k // g, layer.r, layer.s,
+                    layer.pad, layer.pad, layer.stride, layer.stride,
+                    layer.dilation, layer.dilation, 1)
+        if g == 1:
+            return shape
+        h, w, oh, ow = layer.h, layer.w, shape.out_h, shape.out_w
+        return replace(shape, x_strides=(layer.c * h * w, h * w, w, 1),
+                       y_strides=(layer.k * oh * ow, oh * ow, ow, 1))
 
     def key(self) -> str:
         """A stable text form for cache keys."""

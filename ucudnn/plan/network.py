@@ -1,9 +1,25 @@
 """Plans for a whole network: per-layer limits (DP) or one total budget (ILP).
 
-A network is a list of :class:`LayerSpec` (convolution shapes); each layer has up to three
-kernels (``fwd``, ``bwd_data``, ``bwd_filter``) and runs ``count`` times per iteration (ResNet
-repeats shapes; Caffe runs grouped layers once per group). Each run is its own kernel instance
-with its own workspace, as in Caffe.
+A network is a list of :class:`LayerSpec` (convolution layers as the prototxt states them);
+each layer has up to three kernels (``fwd``, ``bwd_data``, ``bwd_filter``).
+
+Note [Layers, groups and counts]
+    The model is what Caffe (caffe_patch/0002) runs, so that offline predictions and cache keys
+    are Caffe's:
+
+    * ``c``, ``k`` are the layer's TOTAL input and output channels, as in the prototxt.
+    * ``groups`` is Caffe's group count G: the layer runs each kernel G times per pass, one
+      cuDNN call per group on C/G -> K/G channels (a strided view into the whole blob, see
+      Note [Grouped layers] in :mod:`ucudnn.plan.conv`), all G calls with ONE plan, each call
+      on its own workspace slot.
+    * ``count`` is how many identical layers the net has (ResNet repeats shapes); each is a
+      kernel of its own, with its own plan.
+
+    So each (layer, op, repeat) is one :class:`KernelPlan`. The DP's ``limit`` applies to one
+    group call (Caffe's ``workspace_limit`` is per slot); the ILP chooses one plan per kernel,
+    weighed by ``groups`` in time and workspace; totals (``time_ms``, ``ws_bytes``, the
+    baseline) count every group call. The ILP's default budget is ``limit`` x the number of
+    group calls, as Caffe's ``PlanNetwork`` sums ``workspace_limit`` x groups.
 """
 from __future__ import annotations
 
@@ -31,7 +47,12 @@ LAYER_COLUMNS = ("name", "N", "C", "H", "W", "K", "R", "S", "pad", "stride",
 
 @dataclass(frozen=True)
 class LayerSpec:
-    """One convolution shape: input N x C x H x W, K filters of C x R x S (per group)."""
+    """One convolution layer: input N x C x H x W, K output channels, R x S filters.
+
+    ``c``, ``k``: the layer's total channels (as in the prototxt); ``groups``: Caffe's group
+    count (each group a separate cuDNN call on C/groups -> K/groups channels, one plan for all);
+    ``count``: identical layers in the net, each with its own kernels and plans (Note [Layers,
+    groups and counts]). ``bwd_data``: whether backward-data runs (not for the first layer)."""
     name: str
     n: int
     c: int
@@ -52,6 +73,9 @@ class LayerSpec:
             v = getattr(self, f)
             if not isinstance(v, int) or v < 1:
                 raise LayerError(f"layer {self.name!r}: field {f!r} must be a positive integer, got {v!r}")
+        if self.c % self.groups or self.k % self.groups:
+            raise LayerError(f"layer {self.name!r}: field 'groups': {self.groups} does not divide "
+                             f"C={self.c} and K={self.k} (C and K are the layer's total channels)")
         if not isinstance(self.pad, int) or self.pad < 0:
             raise LayerError(f"layer {self.name!r}: field 'pad' must be >= 0, got {self.pad!r}")
         for dim, size, f in (("H", self.h, self.r), ("W", self.w, self.s)):
@@ -72,8 +96,9 @@ class LayerSpec:
 def read_layers(path: str | os.PathLike) -> List[LayerSpec]:
     """Read a layer list CSV.
 
-    Columns ``name,N,C,H,W,K,R,S,pad,stride`` then, optional, ``dilation,groups,count,bwd_data``.
-    The header may be a comment line (``# name,N,...``) as in ``../shared/data``; columns named
+    Columns ``name,N,C,H,W,K,R,S,pad,stride`` then, optional, ``dilation,groups,count,bwd_data``
+    with the meaning of :class:`LayerSpec` (C, K total; groups Caffe's; count repeats; Note
+    [Layers, groups and counts]). The header may be a comment line (``# name,N,...``) as in ``../shared/data``; columns named
     ``unused`` are ignored.
     """
     path = os.fspath(path)
@@ -135,11 +160,24 @@ def write_layers(path: str | os.PathLike, layers: Iterable[LayerSpec]) -> None:
 
 @dataclass
 class KernelPlan:
+    """The plan of one kernel: ``instance`` (0..count-1) of layer ``layer``'s ``op``; it runs
+    ``groups`` times per pass (one call per group, each on its own workspace slot)."""
     layer: str
     op: str
     instance: int
     plan: Plan
     baseline: Plan
+    groups: int = 1
+
+    @property
+    def time_ms(self) -> float:
+        """Predicted time of all its group calls."""
+        return self.groups * self.plan.time_ms
+
+    @property
+    def ws_bytes(self) -> int:
+        """Workspace of all its group calls (one slot each)."""
+        return self.groups * self.plan.ws_bytes
 
     @property
     def name(self) -> str:
@@ -159,11 +197,12 @@ class NetworkPlan:
 
     @property
     def time_ms(self) -> float:
-        return sum(k.plan.time_ms for k in self.kernels)
+        """Predicted time of one pass: every kernel, every group call."""
+        return sum(k.groups * k.plan.time_ms for k in self.kernels)
 
     @property
     def baseline_time_ms(self) -> float:
-        return sum(k.baseline.time_ms for k in self.kernels)
+        return sum(k.groups * k.baseline.time_ms for k in self.kernels)
 
     @property
     def speedup(self) -> float:
@@ -171,18 +210,26 @@ class NetworkPlan:
 
     @property
     def ws_bytes(self) -> int:
-        return sum(k.plan.ws_bytes for k in self.kernels)
+        """Total workspace: one slot per group call of every kernel."""
+        return sum(k.groups * k.plan.ws_bytes for k in self.kernels)
+
+    @property
+    def n_calls(self) -> int:
+        """Group calls per pass (the ILP's default budget is ``limit`` x this)."""
+        return sum(k.groups for k in self.kernels)
 
 
 def plan_network(layers: Sequence[LayerSpec], benches: Mapping[Tuple[str, str], KernelBench], *,
                  policy: str = "powerOfTwo", limit: Optional[int] = None,
                  budget: Optional[int] = None, optimizer: str = "dp",
                  sizes: Optional[Sequence[int]] = None, strict: bool = True) -> NetworkPlan:
-    """Plan every kernel instance of ``layers``.
+    """Plan every kernel of ``layers`` (Note [Layers, groups and counts]).
 
-    ``optimizer="dp"``: each kernel within ``limit`` bytes. ``optimizer="ilp"``: one ``budget``
-    for all kernels (default ``limit`` x number of kernels). The baseline is the undivided plan
-    at ``limit`` (ILP: at ``budget`` / number of kernels, the same total memory).
+    ``benches[layer_name, op]``: the benchmark of the layer's kernel (one group's call).
+    ``optimizer="dp"``: each kernel within ``limit`` bytes per group call. ``optimizer="ilp"``:
+    one ``budget`` for all group calls (default ``limit`` x number of group calls), one plan per
+    kernel for all its groups. The baseline is the undivided plan at ``limit`` (ILP: at
+    ``budget`` / number of group calls, the same total memory).
     """
     policy = normalise_policy(policy)
     if optimizer not in ("dp", "ilp"):
@@ -192,7 +239,7 @@ def plan_network(layers: Sequence[LayerSpec], benches: Mapping[Tuple[str, str], 
         for op in l.ops:
             if (l.name, op) not in benches:
                 raise PlanError(f"layer {l.name!r}: no benchmark for op {op!r}")
-    n_kernels = len(instances)
+    n_calls = sum(l.groups for l, _, _ in instances)
     if optimizer == "dp":
         if limit is None:
             raise PlanError("workspace_limit: the DP optimizer needs a per-layer limit")
@@ -202,8 +249,8 @@ def plan_network(layers: Sequence[LayerSpec], benches: Mapping[Tuple[str, str], 
             if limit is None:
                 raise PlanError("workspace_budget: the ILP optimizer needs a budget "
                                 "(or a per-layer limit to multiply by the number of kernels)")
-            budget = limit * n_kernels
-        baseline_limit = budget // n_kernels
+            budget = limit * n_calls
+        baseline_limit = budget // n_calls if n_calls else budget
     for v, what in ((limit, "workspace_limit"), (budget, "workspace_budget")):
         if v is not None and v < 0:
             raise PlanError(f"{what}: must not be negative, got {v}")
@@ -232,7 +279,8 @@ def plan_network(layers: Sequence[LayerSpec], benches: Mapping[Tuple[str, str], 
             for op in l.ops:
                 plan = plan_kernel(benches[l.name, op], l.n, policy, limit, cands,
                                    strict=strict, name=f"layer {l.name!r} op {op}")
-                kernels += [KernelPlan(l.name, op, i, plan, base(l, op)) for i in range(l.count)]
+                kernels += [KernelPlan(l.name, op, i, plan, base(l, op), l.groups)
+                            for i in range(l.count)]
     else:
         fronts = {}
         cache: Dict[Tuple[str, str], List[Plan]] = {}
@@ -242,7 +290,9 @@ def plan_network(layers: Sequence[LayerSpec], benches: Mapping[Tuple[str, str], 
                                                   strict=strict, name=f"layer {l.name!r} op {op}")
             fronts[l.name, op, i] = cache[l.name, op]
         # solved before the baseline is planned, so that a budget error is the one reported
-        ilp = solve_workspace_division(fronts, budget)
-        kernels = [KernelPlan(l.name, op, i, ilp.choices[l.name, op, i], base(l, op))
+        # one choice per kernel for all its groups, each group call paying time and workspace
+        weights = {(l.name, op, i): l.groups for l, op, i in instances}
+        ilp = solve_workspace_division(fronts, budget, weights=weights)
+        kernels = [KernelPlan(l.name, op, i, ilp.choices[l.name, op, i], base(l, op), l.groups)
                    for l, op, i in instances]
     return NetworkPlan(kernels, policy, optimizer, limit, budget, baseline_limit, ilp, notes)
