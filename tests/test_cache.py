@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ucudnn.measure.cache import (APPLICATION_ID, BenchCache, CacheError, CacheKey, default_cache_path,
-                          shape_from_key)
+from ucudnn.measure.cache import (APPLICATION_ID, DEFAULT_WORKSPACE_CAP, UNKNOWN_CAP, BenchCache,
+                                 CacheError, CacheKey, default_cache_path, shape_from_key,
+                                 timing_name)
 from ucudnn.plan.conv import ConvShape
 from ucudnn.plan.network import read_layers
 from ucudnn.plan.table import AlgoPerf, group_by_kernel, read_table
@@ -49,7 +50,8 @@ def test_persistence_across_instances(tmp_path):
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-    assert dict(conn.execute("SELECT key, value FROM meta"))["schema_version"] == "1"
+    assert dict(conn.execute("SELECT key, value FROM meta"))["schema_version"] == "2"
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
     conn.close()
 
 
@@ -70,6 +72,8 @@ def _variants():
     yield dataclasses.replace(KEY, dtype="float16")
     yield dataclasses.replace(KEY, math="fma")
     yield dataclasses.replace(KEY, op="bwd_filter")
+    yield dataclasses.replace(KEY, timing="find")
+    yield dataclasses.replace(KEY, timing="events10")
     for field, value in (("c", 32), ("h", 28), ("w", 28), ("k", 128), ("r", 5), ("s", 5),
                          ("pad_h", 0), ("pad_w", 0), ("stride_h", 2), ("stride_w", 2),
                          ("dil_h", 2), ("dil_w", 2), ("groups", 2)):
@@ -107,7 +111,8 @@ def test_packed_strides_are_the_same_key():
 
 def test_key_validation():
     for bad in (dict(gpu=""), dict(cudnn_version=-1), dict(dtype="float8"),
-                dict(math="fast"), dict(op="bwd")):
+                dict(math="fast"), dict(op="bwd"), dict(workspace_cap=-2),
+                dict(workspace_cap=1.5), dict(timing="events0"), dict(timing="cudnn")):
         with pytest.raises(ValueError, match=list(bad)[0]):
             dataclasses.replace(KEY, **bad)
 
@@ -326,3 +331,343 @@ def test_fill_measures_only_what_is_missing(tmp_path):
         assert c.fill(KEY, [1, 2, 4], measure) == got and calls == [[1, 2]]
         c.fill(KEY, [4], measure, force=True)
         assert calls[-1] == [4] and c.get(KEY, 4) == [AlgoPerf(0, 4.0, 0, 0)]
+
+
+# -- workspace cap and timing (Note [Workspace cap and timing in the key]) ----------------------
+
+GiB = 1 << 30
+
+
+def test_key_defaults_are_the_cores_and_text_names_them():
+    assert KEY.workspace_cap == DEFAULT_WORKSPACE_CAP == 8 * GiB and KEY.timing == "events5"
+    assert KEY.text().endswith(f"|cap={8 * GiB}|events5")
+    assert dataclasses.replace(KEY, workspace_cap=UNKNOWN_CAP).text().endswith("|cap=unknown|events5")
+    assert timing_name(0) == "find" and timing_name(5) == "events5"
+    with pytest.raises(ValueError):
+        timing_name(-1)
+
+
+def test_a_larger_cap_answers_a_smaller_ask_never_the_converse(tmp_path):
+    small = dataclasses.replace(KEY, workspace_cap=1 * GiB)
+    big = dataclasses.replace(KEY, workspace_cap=4 * GiB)
+    with BenchCache(tmp_path / "c.sqlite") as c:
+        c.put(small, 1, PERFS[:1])
+        # measured under memory pressure: not reused for the default (8 GiB) ask
+        assert c.get(KEY, 1) is None and c.get(big, 1) is None
+        assert c.get(small, 1) == PERFS[:1]
+        assert c.get(dataclasses.replace(KEY, workspace_cap=0), 1) == PERFS[:1]
+        c.put(big, 1, PERFS[1:2])
+        # both usable for a 1 GiB ask: the larger cap is returned
+        assert c.get(small, 1) == PERFS[1:2] and c.get(small, 1, exact=True) == PERFS[:1]
+        assert c.get(big, 1) == PERFS[1:2] and c.get(KEY, 1) is None
+        c.put(KEY, 1, PERFS[2:])
+        assert c.get(small, 1) == PERFS[2:] and c.get(KEY, 1) == PERFS[2:]
+        # never another timing
+        assert c.get(dataclasses.replace(small, timing="find"), 1) is None
+        assert c.batches(small) == [1] and c.batches(dataclasses.replace(KEY, timing="find")) == []
+        assert [k.workspace_cap for k in c.keys()] == [1 * GiB, 4 * GiB, 8 * GiB]
+        assert c.entries() == [(small, [1]), (big, [1]), (KEY, [1])]
+        assert len(c) == 3
+
+
+def test_usable_for_mirrors_the_cache():
+    small = dataclasses.replace(KEY, workspace_cap=GiB)
+    legacy = dataclasses.replace(KEY, workspace_cap=UNKNOWN_CAP)
+    assert KEY.usable_for(small) and not small.usable_for(KEY)
+    assert not KEY.usable_for(dataclasses.replace(small, timing="find"))
+    assert not KEY.usable_for(dataclasses.replace(small, op="bwd_data"))
+    assert not legacy.usable_for(dataclasses.replace(KEY, workspace_cap=0))
+    assert legacy.usable_for(legacy) and not KEY.usable_for(legacy)
+
+
+def test_fill_stores_what_was_really_offered(tmp_path):
+    class Measured(dict):          # as ucudnn.measure.bench.measure_kernel returns
+        def __init__(self, d, cap, timing="events5"):
+            super().__init__(d)
+            self.workspace_cap, self.timing = cap, timing
+
+    calls = []
+
+    def pressured(sizes):
+        calls.append(list(sizes))
+        return Measured({b: [AlgoPerf(0, float(b), 0)] for b in sizes}, 3 * GiB)
+
+    with BenchCache(tmp_path / "c.sqlite") as c:
+        got = c.fill(KEY, [1, 2], pressured)
+        assert got == {1: [AlgoPerf(0, 1.0, 0)], 2: [AlgoPerf(0, 2.0, 0)]}
+        assert c.keys() == [dataclasses.replace(KEY, workspace_cap=3 * GiB)]
+        c.fill(KEY, [1, 2], pressured)                 # not complete for 8 GiB: again
+        assert calls == [[1, 2], [1, 2]]
+        c.fill(dataclasses.replace(KEY, workspace_cap=GiB), [1, 2], pressured)
+        assert calls == [[1, 2], [1, 2]]               # complete for a 1 GiB ask
+        with pytest.raises(ValueError, match="timed 'find'"):
+            c.fill(KEY, [4], lambda s: Measured({4: []}, 8 * GiB, "find"))
+        assert c.get(dataclasses.replace(KEY, timing="find"), 4) is None
+
+
+def test_legacy_key_cannot_be_stored(tmp_path):
+    with BenchCache(tmp_path / "c.sqlite") as c:
+        with pytest.raises(ValueError, match="unknown cap"):
+            c.put(dataclasses.replace(KEY, workspace_cap=UNKNOWN_CAP), 1, PERFS)
+
+
+# -- schema 1 (Note [Schema migration]) -------------------------------------------------------
+
+_V1_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE entries (
+    id INTEGER PRIMARY KEY,
+    gpu TEXT NOT NULL, cudnn_version INTEGER NOT NULL, dtype TEXT NOT NULL,
+    math TEXT NOT NULL, op TEXT NOT NULL, shape TEXT NOT NULL, batch INTEGER NOT NULL,
+    repeats INTEGER NOT NULL, created REAL NOT NULL,
+    UNIQUE (gpu, cudnn_version, dtype, math, op, shape, batch)
+);
+CREATE TABLE perfs (
+    entry INTEGER NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
+    algo INTEGER NOT NULL, time_ms REAL NOT NULL, ws_bytes INTEGER NOT NULL,
+    algo_math INTEGER NOT NULL
+);
+CREATE INDEX perfs_entry ON perfs(entry);
+"""
+
+
+def _v1_file(path, batches=(1, 2)):
+    """A cache as ucudnn 0.2.0 wrote it (schema 1, WAL)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.executescript(_V1_SCHEMA)
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute("PRAGMA user_version = 1")
+    conn.executemany("INSERT INTO meta VALUES (?, ?)",
+                     [("application", "ucudnn-bench-cache"), ("schema_version", "1")])
+    for b in batches:
+        cur = conn.execute("INSERT INTO entries (gpu, cudnn_version, dtype, math, op, shape, "
+                           "batch, repeats, created) VALUES (?, ?, ?, ?, ?, ?, ?, 3, 0)",
+                           KEY.kernel_columns() + (b,))
+        conn.executemany("INSERT INTO perfs VALUES (?, ?, ?, ?, ?)",
+                         [(cur.lastrowid, p.algo, p.time_ms, p.ws_bytes, p.math) for p in PERFS])
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+
+
+def test_schema_1_is_migrated_and_never_used_for_planning(tmp_path, caplog):
+    path = tmp_path / "v1.sqlite"
+    _v1_file(path)
+    legacy = dataclasses.replace(KEY, workspace_cap=UNKNOWN_CAP)
+    with caplog.at_level("WARNING", logger="ucudnn"):
+        c = BenchCache(path)
+    assert "migrated from schema 1: 2 entries" in caplog.text
+    with c:
+        assert c.keys() == [legacy] and len(c) == 2 and c.legacy_count() == 2
+        assert c.keys(include_legacy=False) == []
+        for ask in (KEY, dataclasses.replace(KEY, workspace_cap=0)):
+            assert c.get_many(ask, [1, 2]) == {} and c.batches(ask) == []
+        # listed and exported as they are
+        assert c.get_many(legacy, [1, 2]) == {1: _sorted(PERFS), 2: _sorted(PERFS)}
+        assert c.entries() == [(legacy, [1, 2])]
+        # re-measured when needed, next to them
+        calls = []
+        got = c.fill(KEY, [1], lambda s: calls.append(s) or {1: PERFS[:1]})
+        assert calls == [[1]] and got == {1: PERFS[:1]} and len(c) == 3
+        assert c.drop_legacy() == 2 and c.keys() == [KEY] and len(c) == 1
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    assert meta["schema_version"] == "2" and meta["migrated_from_schema"] == "1"
+    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    # the foreign key follows the renamed table: deleting an entry deletes its perfs
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("DELETE FROM entries")
+    assert conn.execute("SELECT COUNT(*) FROM perfs").fetchone()[0] == 0
+    conn.commit()
+    conn.close()
+    with BenchCache(path) as c:               # opened again: nothing more to migrate
+        assert len(c) == 0
+
+
+def _migrator(path, barrier, results):
+    try:
+        barrier.wait(timeout=60)
+        with BenchCache(path, timeout=60) as c:
+            results.put(len(c.keys(include_legacy=False)) == 0 and c.legacy_count() == 2)
+    except BaseException as e:             # reported to the parent
+        results.put(repr(e))
+
+
+def test_schema_1_migrated_once_by_concurrent_openers(tmp_path, monkeypatch):
+    path = str(tmp_path / "v1.sqlite")
+    _v1_file(path)
+    monkeypatch.setattr(sys, "path", sys.path + [str(Path(__file__).resolve().parents[1])])
+    ctx = multiprocessing.get_context("spawn")
+    barrier, results = ctx.Barrier(3), ctx.Queue()
+    procs = [ctx.Process(target=_migrator, args=(path, barrier, results)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    outcome = [results.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert outcome == [True] * 3
+    conn = sqlite3.connect(path)
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    assert meta["migrated_entries"] == "2" and conn.execute(
+        "SELECT COUNT(*) FROM perfs").fetchone()[0] == 2 * len(PERFS)
+    conn.close()
+
+
+def test_schema_1_read_only_is_refused_with_what_to_do(tmp_path):
+    path = tmp_path / "v1.sqlite"
+    _v1_file(path)
+    before = path.read_bytes()
+    with pytest.raises(CacheError, match="schema version 1 needs migrating.*copy it to "
+                                         "writable storage"):
+        BenchCache(path, readonly=True)
+    assert path.read_bytes() == before
+
+
+def test_newer_schema_is_refused_untouched(tmp_path):
+    path = tmp_path / "v3.sqlite"
+    _v1_file(path)
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version = 3")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(CacheError, match="schema version 3, this ucudnn reads version 2"):
+        BenchCache(path)
+    assert path.read_bytes() == before
+
+
+# -- read-only (Note [Read-only caches]) ------------------------------------------------------
+
+def test_read_only_open_lists_and_reads(tmp_path):
+    path = tmp_path / "c.sqlite"
+    with BenchCache(path) as c:
+        c.put(KEY, 4, PERFS)
+    before = path.read_bytes()
+    with BenchCache(path, readonly=True) as c:
+        assert c.readonly and c.get(KEY, 4) == _sorted(PERFS) and c.keys() == [KEY]
+        with pytest.raises(CacheError, match="read-only"):
+            c.put(KEY, 8, PERFS)
+        # fill measures what is missing and returns it, without storing it
+        assert c.fill(KEY, [4, 8], lambda s: {8: PERFS[:1]}) == {4: _sorted(PERFS),
+                                                                  8: PERFS[:1]}
+        assert c.get(KEY, 8) is None
+    assert path.read_bytes() == before
+    with pytest.raises(CacheError, match="no such file"):
+        BenchCache(tmp_path / "absent.sqlite", readonly=True)
+    empty = tmp_path / "empty.sqlite"
+    empty.write_bytes(b"")
+    with BenchCache(empty, readonly=True) as c:
+        assert len(c) == 0 and c.keys() == [] and c.get(KEY, 1) is None
+    assert empty.read_bytes() == b""
+
+
+def test_read_only_storage_falls_back(tmp_path, monkeypatch, caplog):
+    """Where SQLite cannot write (read-only file system): opened read-only, with a warning.
+    Simulated: the tests may run as root, for whom permissions do not apply."""
+    path = tmp_path / "c.sqlite"
+    with BenchCache(path) as c:
+        c.put(KEY, 4, PERFS)
+
+    def refuse(self):
+        raise sqlite3.OperationalError("attempt to write a readonly database")
+    monkeypatch.setattr(BenchCache, "_open_readwrite", refuse)
+    with caplog.at_level("WARNING", logger="ucudnn"):
+        with BenchCache(path) as c:
+            assert c.readonly and "readonly database" in c.readonly_reason
+            assert c.get(KEY, 4) == _sorted(PERFS)
+    assert "opened read-only" in caplog.text
+    with pytest.raises(CacheError, match="readonly database"):
+        BenchCache(path, readonly=False)
+    # an unwritable folder or file is noticed before trying
+    monkeypatch.setattr(BenchCache, "_writable", lambda self: False)
+    with BenchCache(path) as c:
+        assert c.readonly and "not writable" in c.readonly_reason
+
+
+def test_read_only_wal_without_shm_is_read_immutable(tmp_path, monkeypatch):
+    """On read-only storage SQLite cannot create a WAL file's -shm: read it immutable."""
+    path = tmp_path / "c.sqlite"
+    with BenchCache(path) as c:
+        c.put(KEY, 4, PERFS)
+    real = sqlite3.connect
+
+    def no_shm(target, *a, **kw):
+        if kw.get("uri") and "immutable=1" not in str(target):
+            raise sqlite3.OperationalError("unable to open database file")
+        return real(target, *a, **kw)
+    monkeypatch.setattr(sqlite3, "connect", no_shm)
+    with BenchCache(path, readonly=True) as c:
+        assert c.get(KEY, 4) == _sorted(PERFS) and "immutable" in c.readonly_reason
+
+
+# -- ucudnn.measure.bench records the cap and the timing really used ---------------------------
+
+class _FakeKernel:
+    """A core Kernel stand-in: records the arguments of benchmark()."""
+    shape, op, math, dtype, n = SHAPE, "fwd", "default", "float32", 8
+    filter_bytes = 1 << 20
+
+    def __init__(self):
+        self.calls = []
+
+    def extent_bytes(self, which, b):
+        return b << 20
+
+    def benchmark(self, sizes, repeats, cap, progress, time_iters):
+        self.calls.append((list(sizes), repeats, cap, time_iters))
+        return {b: [(0, 0, 1.0 * b, 0, 0), (1, 3, 0.1, 0, 0)] for b in sizes}
+
+
+@pytest.fixture
+def fake_core(monkeypatch):
+    from ucudnn.measure import bench
+    free = {"bytes": 100 * GiB}
+
+    class Core:
+        @staticmethod
+        def device_info():
+            return {"memory_free": free["bytes"]}
+    monkeypatch.setattr(bench, "core", lambda: Core)
+    monkeypatch.setattr(bench, "device_info",
+                        lambda: {"gpu": "NVIDIA H200", "cudnn_version": 91400})
+    return free
+
+
+def test_measure_records_the_cap_and_timing(tmp_path, fake_core):
+    from ucudnn.measure import bench
+    kern = _FakeKernel()
+    path = tmp_path / "c.sqlite"
+    got = bench.measure(kern, [1, 2], cache_path=path)
+    assert got == {1: [AlgoPerf(0, 1.0, 0)], 2: [AlgoPerf(0, 2.0, 0)]}
+    assert kern.calls == [([1, 2], 3, 8 * GiB, 5)]
+    with BenchCache(path) as c:
+        assert c.keys() == [KEY]
+    bench.measure(kern, [1, 2], cache_path=path)
+    assert len(kern.calls) == 1                                  # cached
+    bench.measure(kern, [1], cache_path=path, time_iters=0)      # another timing: measured
+    assert kern.calls[-1] == ([1], 3, 8 * GiB, 0)
+    bench.measure(kern, [1], cache_path=path, workspace_cap=GiB)  # a smaller ask: cached
+    assert len(kern.calls) == 2
+    # memory pressure: 5 GiB free leaves less than 8 GiB; a lower bound is recorded
+    fake_core["bytes"] = 5 * GiB
+    bench.measure(kern, [4], cache_path=path)
+    with BenchCache(path) as c:
+        (pressured,) = [k for k in c.keys() if k.workspace_cap not in (8 * GiB,)]
+        assert pressured.timing == "events5"
+        assert 3 * GiB < pressured.workspace_cap < 5 * GiB - (512 << 20)
+        assert c.get(KEY, 4) is None
+    # a core that reports what it offered is believed
+    kern.last_benchmark_workspace = 6 * GiB
+    fake_core["bytes"] = 100 * GiB
+    m = bench.measure_kernel(kern, [8])
+    assert m.workspace_cap == 6 * GiB and m.timing == "events5"
+
+
+def test_offered_workspace_is_a_lower_bound():
+    from ucudnn.measure.bench import offered_workspace
+    assert offered_workspace(8 * GiB, None, 0) == 8 * GiB
+    assert offered_workspace(8 * GiB, 80 * GiB, GiB) == 8 * GiB
+    low = offered_workspace(8 * GiB, 8 * GiB, GiB)
+    assert low <= 8 * GiB - (512 << 20) - GiB and low % (1 << 20) == 0
+    assert offered_workspace(8 * GiB, 100 << 20, 0) == 0

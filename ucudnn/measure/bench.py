@@ -1,22 +1,53 @@
 """Measuring cuDNN on this machine's GPU: device facts and per-kernel benchmarks.
 
 The timing itself happens in the compiled core (``Kernel.benchmark``: cudnnFind...AlgorithmEx,
-repeated, median); this module turns its records into :class:`~ucudnn.plan.table.AlgoPerf` lists and
-goes through the benchmark cache so that a kernel is measured once per GPU model, cuDNN
-version, dtype, math mode, shape and micro-batch size.
+repeated, median, then re-timed back to back with CUDA events); this module turns its records
+into :class:`~ucudnn.plan.table.AlgoPerf` lists and goes through the benchmark cache so that a
+kernel is measured once per GPU model, cuDNN version, dtype, math mode, shape, workspace offered,
+timing method and micro-batch size (Note [Workspace cap and timing in the key] in
+:mod:`ucudnn.measure.cache`).
+
+Note [Offered workspace]
+    The cache key records the workspace cudnnFind was really offered, since an entry is reused
+    for any ask up to it. The core offers ``min(cap, free - 512 MiB)``, free memory read after
+    it allocated the x, y and filter buffers, and halves it while the allocation fails; it does
+    not report the result. Until it does (a ``Kernel.last_benchmark_workspace`` attribute, bytes
+    offered in the latest ``benchmark`` call, is used when present), :func:`measure_kernel`
+    records a lower bound: the requested cap when free memory just before the call exceeds it
+    by the core's 512 MiB reserve, the buffers and a 256 MiB margin (the thread's cuDNN handle,
+    allocation granularity), else that free-memory estimate. The one case it cannot see is the
+    core halving after a failed allocation despite enough free memory reported (another
+    process allocating in between); the recorded cap then over-states what was offered.
 """
 from __future__ import annotations
 
 import functools
 import os
 import subprocess
-from typing import Callable, Dict, Iterable, List, Optional
+from typing import Callable, Iterable, List, Optional
 
 from ..plan.conv import ConvShape
 from ..plan.table import AlgoPerf, KernelBench
 
 __all__ = ["NoGpuError", "core", "device_info", "driver_version", "cache_key",
-           "benchmark_kernel", "measure"]
+           "benchmark_kernel", "measure_kernel", "measure", "Measured", "TIME_ITERS"]
+
+#: The core's default re-timing: median of 5 CUDA-event runs (timing ``"events5"``).
+TIME_ITERS = 5
+_RESERVE = 512 << 20        # the core leaves this much free (Kernel._benchmark)
+_MARGIN = 256 << 20         # handle creation, allocation granularity (Note [Offered workspace])
+
+
+class Measured(dict):
+    """A :data:`~ucudnn.plan.table.KernelBench` (``{batch: [AlgoPerf]}``) that also says how it
+    was measured: ``workspace_cap`` (bytes offered to cudnnFind, a lower bound: Note [Offered
+    workspace]) and ``timing`` (``"find"`` or ``"events<N>"``). :meth:`BenchCache.fill` stores
+    it under those."""
+
+    def __init__(self, results, workspace_cap: int, timing: str):
+        super().__init__(results)
+        self.workspace_cap = int(workspace_cap)
+        self.timing = timing
 
 
 class NoGpuError(RuntimeError):
@@ -72,12 +103,18 @@ def device_info() -> dict:
     return dict(_device_info(dev))
 
 
-def cache_key(shape: ConvShape, op: str, math: str = "default", dtype: str = "float32"):
-    """The cache key of a kernel on the current device."""
-    from .cache import CacheKey
+def cache_key(shape: ConvShape, op: str, math: str = "default", dtype: str = "float32", *,
+              workspace_cap: Optional[int] = None, time_iters: int = TIME_ITERS):
+    """The cache key of a kernel on the current device, for a lookup that needs
+    ``workspace_cap`` bytes offered (default: the core's 8 GiB) and the timing of
+    ``time_iters`` (default: re-timed with 5 CUDA-event runs)."""
+    from .cache import DEFAULT_WORKSPACE_CAP, CacheKey, timing_name
     info = device_info()
     return CacheKey(gpu=info["gpu"], cudnn_version=info["cudnn_version"], dtype=dtype,
-                    math=math, op=op, shape=shape)
+                    math=math, op=op, shape=shape,
+                    workspace_cap=DEFAULT_WORKSPACE_CAP if workspace_cap is None
+                    else int(workspace_cap),
+                    timing=timing_name(time_iters))
 
 
 def _perfs(records) -> List[AlgoPerf]:
@@ -91,26 +128,70 @@ def benchmark_kernel(shape: ConvShape, op: str, n: int, sizes: Iterable[int], *,
                      repeats: int = 3, math: str = "default", dtype: str = "float32",
                      workspace_cap: Optional[int] = None,
                      progress: Optional[Callable[[int], None]] = None,
-                     name: Optional[str] = None) -> KernelBench:
-    """Time every algorithm at each micro-batch size (no cache). ``{b: [AlgoPerf]}``."""
+                     name: Optional[str] = None, time_iters: int = TIME_ITERS) -> Measured:
+    """Time every algorithm at each micro-batch size (no cache). ``{b: [AlgoPerf]}`` with the
+    workspace offered and the timing as attributes (:class:`Measured`)."""
     device_info()
     kern = core().Kernel(shape, op, n, dtype, math, name)
     return measure_kernel(kern, sizes, repeats=repeats, workspace_cap=workspace_cap,
-                          progress=progress)
+                          progress=progress, time_iters=time_iters)
 
 
-def measure_kernel(kern, sizes, *, repeats=3, workspace_cap=None, progress=None) -> KernelBench:
-    raw = kern.benchmark(list(sizes), repeats, workspace_cap, progress)
-    return {b: _perfs(recs) for b, recs in raw.items()}
+def _buffer_bytes(kern, bmax: int) -> int:
+    """What the core allocates before it reads free memory (x, y, filter), each rounded up to
+    the 2 MiB allocation granularity."""
+    def up(n):
+        return -(-int(n) // (2 << 20)) * (2 << 20)
+    try:
+        return up(kern.extent_bytes(0, bmax)) + up(kern.extent_bytes(1, bmax)) + \
+            up(kern.filter_bytes)
+    except (AttributeError, TypeError):
+        return 0
+
+
+def offered_workspace(cap: int, free_before: Optional[int], buffers: int) -> int:
+    """Lower bound of the workspace the core offers cudnnFind (Note [Offered workspace])."""
+    if free_before is None:
+        return cap
+    room = int(free_before) - _RESERVE - int(buffers) - _MARGIN
+    return cap if room >= cap else max(0, room // (1 << 20) * (1 << 20))
+
+
+def _free_memory() -> Optional[int]:
+    try:
+        return int(core().device_info()["memory_free"])
+    except Exception:       # noqa: BLE001 -- an estimate only; the benchmark reports errors
+        return None
+
+
+def measure_kernel(kern, sizes, *, repeats=3, workspace_cap=None, progress=None,
+                   time_iters: int = TIME_ITERS) -> Measured:
+    """Benchmark ``kern`` (a core ``Kernel``) at ``sizes``, no cache: :class:`Measured` with
+    the workspace offered (Note [Offered workspace]) and the timing."""
+    from .cache import DEFAULT_WORKSPACE_CAP, timing_name
+    sizes = list(sizes)
+    timing = timing_name(time_iters)
+    cap = DEFAULT_WORKSPACE_CAP if workspace_cap is None else int(workspace_cap)
+    free_before = _free_memory()
+    raw = kern.benchmark(sizes, repeats, cap, progress, time_iters)
+    reported = getattr(kern, "last_benchmark_workspace", None)
+    if isinstance(reported, int) and not isinstance(reported, bool):
+        offered = reported
+    else:
+        offered = offered_workspace(cap, free_before, _buffer_bytes(kern, max(sizes)))
+    return Measured({b: _perfs(recs) for b, recs in raw.items()}, offered, timing)
 
 
 def measure(kern, sizes: Iterable[int], *, repeats: int = 3, cache_path=None,
-            workspace_cap: Optional[int] = None, progress=None) -> KernelBench:
-    """Benchmarks of ``kern`` (a core ``Kernel``) at ``sizes``: from the cache where present,
-    measured and stored otherwise."""
+            workspace_cap: Optional[int] = None, progress=None,
+            time_iters: int = TIME_ITERS) -> KernelBench:
+    """Benchmarks of ``kern`` (a core ``Kernel``) at ``sizes``: from the cache where an entry
+    measured with at least ``workspace_cap`` offered (default 8 GiB) and the same timing is
+    present, measured and stored otherwise (stored with what was really offered)."""
     from .cache import BenchCache
-    key = cache_key(kern.shape, kern.op, kern.math, kern.dtype)
+    key = cache_key(kern.shape, kern.op, kern.math, kern.dtype, workspace_cap=workspace_cap,
+                    time_iters=time_iters)
     with BenchCache(cache_path) as cache:
         return cache.fill(key, sizes, lambda missing: measure_kernel(
-            kern, missing, repeats=repeats, workspace_cap=workspace_cap, progress=progress),
-            repeats)
+            kern, missing, repeats=repeats, workspace_cap=workspace_cap, progress=progress,
+            time_iters=time_iters), repeats)
