@@ -1,0 +1,51 @@
+"""Compile a ``.proto`` into a serialized ``FileDescriptorSet`` with whatever protoc there is.
+
+Standard library only: ``setup.py`` loads this file by path at build time (Note [Where the
+Caffe classes come from] in :mod:`ucudnn.caffe.proto`), before ucudnn or its dependencies are
+importable. The compilers tried, in order: ``$PROTOC``, ``protoc`` on ``PATH``, the
+``grpc_tools`` package (grpcio-tools, a build requirement of the wheel). A descriptor set does
+not depend on the compiler's or the runtime's protobuf version.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+__all__ = ["ProtocError", "find_protoc", "descriptor_set"]
+
+
+class ProtocError(RuntimeError):
+    """No protobuf compiler, or it failed on the file."""
+
+
+def find_protoc():
+    """The command line prefix of a protobuf compiler, or None."""
+    if os.environ.get("PROTOC"):
+        return [os.environ["PROTOC"]]
+    exe = shutil.which("protoc")
+    if exe:
+        return [exe]
+    try:
+        import grpc_tools.protoc  # noqa: F401
+    except ImportError:
+        return None
+    return [sys.executable, "-m", "grpc_tools.protoc"]
+
+
+def descriptor_set(proto):
+    """The serialized FileDescriptorSet of the .proto file at ``proto`` (bytes)."""
+    proto = os.path.abspath(os.fspath(proto))
+    cmd = find_protoc()
+    if cmd is None:
+        raise ProtocError("no protobuf compiler: install protoc (apt-get install "
+                          "protobuf-compiler) or the grpcio-tools package")
+    with tempfile.TemporaryDirectory(prefix="ucudnn-protoc-") as tmp:
+        out = os.path.join(tmp, "set.desc")
+        res = subprocess.run(cmd + [f"--proto_path={os.path.dirname(proto)}",
+                                    f"--descriptor_set_out={out}", proto],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if res.returncode != 0 or not os.path.isfile(out):
+            raise ProtocError(f"{' '.join(cmd)} failed on {proto}: {res.stdout.strip()}")
+        with open(out, "rb") as f:
+            return f.read()
