@@ -4,11 +4,14 @@ Strict fp32 (CUDNN_FMA_MATH) so that algorithms agree to float rounding. PyTorch
 host) provides device buffers and an independent reference convolution.
 """
 import math
+import threading
+import time
 
 import pytest
 
 from ucudnn.plan.conv import ConvShape
 from ucudnn.plan.dp import Chunk, Plan, plan_kernel
+from ucudnn.vocab import InputError, Status
 
 pytestmark = pytest.mark.gpu
 
@@ -218,8 +221,55 @@ def test_workspace_too_small_is_a_clear_error():
     x = torch.randn(32, 64, 28, 28, device="cuda")
     w = torch.randn(64, 64, 3, 3, device="cuda")
     y = torch.empty(32, 64, 28, 28, device="cuda")
-    with pytest.raises(_core.CudnnError, match="small_ws.*workspace"):
+    with pytest.raises(InputError, match="small_ws.*workspace") as err:
         kern.run(_handle(), x.data_ptr(), w.data_ptr(), y.data_ptr(), 0, 0)
+    assert err.value.status == Status.INVALID
+    # time_run checks every run: the first failure stops the loop and is raised
+    with pytest.raises(InputError, match="small_ws.*workspace"):
+        _core.time_run(kern, _handle(), x.data_ptr(), w.data_ptr(), y.data_ptr(), 0, 0, iters=3)
+    ws = torch.empty(max(1, kern.workspace_size), dtype=torch.uint8, device="cuda")
+    times = _core.time_run(kern, _handle(), x.data_ptr(), w.data_ptr(), y.data_ptr(),
+                           ws.data_ptr(), kern.workspace_size, iters=3, warmup=1)
+    assert len(times) == 3 and all(t > 0 for t in times)
+
+
+def test_one_cudnn_handle_per_thread():
+    """Note [Thread handles]: a thread's planning calls share one cached cuDNN handle, which is
+    destroyed when the thread exits."""
+    shape = ConvShape(16, 14, 14, 16, 3, 3, 1, 1)
+    kern = _core.Kernel(shape, "fwd", 8, "float32", "fma", "handles")
+    kern.workspace_for(8, 0, 3)
+    mine = _core.thread_handle_stats()
+    for _ in range(5):
+        kern.workspace_for(8, 0, 3)
+    assert _core.thread_handle_stats()["created_on_thread"] == mine["created_on_thread"]
+    assert mine["on_thread"] >= 1
+
+    before = _core.thread_handle_stats()
+    seen = {}
+
+    def work():
+        try:
+            for b in (1, 2, 4, 8, 8):
+                kern.workspace_for(b, 0, 3)
+            kern.set_plan(Plan(8, (Chunk(4, 0, 3, 0.0, 0), Chunk(4, 0, 3, 0.0, 0))))
+            seen.update(_core.thread_handle_stats())
+        except Exception as e:      # reported below, in the test's thread
+            seen["error"] = e
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    assert "error" not in seen, seen.get("error")
+    assert seen["on_thread"] == 1 and seen["created_on_thread"] == 1, seen
+    # the pthread key destructor runs after the Python thread state is gone: wait for it
+    deadline = time.monotonic() + 10
+    while (_core.thread_handle_stats()["destroyed"] < before["destroyed"] + 1
+           and time.monotonic() < deadline):
+        time.sleep(0.01)
+    after = _core.thread_handle_stats()
+    assert after["destroyed"] >= before["destroyed"] + 1, (before, after)
+    assert after["created"] >= before["created"] + 1
 
 
 def test_unsupported_algorithm_falls_back(tmp_path):

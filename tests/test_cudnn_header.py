@@ -76,3 +76,87 @@ def test_core_imports_without_gpu():
     if _core.device_count() == 0:
         with pytest.raises(bench.NoGpuError, match="no CUDA device"):
             bench.device_info()
+
+
+def test_core_imports_only_the_vocabulary():
+    """Imports run one way: ucudnn._core needs only ucudnn.vocab; the C API (ucudnn._capi)
+    sits on top of the runtime."""
+    import subprocess
+    import sys
+    code = ("import sys, ucudnn._core as c, ucudnn.vocab as v; "
+            "print(sorted(m for m in sys.modules if m.startswith('ucudnn'))); "
+            "print(c.OPS is v.OPS, hasattr(c, '_DTYPES'), hasattr(c, '_MATH')); "
+            "import ucudnn._capi; print('ucudnn.measure.runtime' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    lines = out.stdout.splitlines()
+    assert lines[0] == "['ucudnn', 'ucudnn._core', 'ucudnn.vocab']"
+    assert lines[1:] == ["True False False", "True"]
+
+
+def test_c_api_maps_errors_to_status_codes():
+    """Note [C API errors]: the status comes from ucudnn's error classes, never UCUDNN_OK, and
+    the message is recorded even when composing it fails."""
+    from ucudnn import _capi, _core
+    from ucudnn.vocab import InputError, PlanError, UcudnnError
+
+    class Unprintable(Exception):
+        def __str__(self):
+            raise RuntimeError("no message")
+
+    class UnprintableOwn(InputError):
+        def __str__(self):
+            raise RuntimeError("no message")
+
+    class BadStatus(UcudnnError):
+        status = Status.OK          # never returned as success
+
+    cases = [
+        (InputError("layer 'c1': field 'pad_h': must be >= 0"), Status.INVALID,
+         "layer 'c1': field 'pad_h': must be >= 0"),
+        (PlanError("layer 'c1': no plan"), Status.PLAN, "layer 'c1': no plan"),
+        (_core.CudnnError("cudnnFoo: CUDNN_STATUS_BAD_PARAM", 3), Status.CUDNN, "cudnnFoo"),
+        (_core.CudaError("cudaMalloc: out of memory", 2), Status.CUDA, "cudaMalloc"),
+        (ValueError("internal"), Status.PYTHON, "ValueError: internal"),
+        (TypeError("internal"), Status.PYTHON, "TypeError: internal"),
+        (KeyError("k"), Status.PYTHON, "KeyError: 'k'"),
+        (Unprintable(), Status.PYTHON, "could not be composed"),
+        (UnprintableOwn(), Status.INVALID, "could not be composed"),
+        (BadStatus("odd"), Status.PYTHON, "odd"),
+    ]
+    for exc, status, text in cases:
+        got, message = _capi._report(exc)
+        assert got == status, (exc, got)
+        assert text in message, (exc, message)
+    assert issubclass(_core.CudnnError, UcudnnError) and _core.CudnnError.status == Status.CUDNN
+    assert issubclass(_core.CudaError, UcudnnError) and _core.CudaError.status == Status.CUDA
+
+
+def test_kernel_validation_names_the_field():
+    """Kernel's argument checks run before any CUDA call and raise InputError naming the field."""
+    from ucudnn import _core
+    from ucudnn.plan.conv import ConvShape
+    from ucudnn.vocab import InputError
+    shape = ConvShape(3, 8, 8, 4, 3, 3)
+    for kwargs, field in ((dict(op="conv"), "op"), (dict(dtype="int8"), "dtype"),
+                          (dict(math="tf32"), "math"), (dict(n=0), "n"),
+                          (dict(instances=0), "instances")):
+        args = dict(op="fwd", n=4, dtype="float32", math="default", name="c1", instances=1)
+        args.update(kwargs)
+        with pytest.raises(InputError, match=rf"layer 'c1': field '{field}'"):
+            _core.Kernel(shape, args["op"], args["n"], args["dtype"], args["math"], args["name"],
+                         args["instances"])
+
+
+def test_thread_handle_stats_without_gpu():
+    """Note [Thread handles]: the per-thread handle table is created on first use only."""
+    from ucudnn import _core
+    stats = _core.thread_handle_stats()
+    assert set(stats) == {"on_thread", "created_on_thread", "created", "destroyed"}
+    if _core.device_count() == 0:
+        assert stats["on_thread"] == stats["created_on_thread"] == 0
+
+
+def test_one_benchmark_lock_per_device():
+    from ucudnn import _core
+    assert _core._device_lock(0) is _core._device_lock(0)
+    assert _core._device_lock(1) is not _core._device_lock(0)

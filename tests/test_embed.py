@@ -53,3 +53,92 @@ def test_embed_host_runs_two_threads(embed_host, tmp_path):
     assert "2 of 2 threads matched" in proc.stdout
     assert proc.stdout.count("bad input rejected") == 2
     assert "pad_h" in proc.stdout
+    # repeated planning calls from threads Python did not create: one cuDNN handle per thread
+    assert proc.stdout.count("planning calls, 1 cuDNN handle") == 2
+    # ucudnn_kernel_run failures reach ucudnn_last_error() like planning failures
+    assert proc.stdout.count("run error reported") == 2
+
+
+def test_c_api_header_imports_capi():
+    """ucudnn.h loads the C API from ucudnn._capi through the header Cython generates for it,
+    and `ucudnn config --cflags` finds both headers."""
+    from ucudnn import config
+    inc = Path(config.get_include())
+    header = (inc / "ucudnn.h").read_text()
+    assert '#include "_capi_api.h"' in header and "import_ucudnn___capi()" in header
+    api = (inc / "_capi_api.h").read_text()
+    assert 'PyImport_ImportModule("ucudnn._capi")' in api
+    for name in ("ucudnn_kernel_create", "ucudnn_plan_network", "ucudnn_kernel_replan",
+                 "ucudnn_kernel_run", "ucudnn_kernel_describe", "ucudnn_kernel_destroy",
+                 "ucudnn_kernel_workspace_size", "ucudnn_kernel_predicted_ms",
+                 "ucudnn_last_error"):
+        assert f'"{name}"' in api, name
+    assert (inc / "_capi.h").exists()
+    assert f"-I{inc}" in config.cflags()
+
+
+def _c_api():
+    """The C API's functions from ucudnn._capi's capsules (what ucudnn_import() loads)."""
+    import ctypes
+    from ucudnn import _capi
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    get_ptr = ctypes.pythonapi.PyCapsule_GetPointer
+    get_ptr.restype, get_ptr.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+
+    def fn(name, restype, *argtypes):
+        cap = _capi.__pyx_capi__[name]
+        # CFUNCTYPE releases the GIL during the call, as a C++ host calls the C API
+        return ctypes.CFUNCTYPE(restype, *argtypes)(get_ptr(cap, get_name(cap)))
+    return fn
+
+
+def test_c_api_rejects_bad_input_without_gpu():
+    """The C API's own input checks run before any CUDA call: a status code and a message
+    naming the field, no Python exception, no crash on NULL."""
+    import ctypes
+    from ucudnn.vocab import Status
+
+    class ConvParams(ctypes.Structure):       # ucudnn_conv_params (ucudnn_types.h)
+        _fields_ = [(f, ctypes.c_int) for f in (
+            "op", "dtype", "math", "n", "c", "h", "w", "k", "r", "s", "pad_h", "pad_w",
+            "stride_h", "stride_w", "dil_h", "dil_w", "groups")] + [
+            ("x_strides", ctypes.c_int * 4), ("y_strides", ctypes.c_int * 4),
+            ("name", ctypes.c_char_p), ("instances", ctypes.c_int)]
+
+    class PlanOptions(ctypes.Structure):      # ucudnn_plan_options
+        _fields_ = [("policy", ctypes.c_int), ("optimizer", ctypes.c_int),
+                    ("micro_batch_sizes", ctypes.POINTER(ctypes.c_int)),
+                    ("n_micro_batch_sizes", ctypes.c_int), ("workspace_limit", ctypes.c_size_t),
+                    ("repeats", ctypes.c_int), ("cache_path", ctypes.c_char_p),
+                    ("exclude_winograd", ctypes.c_int)]
+
+    fn = _c_api()
+    create = fn("ucudnn_kernel_create", ctypes.c_int, ctypes.POINTER(ConvParams),
+                ctypes.POINTER(PlanOptions), ctypes.POINTER(ctypes.c_void_p))
+    run = fn("ucudnn_kernel_run", ctypes.c_int, *([ctypes.c_void_p] * 8), ctypes.c_size_t)
+    replan = fn("ucudnn_kernel_replan", ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t)
+    last_error = fn("ucudnn_last_error", ctypes.c_char_p)
+
+    def params(**kw):
+        p = ConvParams(op=0, dtype=0, math=3, n=8, c=16, h=14, w=14, k=16, r=3, s=3, pad_h=1,
+                       pad_w=1, stride_h=1, stride_w=1, dil_h=1, dil_w=1, groups=1,
+                       name=b"capi_conv", instances=0)
+        for k, v in kw.items():
+            setattr(p, k, v)
+        return p
+
+    opts = PlanOptions(policy=1, optimizer=0, workspace_limit=8 << 20, repeats=1)
+    for kw, field in ((dict(op=7), "'op'"), (dict(dtype=42), "'dtype'"), (dict(math=9), "'math'"),
+                      (dict(pad_h=-1), "pad_h"), (dict(groups=5), "groups")):
+        out = ctypes.c_void_p(1)
+        assert create(ctypes.byref(params(**kw)), ctypes.byref(opts), ctypes.byref(out)) == \
+            Status.INVALID, kw
+        assert out.value is None, kw          # *out is cleared on failure
+        message = last_error().decode()
+        assert "capi_conv" in message and field in message, message
+    assert create(None, ctypes.byref(opts), None) == Status.INVALID
+    assert b"NULL" in last_error()
+    assert replan(None, 0) == Status.INVALID
+    assert run(None, None, None, None, None, None, None, None, 0) == Status.INVALID
+    assert b"ucudnn_kernel_run" in last_error()
