@@ -65,3 +65,46 @@ def test_shipped_nets_parse_as_caffe_nets(proto_dir, net):
     text = (Path(__file__).resolve().parents[1] / "prototxt" / f"{net}.prototxt").read_text()
     res = _encode(proto_dir, text)
     assert res.returncode == 0, res.stderr.decode()
+
+
+# -- ucudnn's own caffe_subset.proto against the patched caffe.proto ----------------------------
+
+def _fields(desc):
+    return {f.name: (f.number, f.type, f.is_repeated if hasattr(f, "is_repeated") else f.label,
+                     f.has_default_value, f.default_value if f.has_default_value else None,
+                     f.message_type.full_name if f.message_type else None,
+                     f.enum_type.full_name if f.enum_type else None) for f in desc.fields}
+
+
+def _enums(desc):
+    return {e.name: {v.name: v.number for v in e.values} for e in desc.enum_types}
+
+
+def test_owned_subset_is_caffes_schema(proto_dir):
+    """Every message, field (name, number, type, label, default) and enum of
+    caffe_subset.proto is the patched caffe.proto's (V1LayerParameter: a stub)."""
+    from ucudnn.caffe import proto as cp
+    owned, caffe = cp.load_caffe_pb2(), cp.load_caffe_pb2(str(proto_dir / "caffe.proto"))
+    assert caffe.source != owned.source
+    names = [n for n in vars(owned) if isinstance(getattr(owned, n), type)]
+    assert {"NetParameter", "LayerParameter", "UcudnnParameter", "BlobShape", "NetStateRule",
+            "ParamSpec", "FillerParameter", "ConvolutionParameter"} <= set(names)
+    for name in names:
+        if name == "V1LayerParameter":
+            continue
+        o, c = getattr(owned, name).DESCRIPTOR, getattr(caffe, name).DESCRIPTOR
+        assert _fields(o) == _fields(c), name
+        assert _enums(o) == _enums(c), name
+    assert owned.TRAIN == caffe.TRAIN == 0 and owned.TEST == caffe.TEST == 1
+    assert owned.NetParameter.DESCRIPTOR.fields_by_name["ucudnn_param"].number == 9
+    assert owned.LayerParameter.DESCRIPTOR.fields_by_name["ucudnn_param"].number == 149
+
+
+@pytest.mark.parametrize("net", ["alexnet", "resnet18", "cifar10"])
+def test_owned_and_patched_classes_give_the_same_layers(proto_dir, net):
+    from pathlib import Path
+    from ucudnn.caffe.prototxt import load_prototxt
+    path = Path(__file__).resolve().parents[1] / "prototxt" / f"{net}.prototxt"
+    for phase in ("TRAIN", "TEST"):
+        assert load_prototxt(path, phase) == load_prototxt(
+            path, phase, caffe_proto=str(proto_dir / "caffe.proto"))

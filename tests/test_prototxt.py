@@ -1,70 +1,92 @@
-"""Caffe prototxt parsing and shape inference, without Caffe."""
+"""Caffe prototxt through protobuf's text_format and Caffe's shape inference, without Caffe."""
+import os
+import re
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from ucudnn.plan.network import LayerSpec, read_layers
-from ucudnn.caffe.prototxt import (PrototxtError, as_list, conv_layers, infer_shapes, merge_shapes,
-                             parse_prototxt, read_prototxt)
+from ucudnn.caffe import proto as cp
+from ucudnn.caffe.prototxt import (PrototxtError, UcudnnSettings, conv_layers, infer_shapes,
+                                   load_prototxt, merge_shapes, parse_net_text, read_prototxt,
+                                   ucudnn_settings)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data" / "h200-cudnn9.14"
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared data not found at {SHARED}")
 
 
-# -- text format ------------------------------------------------------------------------------
+# -- text format (protobuf's) -----------------------------------------------------------------
 
-def test_parse_messages_repeated_fields_and_scalars():
+def test_text_format_features_and_unknown_fields():
     text = r'''
     # a comment
-    name: "net"   # trailing comment
+    name: "a\"b\\c\n\x41\101"   # trailing comment
     input: "data" input: 'label'
     layer {
-      name: "a\"b\\c\n\x41\101"  type: "Conv" 'olution'
+      name: "c" type: "Conv" 'olution'
       param { lr_mult: 1 } param { lr_mult: 2.5e0 }
-      convolution_param: { num_output: 96 kernel_size: [3, 5] bias_term: false pad: 0x2 }
-      include < phase: TEST >
-      f1: -3 f2: +4.5 f3: 1e-3 f4: 2.f f5: inf f6: -inf f7: true f8: True; f9: MAX,
+      convolution_param: { num_output: 96 kernel_size: [3, 5] bias_term: false pad: 0x2 };
+      include < phase: TEST >,
+      no_such_field: 3 no_such_message { x: [1, 2] y < z: MAX > }
     }
     layer { name: "only" }
-    empty {}
     '''
-    d = parse_prototxt(text)
-    assert d["name"] == "net"
-    assert d["input"] == ["data", "label"]
-    a, b = d["layer"]
-    assert a["name"] == 'a"b\\c\nAA'
-    assert a["type"] == "Convolution"                       # adjacent strings concatenate
-    assert a["param"] == [{"lr_mult": 1}, {"lr_mult": 2.5}]
-    assert a["convolution_param"] == {"num_output": 96, "kernel_size": [3, 5],
-                                      "bias_term": False, "pad": 2}
-    assert a["include"] == {"phase": "TEST"}
-    assert (a["f1"], a["f2"], a["f3"], a["f4"]) == (-3, 4.5, 1e-3, 2.0)
-    assert isinstance(a["f1"], int) and isinstance(a["f4"], float)
-    assert a["f5"] == float("inf") and a["f6"] == float("-inf")
-    assert a["f7"] is True and a["f8"] is True and a["f9"] == "MAX"
-    assert b == {"name": "only"}
-    assert d["empty"] == {}
-    assert as_list(b.get("param")) == [] and as_list(7) == [7] and as_list([1, 2]) == [1, 2]
+    net = parse_net_text(text)
+    assert net.name == 'a"b\\c\nAA'
+    assert list(net.input) == ["data", "label"]
+    a, b = net.layer
+    assert a.type == "Convolution"                          # adjacent strings concatenate
+    assert [p.lr_mult for p in a.param] == [1, 2.5]
+    c = a.convolution_param
+    assert (c.num_output, list(c.kernel_size), c.bias_term, list(c.pad)) == (96, [3, 5], False, [2])
+    assert not c.HasField("group") and c.group == 1           # Caffe's defaults
+    assert a.include[0].phase == 1                           # TEST
+    assert b.name == "only" and not b.HasField("type")
 
 
 @pytest.mark.parametrize("text, where, what", [
-    ('name: "x', ":1:", "unexpected character"),
-    ("layer {\n  name: 'a'\n", ":end", "missing '}'"),
-    ("layer {\n name: 'a' }\n}", ":3:1", "expected a field name"),
-    ("a: 1\nb 2", ":2:3", "expected ':' or '{'"),
-    ("a: {", ":end", "missing '}'"),
-    ("a: [1, 2", ":end", "expected ',' or ']'"),
-    ("a: 'x\\q'", ":1:4", "unknown escape"),
-    ("a: :", ":1:4", "expected a value"),
-    ("a: 1 $", ":1:6", "unexpected character"),
+    ('name: "x', ":1:7:", "String missing ending quote"),
+    ("layer {\n  name: 'a'\n", ":2:9:", 'Expected "}"'),
+    ("layer {\n name: 'a' }\n}", ":3:1:", "Expected identifier"),
+    ("name: 'a'\nlayer 2", ":2:7:", 'Expected "{"'),
+    ("input: ['a', 'b'", ":1:17:", 'Expected ","'),
+    ("name: :", ":1:7:", "Expected string"),
+    ("name: 'a' $", ":1:11:", "Expected identifier"),
+    ("force_backward: maybe", ":1:17:", 'Expected "true" or "false"'),
+    ("input_dim: 1.5", ":1:12:", "Couldn't parse integer"),
+    ("ucudnn_param { policy: FAST }", ":1:24:", '"caffe.UcudnnParameter.Policy" has no value named FAST'),
 ])
-def test_parse_errors_name_the_place(text, where, what):
+def test_parse_errors_name_file_line_and_column(tmp_path, text, where, what):
+    path = tmp_path / "t.prototxt"
+    path.write_text(text)
     with pytest.raises(PrototxtError) as e:
-        parse_prototxt(text, source="t.prototxt")
+        read_prototxt(path)
     msg = str(e.value)
-    assert msg.startswith("t.prototxt") and where in msg and what in msg, msg
+    assert msg.startswith(str(path) + where) and what in msg, msg
+
+
+def test_binary_and_non_utf8_files_are_named(tmp_path):
+    for name, data, what in (("model.caffemodel", b"\n\x05conv1\x00\x12\x01", "a binary file (NUL bytes)"),
+                             ("latin1.prototxt", b'name: "caf\xe9"', "not UTF-8 text (byte 0xe9")):
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(PrototxtError, match="^" + re.escape(f"{tmp_path / name}: {what}")):
+            read_prototxt(tmp_path / name)
+    with pytest.raises(PrototxtError, match="nope.prototxt: cannot read"):
+        read_prototxt(tmp_path / "nope.prototxt")
+
+
+def test_strict_reading_names_an_unknown_field(tmp_path):
+    """Variants are written from strictly read nets: a skipped field would be lost."""
+    path = tmp_path / "n.prototxt"
+    path.write_text('name: "n"\nlayer {\n  name: "c"\n  warp_param { x: 1 }\n}\n')
+    pb2 = cp.load_caffe_pb2()
+    with pytest.raises(PrototxtError, match=rf"^{path}:4:3: .*no field named \"warp_param\".*--caffe-proto"):
+        cp.read_net(pb2, path)
+    assert cp.read_net(pb2, path, lenient=True).layer[0].name == "c"
 
 
 # -- shape inference --------------------------------------------------------------------------
@@ -82,16 +104,27 @@ def _conv(name, bottom, num, k, extra="", top=None, params=""):
 
 
 def _specs(text, **kw):
-    return {l.name: l for l in conv_layers(parse_prototxt(text), **kw)}
+    return {l.name: l for l in conv_layers(parse_net_text(text), **kw)}
 
 
-def test_grouped_convolution_is_per_group_with_count():
+def test_grouped_convolution_keeps_total_channels_and_groups():
     text = HEAD + _conv("c1", "data", 12, 3, "pad: 1 stride: 2") \
         + _conv("c2", "c1", 16, 3, "pad: 1 group: 2")
     s = _specs(text)
     assert s["c1"] == LayerSpec("c1", 8, 6, 13, 13, 12, 3, 3, 1, 2, 1, 1, 1, False)
-    # 13 -> (13 + 2 - 3) // 2 + 1 = 7; grouped: C and K halved, two cuDNN calls
-    assert s["c2"] == LayerSpec("c2", 8, 6, 7, 7, 8, 3, 3, 1, 1, 1, 1, 2, True)
+    # 13 -> (13 + 2 - 3) // 2 + 1 = 7; grouped: the total C and K, and Caffe's group count
+    assert s["c2"] == LayerSpec("c2", 8, 12, 7, 7, 16, 3, 3, 1, 1, 1, groups=2, count=1,
+                                bwd_data=True)
+
+
+def test_two_bottoms_are_two_runs():
+    text = HEAD + _conv("a", "data", 6, 1) + _conv("b", "data", 6, 1) + \
+        'layer { name: "shared" type: "Convolution" bottom: "a" bottom: "b" top: "sa" ' \
+        'top: "sb" convolution_param { num_output: 4 kernel_size: 3 group: 2 } }\n'
+    assert _specs(text)["shared"] == LayerSpec("shared", 8, 6, 13, 13, 4, 3, 3, groups=2,
+                                               count=2, bwd_data=True)
+    shapes = infer_shapes(parse_net_text(text))
+    assert shapes["sa"] == shapes["sb"] == (8, 4, 11, 11)
 
 
 def test_kernel_h_w_dilation_and_errors():
@@ -127,7 +160,7 @@ def test_pooling_uses_caffes_ceil_rounding(h, k, s, pad, extra, out):
     text = ('input: "x" input_shape { dim: 2 dim: 3 dim: %d dim: %d }\n' % (h, h)
             + _pool("p", "x", k, s, pad, extra) + _conv("c", "p", 4, 1))
     assert _specs(text)["c"].h == out
-    assert infer_shapes(parse_prototxt(text))["p"] == (2, 3, out, out)
+    assert infer_shapes(parse_net_text(text))["p"] == (2, 3, out, out)
 
 
 def test_global_pooling_inner_product_flatten_concat_eltwise_reshape():
@@ -147,7 +180,7 @@ def test_global_pooling_inner_product_flatten_concat_eltwise_reshape():
     layer { name: "acc" type: "Accuracy" bottom: "fc" bottom: "label" top: "acc" }
     layer { name: "silence" type: "Silence" bottom: "acc" }
     '''
-    shapes = infer_shapes(parse_prototxt(text))
+    shapes = infer_shapes(parse_net_text(text))
     assert shapes["cat"] == (8, 16, 13, 13)
     assert shapes["sum"] == (8, 16, 13, 13)
     assert shapes["gp"] == (8, 16, 1, 1)
@@ -161,10 +194,10 @@ def test_shape_mismatches_are_errors():
     bad_cat = HEAD + _conv("a", "data", 4, 3) + _conv("b", "data", 4, 1) + \
         'layer { name: "cat" type: "Concat" bottom: "a" bottom: "b" top: "cat" }'
     with pytest.raises(PrototxtError, match="'cat'.*differ outside axis 1"):
-        infer_shapes(parse_prototxt(bad_cat))
+        infer_shapes(parse_net_text(bad_cat))
     bad_sum = bad_cat.replace('"Concat"', '"Eltwise"')
     with pytest.raises(PrototxtError, match="'cat'.*differ in shape"):
-        infer_shapes(parse_prototxt(bad_sum))
+        infer_shapes(parse_net_text(bad_sum))
 
 
 def test_phases_include_exclude():
@@ -181,6 +214,20 @@ def test_phases_include_exclude():
     assert _specs(text)["not_test"].h == 13 - 4
     with pytest.raises(PrototxtError, match="phase"):
         _specs(text, phase="VAL")
+    with pytest.raises(PrototxtError, match="'both'.*include or exclude rules, not both"):
+        _specs(text.replace('top: "both"', 'top: "both" include { phase: TRAIN } '
+                            'exclude { phase: TEST }'))
+
+
+def test_state_level_and_stages():
+    """Caffe's StateMeetsRule with the net's own state (the phase is the caller's)."""
+    rules = {"deploy": 'include { stage: "deploy" }', "lvl3": "include { min_level: 3 }",
+             "not_deploy": 'exclude { stage: "deploy" }',
+             "max2": 'include { max_level: 2 not_stage: "train" }'}
+    text = 'state { level: 2 stage: "deploy" }\n' + HEAD + "".join(
+        _conv(name, "data", 4, 1).replace("convolution_param", rule + " convolution_param")
+        for name, rule in rules.items())
+    assert list(_specs(text)) == ["deploy", "max2"]
 
 
 def test_batch_override_and_net_inputs():
@@ -195,7 +242,7 @@ def test_batch_override_and_net_inputs():
         dummy_data_param { num: 6 channels: 3 height: 11 width: 11 num: 6 channels: 1
         height: 1 width: 1 } }\n''' + _conv("c", "x", 8, 3)
     assert _specs(legacy)["c"] == LayerSpec("c", 6, 3, 11, 11, 8, 3, 3, bwd_data=False)
-    assert infer_shapes(parse_prototxt(legacy))["y"] == (6, 1, 1, 1)
+    assert infer_shapes(parse_net_text(legacy))["y"] == (6, 1, 1, 1)
     with pytest.raises(PrototxtError, match="input_dim"):
         _specs('input: "x" input_dim: 4 input_dim: 3\n' + _conv("c", "x", 8, 3))
     with pytest.raises(PrototxtError, match="batch"):
@@ -243,15 +290,65 @@ def test_backward_data_only_where_a_gradient_is_needed():
      r"'c'.*convolution_param"),
     (HEAD + _conv("c", "data", 4, 3) + _conv("c", "c", 4, 3), r"'c'.*duplicate"),
     ('layers { name: "old" type: CONVOLUTION }', "V1"),
+    (HEAD + _conv("c", "data", 0, 3), r"'c'.*'convolution_param.num_output' must be >= 1"),
+    (HEAD + 'layer { name: "c" type: "Convolution" bottom: "data" top: "c" '
+     'convolution_param { kernel_size: 3 } }', r"'c'.*'convolution_param.num_output' is missing"),
+    (HEAD + 'layer { name: "c" type: "Convolution" bottom: "data" top: "c" '
+     'convolution_param { num_output: 4 kernel_size: 3 kernel_h: 3 kernel_w: 3 } }',
+     r"'c'.*either kernel_size or kernel_h/kernel_w"),
+    (HEAD + 'layer { name: "fc" type: "InnerProduct" bottom: "data" top: "fc" }',
+     r"'fc'.*'inner_product_param.num_output' is missing"),
+    ('input: "x" input_shape { dim: 2 dim: -3 dim: 5 dim: 5 }\n' + _conv("c", "x", 4, 3),
+     r"net input: field 'input_shape.dim' must be >= 0, got -3"),
 ])
 def test_errors_name_the_layer(layer, match):
     with pytest.raises(PrototxtError, match=match):
-        conv_layers(parse_prototxt(layer))
+        conv_layers(parse_net_text(layer))
 
 
-def test_read_prototxt_missing_file(tmp_path):
-    with pytest.raises(PrototxtError, match="nope.prototxt: cannot read"):
-        read_prototxt(tmp_path / "nope.prototxt")
+# -- ucudnn_param -----------------------------------------------------------------------------
+
+def test_ucudnn_settings_net_wide_and_per_layer(tmp_path):
+    text = ('ucudnn_param { policy: ALL optimizer: ILP total_workspace: 1073741824 '
+            'micro_batch_size: 8 micro_batch_size: 16 }\n' + HEAD + _conv("a", "data", 4, 3)
+            + _conv("b", "a", 4, 3).replace(
+                "convolution_param", "ucudnn_param { policy: UNDIVIDED math: FMA "
+                "micro_batch_size: 4 } convolution_param"))
+    path = tmp_path / "u.prototxt"
+    path.write_text(text)
+    net = load_prototxt(path, batch=32)
+    assert [l.name for l in net.layers] == ["a", "b"] and net.layers[0].n == 32
+    assert net.net_ucudnn == UcudnnSettings(
+        policy="all", optimizer="ilp", workspace_limit=8 << 20, total_workspace=1 << 30,
+        micro_batch_sizes=(8, 16), math="default", benchmark_repeats=3, cache_path="",
+        exclude_winograd=False)
+    assert net.ucudnn["a"] == net.net_ucudnn
+    # the layer's set fields win; its micro_batch_size replaces the net's (Caffe's Net::Init)
+    b = net.ucudnn["b"]
+    assert (b.policy, b.math, b.micro_batch_sizes, b.optimizer, b.total_workspace) == \
+        ("undivided", "fma", (4,), "ilp", 1 << 30)
+    # a layer of its own only, and none at all
+    only = HEAD + _conv("a", "data", 4, 3) + _conv("b", "a", 4, 3).replace(
+        "convolution_param", "ucudnn_param { workspace_limit: 0 } convolution_param")
+    net_s, per_layer = ucudnn_settings(parse_net_text(only))
+    assert net_s is None and per_layer["a"] is None
+    assert per_layer["b"].workspace_limit == 0 and per_layer["b"].policy == "powerOfTwo"
+
+
+@pytest.mark.parametrize("ucudnn, match", [
+    ("ucudnn_param { workspace_limit: -1 }", r"net: field 'ucudnn_param.workspace_limit' must be >= 0, got -1"),
+    ("ucudnn_param { total_workspace: -5 }", r"net: field 'ucudnn_param.total_workspace' must be >= 0"),
+    ("ucudnn_param { benchmark_repeats: 0 }", r"net: field 'ucudnn_param.benchmark_repeats' must be >= 1"),
+    ("ucudnn_param { micro_batch_size: 0 }", r"net: field 'ucudnn_param.micro_batch_size' must be >= 1"),
+])
+def test_bad_ucudnn_param_is_refused(ucudnn, match):
+    net = parse_net_text(ucudnn + HEAD + _conv("a", "data", 4, 3), "u.prototxt")
+    with pytest.raises(PrototxtError, match="^u.prototxt: " + match):
+        ucudnn_settings(net, source="u.prototxt")
+    layer = parse_net_text(HEAD + _conv("a", "data", 4, 3).replace(
+        "convolution_param", ucudnn + " convolution_param"), "u.prototxt")
+    with pytest.raises(PrototxtError, match=r"layer 'a' \(type Convolution\): field"):
+        ucudnn_settings(layer, source="u.prototxt")
 
 
 def test_merge_shapes_sums_counts():
@@ -279,12 +376,13 @@ def test_full_networks_match_the_benchmarked_shapes(net):
     shipped = read_layers(REPO / "ucudnn" / "data" / "h200" / f"{net}_layers.csv")
     shared = read_layers(SHARED / f"layers_{net}.csv")
     assert _shape_counts(inferred) == _shape_counts(shipped)
-    # the shared list gives each shape once, without counts or bwd_data
-    geometry = lambda ls: {(l.n, l.c, l.h, l.w, l.k, l.r, l.s, l.pad, l.stride) for l in ls}  # noqa
+    # the shared list gives each shape once, per group, without counts or bwd_data
+    geometry = lambda ls: {(l.n, l.c // l.groups, l.h, l.w, l.k // l.groups, l.r, l.s, l.pad,  # noqa
+                            l.stride) for l in ls}
     assert geometry(inferred) == geometry(shared)
     assert [l.name for l in inferred if not l.bwd_data] == ["conv1"]
-    expected_instances = {"alexnet": 8, "resnet18": 20}[net]
-    assert sum(l.count for l in inferred) == expected_instances
+    expected_calls = {"alexnet": 8, "resnet18": 20}[net]     # cuDNN calls per op and pass
+    assert sum(l.count * l.groups for l in inferred) == expected_calls
     assert all(l.n == 64 for l in read_prototxt(REPO / "prototxt" / f"{net}.prototxt", batch=64))
 
 
@@ -294,3 +392,28 @@ def test_cifar10_quick_net_shapes():
     assert [(l.name, l.n, l.c, l.h, l.k, l.r, l.pad, l.bwd_data) for l in convs] == [
         ("conv1", 1024, 3, 32, 32, 5, 2, False), ("conv2", 1024, 32, 16, 32, 5, 2, True),
         ("conv3", 1024, 32, 8, 64, 5, 2, True)]
+
+
+def test_owned_classes_need_no_protoc_at_run_time(tmp_path):
+    """`ucudnn plan --prototxt` with no protoc on PATH (a user's machine): the classes come
+    from the shipped caffe_subset.desc (compiled here first where a source tree lacks it)."""
+    desc = cp.OWNED_DESCRIPTOR
+    if not desc.is_file():
+        from ucudnn.caffe.protoc import descriptor_set, find_protoc
+        if find_protoc() is None:
+            pytest.skip("a source tree without caffe_subset.desc and no protoc to make one")
+        desc = tmp_path / "caffe_subset.desc"
+        desc.write_bytes(descriptor_set(cp.OWNED_PROTO))
+    code = ("import sys, pathlib, ucudnn.caffe.proto as cp; "
+            "cp.OWNED_DESCRIPTOR = pathlib.Path(sys.argv[1]); "
+            "from ucudnn.caffe import protoc; assert protoc.find_protoc() is None; "
+            "from ucudnn.cli import main; sys.exit(main(sys.argv[2:]))")
+    env = {k: v for k, v in os.environ.items() if k not in ("PROTOC", "UCUDNN_CAFFE_PROTO")}
+    env.update(PATH=str(tmp_path / "empty"), PYTHONPATH=str(REPO),
+               UCUDNN_CACHE=str(tmp_path / "c.sqlite"))
+    table = REPO / "ucudnn" / "data" / "h200" / "alexnet_bench.csv"
+    res = subprocess.run([sys.executable, "-c", code, str(desc), "plan", "--prototxt",
+                          str(REPO / "prototxt" / "alexnet.prototxt"), "--table", str(table)],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "conv2/fwd" in res.stdout and "Traceback" not in res.stderr

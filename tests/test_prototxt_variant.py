@@ -1,4 +1,5 @@
-"""`ucudnn prototxt`: variants written through caffe_pb2 of the patched caffe.proto."""
+"""`ucudnn prototxt`: variants written through Caffe's message classes, ucudnn's own
+(caffe_subset.proto, no Caffe needed) or those of the patched caffe.proto (--caffe-proto)."""
 import os
 import subprocess
 import sys
@@ -12,22 +13,28 @@ from ucudnn.caffe.prototxt import read_prototxt
 NETS = Path(__file__).resolve().parents[1] / "prototxt"
 
 
-@pytest.fixture(scope="module")
-def proto(patched_caffe_source):
-    return str(patched_caffe_source / "src" / "caffe" / "proto" / "caffe.proto")
+@pytest.fixture(params=["owned", "patched"])
+def proto(request):
+    """None: ucudnn's own classes; else the path of the patched caffe.proto."""
+    if request.param == "owned":
+        return None
+    src = request.getfixturevalue("patched_caffe_source")
+    return str(src / "src" / "caffe" / "proto" / "caffe.proto")
 
 
-def _cli(*args):
+def _cli(*args, proto=None):
     import ucudnn       # the same package as this test process, compiled core and all
     env = dict(os.environ, PYTHONPATH=str(Path(ucudnn.__file__).resolve().parents[1]))
-    return subprocess.run([sys.executable, "-m", "ucudnn", *map(str, args)], capture_output=True,
-                          text=True, env=env, cwd="/", timeout=120)
+    env.pop("UCUDNN_CAFFE_PROTO", None)
+    extra = ["--caffe-proto", proto] if proto else []
+    return subprocess.run([sys.executable, "-m", "ucudnn", *map(str, args), *extra],
+                          capture_output=True, text=True, env=env, cwd="/", timeout=120)
 
 
 def test_net_wide_variant_round_trip(proto, tmp_path):
     out = tmp_path / "alexnet_64.prototxt"
     res = _cli("prototxt", NETS / "alexnet.prototxt", "-o", out, "--policy", "all",
-               "--limit", "64MiB", "--math", "fma", "--caffe-proto", proto)
+               "--limit", "64MiB", "--math", "fma", proto=proto)
     assert res.returncode == 0, res.stderr
     pb2 = cp.load_caffe_pb2(proto)
     original, variant = cp.read_net(pb2, NETS / "alexnet.prototxt"), cp.read_net(pb2, out)
@@ -36,23 +43,25 @@ def test_net_wide_variant_round_trip(proto, tmp_path):
     assert p.optimizer == p.DP
     variant.ClearField("ucudnn_param")
     assert variant == original            # nothing else changed
-    # and our own reader still sees the same convolution shapes
-    assert read_prototxt(out) == read_prototxt(NETS / "alexnet.prototxt")
+    assert "#" not in out.read_text()     # text_format writes no comments
+    # and shape inference still sees the same convolution shapes
+    assert read_prototxt(out, caffe_proto=proto) == read_prototxt(NETS / "alexnet.prototxt")
 
 
 def test_ilp_budget_and_layer_override(proto, tmp_path):
     out = tmp_path / "v.prototxt"
     res = _cli("prototxt", NETS / "resnet18.prototxt", "-o", out, "--budget", "1GiB",
-               "--caffe-proto", proto)
+               proto=proto)
     assert res.returncode == 0, res.stderr
     pb2 = cp.load_caffe_pb2(proto)
     net = cp.read_net(pb2, out)
     assert net.ucudnn_param.optimizer == net.ucudnn_param.ILP
     assert net.ucudnn_param.total_workspace == 1 << 30
-    res = _cli("prototxt", out, "-o", out, "--layers", "conv1", "--sizes", "32,64",
-               "--policy", "undivided", "--caffe-proto", proto)
+    out2 = tmp_path / "v2.prototxt"
+    res = _cli("prototxt", out, "-o", out2, "--layers", "conv1", "--sizes", "32,64",
+               "--policy", "undivided", proto=proto)
     assert res.returncode == 0, res.stderr
-    net = cp.read_net(pb2, out)
+    net = cp.read_net(pb2, out2)
     conv1 = [l for l in net.layer if l.name == "conv1"][0]
     assert list(conv1.ucudnn_param.micro_batch_size) == [32, 64]
     assert conv1.ucudnn_param.policy == conv1.ucudnn_param.UNDIVIDED
@@ -66,11 +75,29 @@ def test_ilp_budget_and_layer_override(proto, tmp_path):
     (["--math", "tf64"], "--math"),
     (["--repeats", "0"], "--repeats"),
 ])
-def test_bad_input_names_the_option(proto, tmp_path, args, field):
+def test_bad_input_names_the_option(tmp_path, args, field):
     out = tmp_path / "v.prototxt"
-    res = _cli("prototxt", NETS / "alexnet.prototxt", "-o", out, "--caffe-proto", proto, *args)
+    res = _cli("prototxt", NETS / "alexnet.prototxt", "-o", out, *args)
     assert res.returncode == 2 and field in res.stderr, res.stderr
     assert "Traceback" not in res.stderr
+    assert not out.exists()
+
+
+def test_set_ucudnn_param_refuses_bad_values(tmp_path):
+    pb2 = cp.load_caffe_pb2()
+    net = cp.read_net(pb2, NETS / "cifar10.prototxt")
+    for kw, match in ((dict(limit=-1), r"--limit \(workspace_limit\): must be >= 0"),
+                      (dict(budget=-1), r"--budget \(total_workspace\): must be >= 0"),
+                      (dict(repeats=0), r"--repeats \(benchmark_repeats\): must be >= 1"),
+                      (dict(sizes=[4, 0]), r"--sizes \(micro_batch_size\)"),
+                      (dict(policy="fast"), "--policy: unknown value 'fast'")):
+        with pytest.raises(cp.PrototxtError, match=match):
+            cp.set_ucudnn_param(net, **kw)
+    # and a net edited by hand is refused when written, naming the layer and field
+    net.layer[1].ucudnn_param.workspace_limit = -8
+    out = tmp_path / "v.prototxt"
+    with pytest.raises(cp.PrototxtError, match=r"layer 'conv1': field 'ucudnn_param.workspace_limit'"):
+        cp.write_net(net, out)
     assert not out.exists()
 
 
@@ -79,3 +106,5 @@ def test_unpatched_proto_is_refused(tmp_path):
     plain.write_text('syntax = "proto2";\npackage caffe;\nmessage NetParameter { optional string name = 1; }\n')
     with pytest.raises(cp.CaffeProtoError, match="caffe_patch/0002"):
         cp.load_caffe_pb2(str(plain))
+    with pytest.raises(cp.PrototxtError, match="--caffe-proto: .*nope.proto: no such file"):
+        cp.load_caffe_pb2(str(tmp_path / "nope.proto"))
