@@ -20,7 +20,7 @@ MiB = 1 << 20
 JSON_KEYS = {"ucudnn_version", "network", "source", "batch", "policy", "sizes", "optimizer",
              "limit_bytes", "budget_bytes", "baseline_limit_bytes", "kernels", "totals",
              "solver", "ilp", "notes"}
-KERNEL_KEYS = {"kernel", "layer", "op", "instance", "plan", "micro_batches", "chunks", "time_ms",
+KERNEL_KEYS = {"kernel", "layer", "op", "instance", "groups", "plan", "micro_batches", "chunks", "time_ms",
                "ws_bytes", "undivided_plan", "undivided_time_ms", "undivided_ws_bytes", "speedup"}
 
 
@@ -111,7 +111,8 @@ def test_plan_from_the_shipped_data(tmp_path):
     _no_gpu()
     p = run(tmp_path, "plan")
     assert "no GPU: planning from the shipped H200 benchmark data (cuDNN 9.14)" in p.stderr
-    assert p.stdout.startswith("network alexnet, batch 256, policy powerOfTwo, data: shipped")
+    assert p.stdout.startswith("network alexnet, batch 256, policy powerOfTwo, limit 64.0MiB "
+                             "(67108864 B) per kernel, data: shipped")
     ref = plan_network(read_layers(SHIPPED / "alexnet_layers.csv"),
                        group_by_kernel(read_table(SHIPPED / "alexnet_bench.csv")),
                        limit=64 * MiB)
@@ -123,14 +124,16 @@ def test_plan_from_the_shipped_data(tmp_path):
     assert "sizes without measurements skipped" in p.stderr
     assert "batch 64" in p.stdout
     p = run(tmp_path, "plan", "--net", "resnet18", "--policy", "all", "--strict", ok=False)
-    assert p.returncode == 2 and "no measurements for micro-batch size" in p.stderr
+    assert p.returncode == 2 and "not in the shipped data" in p.stderr
 
 
 def test_plan_layers_without_gpu_or_table(tmp_path):
     _no_gpu()
-    p = run(tmp_path, "plan", "--layers", SHIPPED / "alexnet_layers.csv", ok=False)
+    layers, _ = _synthetic(tmp_path)
+    p = run(tmp_path, "plan", "--layers", layers, ok=False)
     assert p.returncode == 2
-    assert "no benchmark data for these layers: no GPU visible" in p.stderr
+    assert "no benchmark data for these layers: no GPU is visible" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and "To plan them" in p.stderr
 
 
 @needs_shared
@@ -196,7 +199,7 @@ def _bad_inputs(tmp_path):
         (["plan", *t, "--budget", "1MiB"],
          "--budget: 1.0MiB (1048576 B) is below the smallest total workspace"),
         (["plan", *t, "--optimizer", "ilp", "--limit", "1MiB"],
-         "--limit: 1.0MiB x 2 kernels = 2.0MiB is below the smallest total workspace"),
+         "--limit: 1.0MiB x 2 kernel calls = 2.0MiB is below the smallest total workspace"),
         (["plan", *t, "--budget", "5MB"], "--budget: 5.0MiB (5242880 B) leaves 2.5MiB per kernel"),
         (["plan", *t, "--budget", "1GiB", "--optimizer", "dp"], "--budget: only the ilp"),
         (["plan", "--table", empty], "--table: " + str(empty) + ": the table holds no measurements"),
@@ -272,17 +275,23 @@ class _FakeBench:
 
     def __init__(self):
         self.calls = []
+        self.dtypes = []
 
     def device_info(self):
         return {"gpu": "Fake GPU", "cudnn_version": 91400, "compute_capability": "9.0"}
 
-    def cache_key(self, shape, op, math="default", dtype="float32"):
-        from ucudnn.measure.cache import CacheKey
-        return CacheKey("Fake GPU", 91400, dtype, math, op, shape)
+    def cache_key(self, shape, op, math="default", dtype="float32", *, workspace_cap=None,
+                  time_iters=5):
+        from ucudnn.measure.cache import DEFAULT_WORKSPACE_CAP, CacheKey
+        return CacheKey("Fake GPU", 91400, dtype, math, op, shape,
+                        DEFAULT_WORKSPACE_CAP if workspace_cap is None else workspace_cap)
 
-    def benchmark_kernel(self, shape, op, n, sizes, *, repeats, math, workspace_cap, progress):
+    def benchmark_kernel(self, shape, op, n, sizes, *, repeats=3, math="default",
+                         dtype="float32", workspace_cap=None, progress=None, name=None,
+                         time_iters=5):
         from ucudnn.plan.table import AlgoPerf
         self.calls.append((shape, op, n, list(sizes), repeats, math, workspace_cap))
+        self.dtypes.append(dtype)
         out = {}
         for b in sizes:
             out[b] = [AlgoPerf(0, 1.0 * b, 0), AlgoPerf(1, 0.2 * b + 0.05, b * MiB)]
@@ -312,8 +321,9 @@ def test_bench_and_plan_with_a_gpu(fake_gpu, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "[1/14] conv1 fwd: measuring 9 of 9 sizes" in err and "9/9 sizes done" in err
     assert len(read_table(out)) == 14 * 9 * 2
-    # everything is cached now; --force measures again
-    assert main(["bench", "--net", "alexnet", "--cache", str(cache)]) == 0
+    # everything is cached now (for a cap of at most 1 GiB); --force measures again
+    assert main(["bench", "--net", "alexnet", "--cache", str(cache), "--workspace-cap",
+                 "1GiB"]) == 0
     assert len(fake_gpu.calls) == 14
     assert "[14/14] conv5 bwd_filter: 9 sizes cached" in capsys.readouterr().err
     assert main(["bench", "--net", "alexnet", "--cache", str(cache), "--ops", "fwd",
@@ -357,3 +367,114 @@ def test_config_prints_the_flags_of_the_installed_core(tmp_path):
     assert res.returncode == 0 and "-l:libcudnn.so.9" in res.stdout
     res = cfg()
     assert res.returncode == 2 and "one of the arguments" in res.stderr
+
+
+# -- the newcomer items: inputs used or refused, files, sizes, explanations -------------------
+
+def test_plan_prototxt_without_gpu_uses_the_shipped_data_and_its_ucudnn_param(tmp_path):
+    _no_gpu()
+    for net in ("alexnet", "resnet18"):
+        p = run(tmp_path, "plan", "--prototxt", REPO / "prototxt" / f"{net}.prototxt")
+        assert "data: shipped" in p.stdout
+    text = (REPO / "prototxt" / "alexnet.prototxt").read_text()
+    variant = tmp_path / "v.prototxt"
+    variant.write_text("ucudnn_param { policy: UNDIVIDED workspace_limit: 8388608 }\n" + text)
+    d = json.loads(run(tmp_path, "plan", "--prototxt", variant, "--json").stdout)
+    assert d["policy"] == "undivided" and d["limit_bytes"] == 8 * MiB
+    assert all(k["micro_batches"] == [256] for k in d["kernels"])
+    d = json.loads(run(tmp_path, "plan", "--prototxt", variant, "--policy", "powerOfTwo",
+                       "--limit", "64MiB", "--json").stdout)
+    assert d["policy"] == "powerOfTwo" and d["limit_bytes"] == 64 * MiB
+    for bad, field in (("policy: FOO", "FOO"), ("workspace_limit: -5", "workspace_limit")):
+        variant.write_text(text.replace('name: "conv2"\n', f'name: "conv2"\n'
+                                        f'  ucudnn_param {{ {bad} }}\n', 1))
+        p = run(tmp_path, "plan", "--prototxt", variant, ok=False)
+        assert p.returncode == 2 and field in p.stderr and "--prototxt" in p.stderr, p.stderr
+
+
+def test_plan_refuses_shipped_data_that_does_not_match(tmp_path):
+    _no_gpu()
+    for args, what in ((["--gpu", "Tesla P100"], "Tesla P100"),
+                       (["--cudnn-version", "8905"], "cuDNN 8905"),
+                       (["--dtype", "float64"], "float64"), (["--math", "fma"], "fma")):
+        p = run(tmp_path, "plan", *args, ok=False)
+        assert p.returncode == 2 and what in p.stderr and "shipped" in p.stderr, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_plan_table_names_algorithms_and_explains_itself(tmp_path):
+    _no_gpu()
+    p = run(tmp_path, "plan", "--limit", "64M")
+    assert "64x4:IMPLICIT_PRECOMP_GEMM" in p.stdout and "algo" not in p.stdout.split("legend")[0]
+    assert re.search(r"^legend: \S+ = \w+ micro-batch.*predicted.*not measured", p.stdout, re.M)
+    assert "limit 64.0MiB (67108864 B) per kernel" in p.stdout.splitlines()[0]
+    d = json.loads(run(tmp_path, "plan", "--json").stdout)
+    chunk = d["kernels"][2]["chunks"][0]
+    from ucudnn.vocab import algo_name
+    assert chunk["algo_name"] == algo_name(d["kernels"][2]["op"], chunk["algo"])
+    p = run(tmp_path, "plan", "--limit", "-5MiB", ok=False)
+    assert p.returncode == 2 and "--limit: size must not be negative" in p.stderr
+
+
+def test_every_option_has_help_with_its_default():
+    import argparse
+    from ucudnn.cli import build_parser
+
+    def walk(parser):
+        yield parser
+        for a in parser._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for sub in a.choices.values():
+                    yield from walk(sub)
+    for parser in walk(build_parser()):
+        for a in parser._actions:
+            if a.option_strings and a.help != argparse.SUPPRESS:
+                assert a.help, (parser.prog, a.option_strings)
+        text = parser.format_help()
+        if parser.prog.endswith(" plan"):
+            assert "(default: 64MiB" in text and "(default: float32)" in text
+
+
+def test_files_are_named_and_inputs_not_overwritten(tmp_path):
+    binary = tmp_path / "b.prototxt"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    latin = tmp_path / "t.csv"
+    latin.write_bytes("layer,op\nconv\xe9,fwd\n".encode("latin-1"))
+    for args, option, path in ((["plan", "--prototxt", binary], "--prototxt", binary),
+                               (["plan", "--table", latin], "--table", latin)):
+        p = run(tmp_path, *args, ok=False)
+        assert p.returncode == 2 and option in p.stderr and str(path) in p.stderr, p.stderr
+        assert "codec" not in p.stderr
+    src = tmp_path / "net.prototxt"
+    src.write_text((REPO / "prototxt" / "alexnet.prototxt").read_text())
+    before = src.read_text()
+    p = run(tmp_path, "prototxt", src, "-o", src, "--policy", "all", ok=False)
+    assert p.returncode == 2 and "--force" in p.stderr and src.read_text() == before
+    p = run(tmp_path, "prototxt", src, "-o", tmp_path / "missing" / "v.prototxt", ok=False)
+    assert p.returncode == 2 and str(tmp_path / "missing") in p.stderr and ".tmp" not in p.stderr
+
+
+def test_internal_errors_are_reported_as_bugs(monkeypatch, capsys):
+    from ucudnn import cli
+    from ucudnn.cli import info
+
+    def broken(args):
+        raise ValueError("an internal inconsistency")
+    monkeypatch.setattr(info, "run", broken)
+    assert cli.main(["info"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("ucudnn: internal error: ValueError: an internal inconsistency (a bug; "
+                          "please report it with the command)")
+    assert "Traceback" in err
+
+
+def test_plan_benchmarks_in_the_asked_dtype(fake_gpu, tmp_path, capsys):
+    from ucudnn.cli import main
+    assert main(["plan", "--net", "alexnet", "--batch", "8", "--dtype", "float64",
+                 "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["source"]["kind"] == "benchmark" and d["source"]["dtype"] == "float64"
+    assert fake_gpu.dtypes and set(fake_gpu.dtypes) == {"float64"}
+    n = len(fake_gpu.calls)
+    assert main(["plan", "--net", "alexnet", "--batch", "8", "--dtype", "float64"]) == 0
+    assert len(fake_gpu.calls) == n and "data: cache" in capsys.readouterr().out

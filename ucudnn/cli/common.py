@@ -1,0 +1,241 @@
+"""What the subcommands share: the parser class, option checks, layer loading, file checks."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import re
+import sys
+from typing import List, Optional, Sequence
+
+from ..vocab import DTYPES, MATH_MODES, OPS, InputError, format_size, parse_size
+
+PROG = "ucudnn"
+NUL = b"\x00"
+NETS = ("alexnet", "resnet18")
+
+
+class CliError(InputError):
+    """A bad command line; the message starts with the option it concerns."""
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows ``(default: X)`` for options with a default; not for None, False or text that
+    already states its default."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if (action.default in (None, False, argparse.SUPPRESS) or "default" in text
+                or not action.option_strings):
+            return text
+        return text + " (default: %(default)s)"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (``ucudnn plan: error: ...``) and exit status 2."""
+
+    def __init__(self, *a, **kw):
+        kw.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*a, **kw)
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def note(msg: str) -> None:
+    print(f"{PROG}: note: {msg}", file=sys.stderr)
+
+
+def say(msg: str) -> None:
+    """Progress text on stderr."""
+    print(msg, file=sys.stderr, flush=True)
+
+
+def version() -> str:
+    import ucudnn
+    v = getattr(ucudnn, "__version__", None)
+    if v:
+        return str(v)
+    try:
+        from importlib.metadata import PackageNotFoundError, version as _v
+        return _v("ucudnn")
+    except (ImportError, PackageNotFoundError):
+        return "unknown (not installed)"
+
+
+# ---------------------------------------------------------------------------------------------
+# option values
+# ---------------------------------------------------------------------------------------------
+
+_CANONICAL_SIZE = re.compile(r"^\s*[0-9]+(\.[0-9]+)?\s*[KMGT]iB\s*$|^\s*unlimited\s*$")
+
+
+def size(text: Optional[str], field: str, echo: bool = True) -> Optional[int]:
+    """A byte size (Note [Size units] in :mod:`ucudnn.vocab`); a spelling other than
+    ``NKiB``/``NMiB``/``NGiB`` is echoed once as a note with the value it was read as."""
+    if text is None:
+        return None
+    value = parse_size(text, field)
+    if echo and not _CANONICAL_SIZE.match(str(text)):
+        shown = re.sub(r"([0-9])([KMGT]iB)$", r"\1 \2", format_size(value))
+        note(f"{field} {text} = {shown} ({value} B)")
+    return value
+
+
+def sizes(text: Optional[str], field: str = "--sizes") -> Optional[List[int]]:
+    if text is None:
+        return None
+    out = []
+    for part in str(text).split(","):
+        try:
+            v = int(part.strip())
+        except ValueError:
+            v = 0
+        if v < 1:
+            raise CliError(f"{field}: expected comma-separated positive integers, got {text!r}")
+        out.append(v)
+    return sorted(set(out))
+
+
+def policy(text: str, field: str = "--policy") -> str:
+    from ..vocab import POLICIES, PlanError, normalise_policy
+    try:
+        return normalise_policy(text)
+    except PlanError:
+        raise CliError(f"{field}: unknown policy {text!r} (expected one of "
+                       f"{', '.join(POLICIES)})") from None
+
+
+def math(text: str, field: str = "--math") -> str:
+    if text not in MATH_MODES:
+        raise CliError(f"{field}: unknown math mode {text!r} (expected one of "
+                       f"{', '.join(MATH_MODES)})")
+    return text
+
+
+def dtype(text: str, field: str = "--dtype") -> str:
+    if text not in DTYPES:
+        raise CliError(f"{field}: unknown dtype {text!r} (expected one of {', '.join(DTYPES)})")
+    return text
+
+
+def ops(text: str) -> List[str]:
+    chosen = [o.strip() for o in text.split(",") if o.strip()]
+    bad = [o for o in chosen if o not in OPS]
+    if bad or not chosen:
+        raise CliError(f"--ops: unknown op(s) {bad or [text]} (expected a comma-separated "
+                       f"subset of {','.join(OPS)})")
+    return [o for o in OPS if o in chosen]
+
+
+def positive(value: Optional[int], field: str) -> Optional[int]:
+    if value is not None and value < 1:
+        raise CliError(f"{field}: must be a positive integer, got {value}")
+    return value
+
+
+def split_list(text: str) -> List[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+# ---------------------------------------------------------------------------------------------
+# files
+# ---------------------------------------------------------------------------------------------
+
+def text_file(path, option: str) -> str:
+    """Check that ``path`` is a readable UTF-8 text file; the error names option and file."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise CliError(f"{option}: cannot read {path!r}: no such file")
+    if os.path.isdir(path):
+        raise CliError(f"{option}: {path!r} is a folder, not a file")
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise CliError(f"{option}: cannot read {path!r}: {e.strerror or e}") from None
+    if NUL in data:
+        raise CliError(f"{option}: {path} is a binary file, not text (a NUL byte at offset "
+                       f"{data.index(NUL)})")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise CliError(f"{option}: {path} is not UTF-8 text (byte {data[e.start]:#04x} on "
+                       f"line {line}); is it the right file?") from None
+
+
+def output_file(path, option: str, *, inputs: Sequence = (), force: bool = False) -> str:
+    """Check that ``path`` can be written: its folder exists, and it is none of ``inputs``
+    (unless ``force``)."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise CliError(f"{option}: the folder {folder} does not exist (create it first)")
+    if os.path.isdir(path):
+        raise CliError(f"{option}: {path!r} is a folder, not a file")
+    for src in inputs:
+        if src is not None and os.path.exists(path) and os.path.exists(src) and \
+                os.path.samefile(path, src):
+            if not force:
+                raise CliError(f"{option}: {path} is the input file; writing it would "
+                               "overwrite the input (pass --force to do so)")
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# layers
+# ---------------------------------------------------------------------------------------------
+
+def add_layer_source(p: argparse.ArgumentParser, default_net: bool) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--net", choices=None, metavar="NET",
+                   help="a network shipped with the package: " + ", ".join(NETS) +
+                   (" (default: alexnet)" if default_net else ""))
+    g.add_argument("--layers", metavar="CSV", help="a layer list (name,N,C,H,W,K,R,S,pad,stride"
+                   ",dilation,groups,count,bwd_data)")
+    g.add_argument("--prototxt", metavar="FILE", help="a Caffe network definition: every "
+                   "Convolution layer of --phase")
+    p.add_argument("--phase", default="TRAIN", choices=("TRAIN", "TEST"),
+                   help="phase of --prototxt")
+    p.add_argument("--batch", type=int, metavar="N",
+                   help="replace the mini-batch size (default: the network's)")
+
+
+def shipped_layers_path(net: str):
+    from importlib import resources
+    return resources.files("ucudnn") / "data" / "h200" / f"{net}_layers.csv"
+
+
+def load_layers(args, default_net: Optional[str]):
+    """(layers, label, net name or None) from --net, --layers or --prototxt; for --prototxt
+    also ``args.prototxt_net`` (:class:`ucudnn.caffe.prototxt.PrototxtNet`, with the file's
+    ucudnn_param)."""
+    from ..plan.network import read_layers
+    batch = positive(args.batch, "--batch")
+    if args.prototxt:
+        from ..caffe.prototxt import load_prototxt
+        text_file(args.prototxt, "--prototxt")
+        args.prototxt_net = load_prototxt(args.prototxt, phase=args.phase, batch=batch)
+        return list(args.prototxt_net.layers), args.prototxt, None
+    if args.layers:
+        text_file(args.layers, "--layers")
+        layers, label, net = read_layers(args.layers), args.layers, None
+    else:
+        net = args.net or default_net
+        if net is None:
+            raise CliError("one of --net, --layers or --prototxt is required")
+        if net not in NETS:
+            raise CliError(f"--net: unknown network {net!r} (expected one of {', '.join(NETS)})")
+        from importlib import resources
+        with resources.as_file(shipped_layers_path(net)) as path:
+            layers = read_layers(path)
+        label = net
+    if batch is not None:
+        layers = [dataclasses.replace(l, n=batch) for l in layers]
+    return layers, label, net
+
+
+def need_layers(args, what: str = "") -> None:
+    if not (args.net or args.layers or args.prototxt):
+        raise CliError("one of --net, --layers or --prototxt is required" + what)

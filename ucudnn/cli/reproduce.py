@@ -1,0 +1,91 @@
+"""``ucudnn reproduce``: the paper's experiment grid with the patched Caffe, or predicted."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from . import common as c
+
+HELP = ("the paper's experiment grid with the patched Caffe (predicted from the shipped H200 "
+        "data without a GPU)")
+
+
+def add_parser(sub) -> None:
+    s = sub.add_parser("reproduce", help=HELP, description=HELP + ".")
+    s.add_argument("--out", metavar="DIR", default="reproduce-out",
+                   help="results folder (reproduce.json, points.csv, layers.csv, logs/); a run "
+                   "with the same folder resumes")
+    s.add_argument("--nets", default="alexnet,resnet18,cifar10",
+                   help="comma-separated names of prototxt/NAME.prototxt")
+    s.add_argument("--limits", default="8MiB,64MiB,512MiB", help="per-kernel workspace limits")
+    s.add_argument("--policies", default="undivided,powerOfTwo,all", help="DP policies")
+    s.add_argument("--ilp-policy", default="powerOfTwo",
+                   help="micro-batch policy of the ILP points")
+    s.add_argument("--no-ilp", action="store_true", help="leave out the ILP points")
+    s.add_argument("--no-unlimited", action="store_true", help="leave out unlimited workspace")
+    s.add_argument("--no-stock", action="store_true", help="leave out stock Caffe")
+    s.add_argument("--iterations", type=int, default=20, help="caffe time iterations")
+    s.add_argument("--repeats", type=int, default=3,
+                   help="Caffe processes per point, run in rounds; the point's time is their "
+                   "median")
+    s.add_argument("--gpu", type=int, default=0, help="GPU id for caffe time")
+    s.add_argument("--timeout", type=float, default=900, help="seconds per point")
+    s.add_argument("--caffe", metavar="EXE", help="the patched caffe binary (default: "
+                   "$UCUDNN_CAFFE or third_party/caffe/build/tools/caffe)")
+    s.add_argument("--cache", metavar="PATH", help="benchmark cache for Caffe (default: the "
+                   "core's, $UCUDNN_CACHE or ~/.cache/ucudnn/bench.sqlite)")
+    s.add_argument("--retry-failed", action="store_true", help="run failed points again")
+    s.add_argument("--predict", action="store_true",
+                   help="plan from the shipped H200 data instead of running Caffe")
+    s.add_argument("--no-pytorch", action="store_true", help="skip the PyTorch comparison")
+    s.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..experiments import reproduce as rp
+    from ..measure.sources import device_status
+    c.positive(args.iterations, "--iterations")
+    c.positive(args.repeats, "--repeats")
+    limits = [c.size(x, "--limits") for x in c.split_list(args.limits)]
+    policies = [c.policy(p, "--policies") for p in c.split_list(args.policies)]
+    ilp_policy = c.policy(args.ilp_policy, "--ilp-policy")
+    caffe = args.caffe or os.environ.get("UCUDNN_CAFFE") or str(
+        rp.REPO / "third_party" / "caffe" / "build" / "tools" / "caffe")
+    predict = args.predict
+    if not predict:
+        if args.caffe and not os.access(args.caffe, os.X_OK):
+            raise c.CliError(f"--caffe: {args.caffe!r} is not an executable")
+        info, reason = device_status()
+        if args.caffe and info is None:
+            raise c.CliError(f"reproduce --caffe needs a GPU: no GPU visible: {reason}")
+        if info is None or not os.access(caffe, os.X_OK):
+            why = reason if info is None else f"no Caffe binary at {caffe}"
+            c.note(f"no GPU run possible ({why}): predicting every point from the shipped "
+                   "H200 benchmark data instead (planner estimates, not measurements)")
+            predict = True
+    if predict and "all" in policies:
+        c.note("predicted points: the shipped data holds only power-of-two micro-batch sizes "
+               "(and N), so policy 'all' plans exactly as 'powerOfTwo' here; a GPU run "
+               "measures the other sizes")
+    opts = rp.Options(
+        out=Path(args.out), nets=c.split_list(args.nets), limits=limits, policies=policies,
+        ilp=not args.no_ilp, ilp_policy=ilp_policy, unlimited=not args.no_unlimited,
+        stock=not args.no_stock, iterations=args.iterations, repeats=args.repeats, gpu=args.gpu,
+        timeout=args.timeout, caffe=None if predict else caffe, cache_path=args.cache,
+        retry_failed=args.retry_failed, predict=predict, pytorch=not args.no_pytorch,
+        argv=["ucudnn", "reproduce", *getattr(args, "argv", [])])
+    try:
+        doc = rp.run(opts, say=lambda m: print(m, flush=True))
+    except rp.ReproduceError as e:      # not an InputError in every tree
+        raise c.CliError(str(e)) from None
+    summary = rp.format_summary(doc)
+    print(summary)
+    if predict and "all" in policies:
+        print("note: predicted 'all' equals 'powerOfTwo' (the shipped data has only power-of-two "
+              "micro-batch sizes)")
+    failed = [k for k, r in doc["points"].items() if r.get("status") == "failed"]
+    if failed:
+        print(f"{len(failed)} point(s) failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,414 @@
+"""Where benchmark data for planning comes from: tables, the cache, this GPU, the shipped data.
+
+:func:`gather` finds benchmarks for a list of layers (see Note [Where plan gets its benchmark
+data]); :func:`benchmark_layers` measures what a cache lacks on this GPU (``ucudnn bench``);
+:func:`import_table`, :func:`export_rows` and :func:`cache_listing` move tables in and out of
+the cache. Nothing here prints: progress goes through a ``progress(text)`` callback, and what a
+user should know comes back as notes.
+
+Note [Where plan gets its benchmark data]
+    1. tables (``--table`` files), if given; every layer must appear by name;
+    2. else the cache when it holds every kernel at every micro-batch size the policy names,
+       for the device asked for: ``gpu``/``cudnn_version`` if given, else the visible GPU,
+       else any GPU of the cache with the asked dtype and math mode;
+    3. else, with a GPU visible (and matching what was asked), the missing sizes are
+       benchmarked into the cache, in the asked dtype and math mode;
+    4. else the H200 data shipped with the package, found by kernel shape (not layer name),
+       when it was measured with what was asked (GPU, cuDNN version, dtype, math mode);
+    5. else a cache holding mini-batch size N of every kernel but not every micro-batch size
+       (planning with the sizes it has, with a note);
+    6. else :class:`SourceError`, naming what was tried and what to do.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from ..plan.conv import ConvShape
+from ..plan.dp import candidate_sizes
+from ..plan.table import OPS, BenchRow, KernelBench, group_by_kernel, read_table
+from ..vocab import InputError
+
+__all__ = ["SourceError", "Source", "Gathered", "device_status", "format_cudnn", "gather",
+           "benchmark_layers", "resolve_device", "import_table", "export_rows", "cache_listing",
+           "shipped_meta"]
+
+Benches = Dict[Tuple[str, str], KernelBench]
+Progress = Optional[Callable[[str], None]]
+
+
+class SourceError(InputError):
+    """No benchmark data can be found or made for what was asked; says what to do."""
+
+
+@dataclass
+class Source:
+    """Where the benchmarks of a plan came from (``kind``: table, cache, benchmark, shipped)."""
+    kind: str
+    detail: str
+    gpu: Optional[str] = None
+    cudnn_version: Optional[int] = None
+    dtype: Optional[str] = None
+    math: Optional[str] = None
+    complete: bool = True       # every micro-batch size the policy names is measured
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "detail": self.detail, "gpu": self.gpu,
+                "cudnn_version": self.cudnn_version, "dtype": self.dtype, "math": self.math,
+                "complete": self.complete}
+
+
+@dataclass
+class Gathered:
+    benches: Benches
+    source: Source
+    notes: List[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# the device
+# ---------------------------------------------------------------------------------------------
+
+def device_status() -> Tuple[Optional[dict], str]:
+    """``(device_info(), "")`` with a usable GPU, else ``(None, reason)``."""
+    try:
+        from . import bench
+    except ImportError as e:
+        return None, f"the GPU benchmark module is unavailable ({e})"
+    try:
+        return bench.device_info(), ""
+    except (RuntimeError, OSError) as e:
+        return None, str(e) or type(e).__name__
+
+
+def format_cudnn(v, patch: bool = True) -> str:
+    """91400 -> ``9.14.0`` (``9.14`` without ``patch``); 8905 -> ``8.9.5``."""
+    if not isinstance(v, int) or isinstance(v, bool):
+        return str(v)
+    if v >= 90000:      # cuDNN 9: major * 10000 + minor * 100 + patch
+        parts = (v // 10000, v // 100 % 100, v % 100)
+    else:
+        parts = (v // 1000, v // 100 % 10, v % 100)
+    return ".".join(map(str, parts if patch else parts[:2]))
+
+
+def _bench():
+    from . import bench
+    return bench
+
+
+def _matches(info: Optional[dict], gpu: Optional[str], cudnn_version: Optional[int]) -> bool:
+    return info is not None and (gpu is None or info.get("gpu") == gpu) and (
+        cudnn_version is None or info.get("cudnn_version") == cudnn_version)
+
+
+# ---------------------------------------------------------------------------------------------
+# benchmarking into the cache
+# ---------------------------------------------------------------------------------------------
+
+def _say(progress: Progress, text: str) -> None:
+    if progress is not None:
+        progress(text)
+
+
+def _fill(layers, ops: Sequence[str], sizes_of: Callable, cache, *, math: str, dtype: str,
+          repeats: int, workspace_cap: Optional[int], force: bool, progress: Progress) -> Benches:
+    """Measure what ``cache`` lacks on this GPU; ``{(layer, op): {batch: [AlgoPerf]}}``."""
+    bench = _bench()
+    t0 = time.perf_counter()
+    kernels = [(l, op) for l in layers for op in ops if op in l.ops]
+    benches: Benches = {}
+    for i, (l, op) in enumerate(kernels, start=1):
+        shape = ConvShape.from_layer(l)
+        key = bench.cache_key(shape, op, math, dtype, workspace_cap=workspace_cap)
+        sizes = sizes_of(l)
+        head = f"[{i}/{len(kernels)}] {l.name} {op}"
+        measured = []
+
+        def measure(missing, shape=shape, op=op, n=l.n, head=head, sizes=sizes):
+            measured.append(missing)
+            done = []
+
+            def step(*a, **kw):
+                done.append(a[0] if a else None)
+                _say(progress, f"{head}: {len(done)}/{len(missing)} sizes done, "
+                     f"elapsed {time.perf_counter() - t0:.1f} s")
+            _say(progress, f"{head}: measuring {len(missing)} of {len(sizes)} sizes "
+                 f"({len(sizes) - len(missing)} cached)")
+            results = bench.benchmark_kernel(shape, op, n, missing, repeats=repeats, math=math,
+                                             dtype=dtype, workspace_cap=workspace_cap,
+                                             progress=step)
+            _say(progress, f"{head}: done, elapsed {time.perf_counter() - t0:.1f} s")
+            return results
+
+        benches[l.name, op] = cache.fill(key, sizes, measure, repeats, force=force)
+        if not measured:
+            _say(progress, f"{head}: {len(sizes)} sizes cached")
+    return benches
+
+
+def _open_cache(path, create: bool = True, readonly: Optional[bool] = None):
+    """The cache at ``path`` (default: $UCUDNN_CACHE or ~/.cache/...); None if the file is
+    absent and not ``create``."""
+    from .cache import BenchCache, default_cache_path
+    p = Path(path).expanduser() if path is not None else default_cache_path()
+    if not create and not p.exists():
+        return None
+    return BenchCache(p, readonly=readonly)
+
+
+def benchmark_layers(layers, *, policy: str = "powerOfTwo", sizes: Optional[Sequence[int]] = None,
+                     ops: Sequence[str] = OPS, cache_path=None, math: str = "default",
+                     dtype: str = "float32", repeats: int = 3,
+                     workspace_cap: Optional[int] = None, force: bool = False,
+                     progress: Progress = None) -> Tuple[Benches, str]:
+    """Benchmark ``layers`` on this GPU into the cache (what it lacks; everything with
+    ``force``). Returns the benchmarks and the cache's path. :class:`SourceError` without a
+    GPU (the cache is then not created)."""
+    info, reason = device_status()
+    if info is None:
+        raise SourceError(f"bench needs a GPU: no GPU visible: {reason}")
+    with _open_cache(cache_path) as cache:
+        benches = _fill(layers, ops, lambda l: candidate_sizes(policy, l.n, sizes), cache,
+                        math=math, dtype=dtype, repeats=repeats, workspace_cap=workspace_cap,
+                        force=force, progress=progress)
+        return benches, str(cache.path)
+
+
+# ---------------------------------------------------------------------------------------------
+# the shipped data
+# ---------------------------------------------------------------------------------------------
+
+def shipped_meta() -> dict:
+    """What the shipped benchmark data was measured with (gpu, cudnn_version, dtype, math...)."""
+    from . import shipped
+    return shipped.meta()
+
+
+# ---------------------------------------------------------------------------------------------
+# gathering benchmarks for a plan
+# ---------------------------------------------------------------------------------------------
+
+def _cache_candidates(cache, info, *, gpu, cudnn_version, math, dtype, workspace_cap):
+    """``(label, gpu, cudnn_version, keyfn)`` for looking layers up in the cache."""
+    from .cache import DEFAULT_WORKSPACE_CAP, CacheKey
+    cap = DEFAULT_WORKSPACE_CAP if workspace_cap is None else workspace_cap
+    if gpu is None and cudnn_version is None and info is not None:
+        combos = [(info.get("gpu"), info.get("cudnn_version"))]
+    else:
+        combos = sorted({(k.gpu, k.cudnn_version) for k in cache.keys(include_legacy=False)
+                         if (gpu is None or k.gpu == gpu)
+                         and (cudnn_version is None or k.cudnn_version == cudnn_version)
+                         and k.math == math and k.dtype == dtype})
+    out = []
+    for g, v in combos:
+        if info is not None and (g, v) == (info.get("gpu"), info.get("cudnn_version")):
+            def keyfn(l, op):
+                return _bench().cache_key(ConvShape.from_layer(l), op, math, dtype,
+                                          workspace_cap=cap)
+        else:
+            def keyfn(l, op, g=g, v=v):
+                return CacheKey(g, v, dtype, math, op, ConvShape.from_layer(l), cap)
+        out.append((f"{g}, cuDNN {format_cudnn(v)}", g, v, keyfn))
+    return out
+
+
+def _from_cache(cache, layers, keyfn, sizes_of) -> Tuple[Optional[Benches], bool]:
+    """(benches, complete), or (None, False) when a kernel lacks its mini-batch size N."""
+    benches, complete = {}, True
+    for l in layers:
+        for op in l.ops:
+            want = sizes_of(l)
+            got = cache.get_many(keyfn(l, op), want)
+            if l.n not in got:
+                return None, False
+            complete &= len(got) == len(want)
+            benches[l.name, op] = got
+    return benches, complete
+
+
+def _from_tables(layers, tables: Sequence) -> Gathered:
+    rows: List[BenchRow] = []
+    for path in tables:
+        rows += read_table(path)
+    benches = group_by_kernel(rows)
+    names = sorted({layer for layer, _ in benches})
+    missing = [l.name for l in layers if not any((l.name, op) in benches for op in l.ops)]
+    if missing:
+        raise SourceError(f"--table: no measurements for layer(s) {missing} (the table has "
+                          f"{names[:12]}{' ...' if len(names) > 12 else ''})")
+    return Gathered(benches, Source("table", ", ".join(map(str, tables))))
+
+
+def _list(names: Sequence[str], most: int = 6) -> str:
+    names = list(dict.fromkeys(names))
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most
+                                      else "")
+
+
+def gather(layers, *, policy: str = "powerOfTwo", sizes: Optional[Sequence[int]] = None,
+           tables: Optional[Sequence] = None, cache_path=None, gpu: Optional[str] = None,
+           cudnn_version: Optional[int] = None, math: str = "default", dtype: str = "float32",
+           workspace_cap: Optional[int] = None, repeats: int = 3, benchmark: bool = True,
+           strict: bool = False, progress: Progress = None) -> Gathered:
+    """Benchmarks of every kernel of ``layers`` (Note [Where plan gets its benchmark data]).
+
+    ``gpu``/``cudnn_version`` ask for data of that device (default: the visible GPU, or any in
+    the cache or the shipped data); ``math``/``dtype`` for data measured so; ``workspace_cap``
+    for measurements offered at least that much workspace (default: the core's 8 GiB).
+    ``benchmark=False`` never measures. ``strict``: the shipped data must hold every
+    micro-batch size the policy names (else it answers with the sizes it has, noted and marked
+    incomplete, as the planner then skips the others). Without benchmarking the cache is opened read-only,
+    and the default cache is never created. ``progress(text)`` hears what is measured.
+    """
+    sizes_of = lambda l: candidate_sizes(policy, l.n, sizes)        # noqa: E731
+    if tables:
+        return _from_tables(layers, tables)
+
+    info, reason = device_status()
+    use_gpu = benchmark and _matches(info, gpu, cudnn_version)
+    cache = _open_cache(cache_path, create=use_gpu, readonly=None if use_gpu else True)
+    asked = f"{dtype}, math {math}" + (f", {gpu}" if gpu else "") + (
+        f", cuDNN {format_cudnn(cudnn_version)}" if cudnn_version else "")
+    partial: Optional[Gathered] = None
+    try:
+        if cache is not None:
+            for label, g, v, keyfn in _cache_candidates(cache, info, gpu=gpu,
+                                                        cudnn_version=cudnn_version, math=math,
+                                                        dtype=dtype, workspace_cap=workspace_cap):
+                benches, complete = _from_cache(cache, layers, keyfn, sizes_of)
+                src = Source("cache", f"{cache.path} ({label})", g, v, dtype, math, complete)
+                if benches is not None and complete:
+                    return Gathered(benches, src)
+                if benches is not None and partial is None:
+                    partial = Gathered(benches, src, [
+                        f"the cache {cache.path} lacks some micro-batch sizes of policy "
+                        f"{policy} ({label}); planning with those it has"])
+            in_cache = f"the cache {cache.path} does not hold them ({asked})"
+        else:
+            from .cache import default_cache_path
+            in_cache = f"there is no cache at {cache_path or default_cache_path()}"
+        if use_gpu:
+            _say(progress, f"benchmarking the missing micro-batch sizes on "
+                 f"{info.get('gpu', 'the GPU')} ({dtype}, math {math}) into {cache.path}")
+            benches = _fill(layers, OPS, sizes_of, cache, math=math, dtype=dtype,
+                            repeats=repeats, workspace_cap=workspace_cap, force=False,
+                            progress=progress)
+            return Gathered(benches, Source("benchmark", str(cache.path), info.get("gpu"),
+                                            info.get("cudnn_version"), dtype, math))
+    finally:
+        if cache is not None:
+            cache.close()
+
+    if info is None:
+        no_gpu = f"no GPU is visible ({reason})"
+    elif not benchmark:
+        no_gpu = "benchmarking was not asked for"
+    else:
+        no_gpu = (f"the visible GPU ({info.get('gpu')}, cuDNN "
+                  f"{format_cudnn(info.get('cudnn_version'))}) is not the one asked for")
+
+    # the shipped data, found by kernel shape (Note [Shipped data is never stretched])
+    from . import shipped
+    meta = shipped.meta()
+    short = str(meta["gpu"]).replace("NVIDIA ", "")
+    benches, missing = shipped.lookup(layers, math=math, dtype=dtype, gpu=gpu,
+                                      cudnn_version=cudnn_version,
+                                      workspace_cap=workspace_cap or 0,
+                                      sizes_of=sizes_of, require_all_sizes=strict)
+    if not missing:
+        complete = all(set(sizes_of(l)) <= set(benches[l.name, op])
+                       for l in layers for op in l.ops)
+        src = Source("shipped", f"ucudnn/data/{shipped.DATA} ({meta['gpu']}, cuDNN "
+                     f"{format_cudnn(meta['cudnn_version'])}, {meta['dtype']}, math "
+                     f"{meta['math']}; matched by kernel shape)", meta["gpu"],
+                     meta["cudnn_version"], meta["dtype"], meta["math"], complete)
+        lead = "no GPU" if info is None else no_gpu
+        return Gathered(benches, src, [
+            f"{lead}: planning from the shipped {short} benchmark data (cuDNN "
+            f"{format_cudnn(meta['cudnn_version'], patch=False)})"])
+    if partial is not None:
+        return partial
+    reasons = list(dict.fromkeys(missing.values()))
+    names = [name for name, _ in missing]
+    if len(reasons) == 1 and len(names) == sum(len(l.ops) for l in layers):
+        in_shipped = f"the shipped {short} data cannot answer ({reasons[0]})"
+    else:
+        in_shipped = (f"the shipped {short} data lacks layer(s) {_list(names)} "
+                      f"({reasons[0]}{'; ...' if len(reasons) > 1 else ''})")
+    raise SourceError(
+        f"no benchmark data for these layers: {no_gpu}, {in_cache}, and {in_shipped}. "
+        "To plan them, measure them on a GPU with what you ask for ('ucudnn bench ... --csv "
+        "OUT' there), then pass --table OUT here, or 'ucudnn cache import OUT' with the same "
+        "layers and plan with --cache (the cache matches layers by shape, not name)")
+
+
+# ---------------------------------------------------------------------------------------------
+# the cache: import, export, listing
+# ---------------------------------------------------------------------------------------------
+
+def resolve_device(gpu: Optional[str], cudnn_version: Optional[int], *, cache=None,
+                   math: str = "default") -> Tuple[str, int]:
+    """(gpu, cudnn_version): as given, else the visible GPU's, else the only one in ``cache``."""
+    if gpu is None or cudnn_version is None:
+        info, _ = device_status()
+        if info is not None:
+            gpu = gpu if gpu is not None else info.get("gpu")
+            cudnn_version = cudnn_version if cudnn_version is not None else info.get(
+                "cudnn_version")
+    if (gpu is None or cudnn_version is None) and cache is not None:
+        combos = {(k.gpu, k.cudnn_version) for k in cache.keys()
+                  if (gpu is None or k.gpu == gpu)
+                  and (cudnn_version is None or k.cudnn_version == cudnn_version)}
+        if len(combos) == 1:
+            gpu, cudnn_version = combos.pop()
+        elif len(combos) > 1:
+            raise SourceError(f"--gpu: the cache holds several GPUs / cuDNN versions "
+                              f"{sorted(combos)}; choose with --gpu and --cudnn-version")
+    if gpu is None:
+        raise SourceError("--gpu: needed when no GPU is visible (e.g. --gpu 'NVIDIA H200')")
+    if cudnn_version is None:
+        raise SourceError("--cudnn-version: needed when no GPU is visible (e.g. 91400)")
+    return gpu, cudnn_version
+
+
+def import_table(table, layers, *, cache_path=None, gpu: Optional[str] = None,
+                 cudnn_version: Optional[int] = None, dtype: str = "float32",
+                 math: str = "default", repeats: int = 1) -> Tuple[int, int, str, str, int]:
+    """Store the table at ``table`` in the cache, keyed by the shapes of ``layers``.
+
+    Returns (entries written, rows read, cache path, gpu, cudnn_version)."""
+    rows = read_table(table)
+    names = {l.name for l in layers}
+    unknown = sorted({r.layer for r in rows if r.layer not in names})
+    if unknown:
+        raise SourceError(f"table: {table}: layer(s) {unknown} are not in the layer list "
+                          f"({', '.join(sorted(names)) or 'empty'})")
+    gpu, cudnn_version = resolve_device(gpu, cudnn_version, math=math)
+    with _open_cache(cache_path) as cache:
+        n = cache.import_table(rows, layers, gpu=gpu, cudnn_version=cudnn_version, dtype=dtype,
+                               math=math, repeats=repeats)
+        return n, len(rows), str(cache.path), gpu, cudnn_version
+
+
+def export_rows(layers, *, cache_path=None, gpu: Optional[str] = None,
+                cudnn_version: Optional[int] = None, dtype: str = "float32",
+                math: str = "default") -> List[BenchRow]:
+    """Every cached measurement of ``layers`` as table rows; :class:`SourceError` if none."""
+    with _open_cache(cache_path) as cache:
+        gpu, cudnn_version = resolve_device(gpu, cudnn_version, cache=cache, math=math)
+        rows = cache.export_rows(layers, gpu=gpu, cudnn_version=cudnn_version, dtype=dtype,
+                                 math=math)
+        if not rows:
+            raise SourceError(f"no cached measurements for these layers ({gpu}, cuDNN "
+                              f"{format_cudnn(cudnn_version)}, {dtype}, math {math}) in "
+                              f"{cache.path}")
+        return rows
+
+
+def cache_listing(cache_path=None) -> Tuple[str, int, list]:
+    """(path, number of entries, [(CacheKey, [batches])]); an absent cache file is created."""
+    with _open_cache(cache_path) as cache:
+        return str(cache.path), len(cache), cache.entries()
