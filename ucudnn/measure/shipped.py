@@ -127,7 +127,7 @@ def lookup(layer_list: Iterable[LayerSpec], *, math: str = "default", dtype: str
            gpu: Optional[str] = None, cudnn_version: Optional[int] = None,
            workspace_cap: int = 0, timing: Optional[str] = None,
            sizes_of: Optional[Callable[[LayerSpec], Iterable[int]]] = None,
-           ops: Optional[Sequence[str]] = None,
+           require_all_sizes: bool = False, ops: Optional[Sequence[str]] = None,
            ) -> Tuple[Dict[Tuple[str, str], KernelBench], Dict[Tuple[str, str], str]]:
     """Shipped benchmarks for ``layer_list``, found by each layer's kernel, not its name.
 
@@ -140,8 +140,12 @@ def lookup(layer_list: Iterable[LayerSpec], *, math: str = "default", dtype: str
     for (``None``: whatever the data was measured on); ``workspace_cap``: the least workspace
     the measurement must have been offered; ``timing``: ``"find"`` / ``"events<N>"`` (``None``:
     any). Any mismatch makes every kernel missing with the reason (Note [Shipped data is never
-    stretched]). ``sizes_of(layer)``: the micro-batch sizes needed (default: every shipped size
-    up to ``layer.n``, which must include ``layer.n``); a kernel lacking any is missing.
+    stretched]). ``sizes_of(layer)``: the micro-batch sizes wanted (default: every shipped size
+    up to ``layer.n``). A kernel is found when the data has its mini-batch size ``layer.n``
+    (the undivided baseline needs it); it then comes with the wanted sizes the data has, and
+    :func:`~ucudnn.plan.network.plan_network` reports the others (an error when strict, a note
+    otherwise), as for a partial cache. ``require_all_sizes``: a kernel lacking any wanted
+    size is missing instead.
     """
     if math not in MATH_MODES:
         raise InputError(f"math: unknown math mode {math!r} (expected one of "
@@ -182,17 +186,16 @@ def lookup(layer_list: Iterable[LayerSpec], *, math: str = "default", dtype: str
                                        f"{op})")
                 continue
             if sizes_of is None:
-                want = sorted(b for b in have if b <= l.n)
-                if l.n not in have:
-                    want.append(l.n)
+                want = sorted({b for b in have if b <= l.n} | {l.n})
             else:
                 want = sorted({int(b) for b in sizes_of(l)})
             lacking = [b for b in want if b not in have]
-            if lacking:
+            if l.n not in have or (lacking and require_all_sizes):
+                lacking = sorted(set(lacking) | ({l.n} - set(have)))
                 missing[l.name, op] = (f"micro-batch size(s) {lacking} not in the shipped data "
                                        f"(it has {sorted(have)})")
                 continue
-            benches[l.name, op] = {b: list(have[b]) for b in want}
+            benches[l.name, op] = {b: list(have[b]) for b in want if b in have}
     return benches, missing
 
 
