@@ -4,7 +4,8 @@
 # On a connected machine, next to the checkout:
 #   scripts/gather_offline.sh .offline            # Caffe source + the libraries the node lacks
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
-#       -d .wheels "pulp>=3,<4"                    # Python packages the node lacks
+#       --platform manylinux2014_x86_64 -d .wheels "pulp>=3.3,<4" cbcbox
+#                                                  # Python packages the node lacks
 # copy the checkout (with .offline and .wheels) to the node, then there:
 #   scripts/gpu_node.sh setup test grid
 #
@@ -12,7 +13,8 @@
 #   setup   pip install the wheels and ucudnn (compiles the core for this Python, no
 #           network), then scripts/build_caffe.sh --offline (Caffe + ucudnn_compare + the
 #           patch's gtests and Caffe's convolution gtests)
-#   test    pytest -m gpu: the core, the C API host, the patched Caffe (tests/test_caffe_gpu.py)
+#   test    pytest -m gpu --require-gpu: the core, the C API host, the patched Caffe
+#           (tests/test_caffe_gpu.py); a GPU test that would skip fails (Note [Test tiers])
 #   grid    ucudnn reproduce --out OUT (resumes what OUT already holds)
 # Options:
 #   --offline DIR   bundle made by gather_offline.sh (default .offline)
@@ -75,7 +77,7 @@ for stage in "${STAGES[@]}"; do
       ;;
     test)
       say "pytest -m gpu"
-      "$PY" -P -m pytest -m gpu -q -p no:cacheprovider tests
+      "$PY" -P -m pytest -m gpu --require-gpu -q -p no:cacheprovider tests
       ;;
     grid)
       say "ucudnn reproduce --out $OUT ${GRID_ARGS[*]}"
