@@ -606,32 +606,24 @@ def test_read_only_wal_without_shm_is_read_immutable(tmp_path, monkeypatch):
 class _FakeKernel:
     """A core Kernel stand-in: records the arguments of benchmark()."""
     shape, op, math, dtype, n = SHAPE, "fwd", "default", "float32", 8
-    filter_bytes = 1 << 20
 
     def __init__(self):
         self.calls = []
-
-    def extent_bytes(self, which, b):
-        return b << 20
+        self.free = 100 * GiB
+        self.last_benchmark_workspace = None
 
     def benchmark(self, sizes, repeats, cap, progress, time_iters):
         self.calls.append((list(sizes), repeats, cap, time_iters))
+        # as the core does: the cap, within free memory less 512 MiB
+        self.last_benchmark_workspace = max(0, min(cap, self.free - (512 << 20)))
         return {b: [(0, 0, 1.0 * b, 0, 0), (1, 3, 0.1, 0, 0)] for b in sizes}
 
 
 @pytest.fixture
 def fake_core(monkeypatch):
     from ucudnn.measure import bench
-    free = {"bytes": 100 * GiB}
-
-    class Core:
-        @staticmethod
-        def device_info():
-            return {"memory_free": free["bytes"]}
-    monkeypatch.setattr(bench, "core", lambda: Core)
     monkeypatch.setattr(bench, "device_info",
                         lambda: {"gpu": "NVIDIA H200", "cudnn_version": 91400})
-    return free
 
 
 def test_measure_records_the_cap_and_timing(tmp_path, fake_core):
@@ -649,25 +641,14 @@ def test_measure_records_the_cap_and_timing(tmp_path, fake_core):
     assert kern.calls[-1] == ([1], 3, 8 * GiB, 0)
     bench.measure(kern, [1], cache_path=path, workspace_cap=GiB)  # a smaller ask: cached
     assert len(kern.calls) == 2
-    # memory pressure: 5 GiB free leaves less than 8 GiB; a lower bound is recorded
-    fake_core["bytes"] = 5 * GiB
+    # memory pressure: 5 GiB free leaves less than 8 GiB; what was offered is recorded, and
+    # the entry does not answer an 8 GiB ask
+    kern.free = 5 * GiB
+    m = bench.measure_kernel(kern, [8])
+    assert m.workspace_cap == 5 * GiB - (512 << 20) and m.timing == "events5"
     bench.measure(kern, [4], cache_path=path)
     with BenchCache(path) as c:
-        (pressured,) = [k for k in c.keys() if k.workspace_cap not in (8 * GiB,)]
+        (pressured,) = [k for k in c.keys() if k.workspace_cap != 8 * GiB]
         assert pressured.timing == "events5"
-        assert 3 * GiB < pressured.workspace_cap < 5 * GiB - (512 << 20)
+        assert pressured.workspace_cap == 5 * GiB - (512 << 20)
         assert c.get(KEY, 4) is None
-    # a core that reports what it offered is believed
-    kern.last_benchmark_workspace = 6 * GiB
-    fake_core["bytes"] = 100 * GiB
-    m = bench.measure_kernel(kern, [8])
-    assert m.workspace_cap == 6 * GiB and m.timing == "events5"
-
-
-def test_offered_workspace_is_a_lower_bound():
-    from ucudnn.measure.bench import offered_workspace
-    assert offered_workspace(8 * GiB, None, 0) == 8 * GiB
-    assert offered_workspace(8 * GiB, 80 * GiB, GiB) == 8 * GiB
-    low = offered_workspace(8 * GiB, 8 * GiB, GiB)
-    assert low <= 8 * GiB - (512 << 20) - GiB and low % (1 << 20) == 0
-    assert offered_workspace(8 * GiB, 100 << 20, 0) == 0

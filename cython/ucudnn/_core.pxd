@@ -91,6 +91,7 @@ cdef class Kernel:
     cdef readonly int device
     cdef public int instances   # runs of this kernel per pass, each on its own workspace
     cdef public object plan, bench, settings, desirable, timing
+    cdef readonly object last_benchmark_workspace   # bytes offered to cudnnFind last time
 
     cdef int _set_tensor(self, dnn.cudnnTensorDescriptor_t d, int which, int b) except -1
     cdef void _free_plan(self) noexcept

@@ -502,6 +502,9 @@ cdef class Kernel:
                 if ws_size < (1 << 20):
                     raise
                 ws_size //= 2
+        # what cudnnFind was really offered: the benchmark cache keys on it (an algorithm
+        # missing here may only have lacked workspace)
+        self.last_benchmark_workspace = int(ws_size)
         cdef dnn.cudnnTensorDescriptor_t xd = NULL, yd = NULL
         result = {}
         try:

@@ -9,15 +9,9 @@ timing method and micro-batch size (Note [Workspace cap and timing in the key] i
 
 Note [Offered workspace]
     The cache key records the workspace cudnnFind was really offered, since an entry is reused
-    for any ask up to it. The core offers ``min(cap, free - 512 MiB)``, free memory read after
-    it allocated the x, y and filter buffers, and halves it while the allocation fails; it does
-    not report the result. Until it does (a ``Kernel.last_benchmark_workspace`` attribute, bytes
-    offered in the latest ``benchmark`` call, is used when present), :func:`measure_kernel`
-    records a lower bound: the requested cap when free memory just before the call exceeds it
-    by the core's 512 MiB reserve, the buffers and a 256 MiB margin (the thread's cuDNN handle,
-    allocation granularity), else that free-memory estimate. The one case it cannot see is the
-    core halving after a failed allocation despite enough free memory reported (another
-    process allocating in between); the recorded cap then over-states what was offered.
+    for any ask up to it. The core offers ``min(cap, free - 512 MiB)`` and halves it while the
+    allocation fails; ``Kernel.last_benchmark_workspace`` reports what it offered in its latest
+    ``benchmark`` call, and that is what :func:`measure_kernel` stores.
 """
 from __future__ import annotations
 
@@ -34,8 +28,6 @@ __all__ = ["NoGpuError", "core", "device_info", "driver_version", "cache_key",
 
 #: The core's default re-timing: median of 5 CUDA-event runs (timing ``"events5"``).
 TIME_ITERS = 5
-_RESERVE = 512 << 20        # the core leaves this much free (Kernel._benchmark)
-_MARGIN = 256 << 20         # handle creation, allocation granularity (Note [Offered workspace])
 
 
 class Measured(dict):
@@ -137,33 +129,6 @@ def benchmark_kernel(shape: ConvShape, op: str, n: int, sizes: Iterable[int], *,
                           progress=progress, time_iters=time_iters)
 
 
-def _buffer_bytes(kern, bmax: int) -> int:
-    """What the core allocates before it reads free memory (x, y, filter), each rounded up to
-    the 2 MiB allocation granularity."""
-    def up(n):
-        return -(-int(n) // (2 << 20)) * (2 << 20)
-    try:
-        return up(kern.extent_bytes(0, bmax)) + up(kern.extent_bytes(1, bmax)) + \
-            up(kern.filter_bytes)
-    except (AttributeError, TypeError):
-        return 0
-
-
-def offered_workspace(cap: int, free_before: Optional[int], buffers: int) -> int:
-    """Lower bound of the workspace the core offers cudnnFind (Note [Offered workspace])."""
-    if free_before is None:
-        return cap
-    room = int(free_before) - _RESERVE - int(buffers) - _MARGIN
-    return cap if room >= cap else max(0, room // (1 << 20) * (1 << 20))
-
-
-def _free_memory() -> Optional[int]:
-    try:
-        return int(core().device_info()["memory_free"])
-    except Exception:       # noqa: BLE001 -- an estimate only; the benchmark reports errors
-        return None
-
-
 def measure_kernel(kern, sizes, *, repeats=3, workspace_cap=None, progress=None,
                    time_iters: int = TIME_ITERS) -> Measured:
     """Benchmark ``kern`` (a core ``Kernel``) at ``sizes``, no cache: :class:`Measured` with
@@ -172,14 +137,9 @@ def measure_kernel(kern, sizes, *, repeats=3, workspace_cap=None, progress=None,
     sizes = list(sizes)
     timing = timing_name(time_iters)
     cap = DEFAULT_WORKSPACE_CAP if workspace_cap is None else int(workspace_cap)
-    free_before = _free_memory()
     raw = kern.benchmark(sizes, repeats, cap, progress, time_iters)
-    reported = getattr(kern, "last_benchmark_workspace", None)
-    if isinstance(reported, int) and not isinstance(reported, bool):
-        offered = reported
-    else:
-        offered = offered_workspace(cap, free_before, _buffer_bytes(kern, max(sizes)))
-    return Measured({b: _perfs(recs) for b, recs in raw.items()}, offered, timing)
+    return Measured({b: _perfs(recs) for b, recs in raw.items()},
+                    int(kern.last_benchmark_workspace), timing)
 
 
 def measure(kern, sizes: Iterable[int], *, repeats: int = 3, cache_path=None,
