@@ -80,24 +80,72 @@ def _enums(desc):
     return {e.name: {v.name: v.number for v in e.values} for e in desc.enum_types}
 
 
+#: the messages of which caffe_subset.proto declares only some fields; every other message it
+#: declares has all of Caffe's fields (so a net using it round-trips), V1LayerParameter none
+PARTIAL = {"NetParameter", "LayerParameter"}
+STUB = {"V1LayerParameter"}
+
+
+def _messages(pb2):
+    return {n: getattr(pb2, n).DESCRIPTOR for n in vars(pb2) if isinstance(getattr(pb2, n), type)}
+
+
 def test_owned_subset_is_caffes_schema(proto_dir):
-    """Every message, field (name, number, type, label, default) and enum of
-    caffe_subset.proto is the patched caffe.proto's (V1LayerParameter: a stub)."""
+    """Every message, field (name, number, type, label, default, message/enum type) and enum
+    of caffe_subset.proto is the patched caffe.proto's; messages other than NetParameter and
+    LayerParameter are complete, V1LayerParameter an empty stub."""
     from ucudnn.caffe import proto as cp
     owned, caffe = cp.load_caffe_pb2(), cp.load_caffe_pb2(str(proto_dir / "caffe.proto"))
     assert caffe.source != owned.source
-    names = [n for n in vars(owned) if isinstance(getattr(owned, n), type)]
+    mine, theirs = _messages(owned), _messages(caffe)
     assert {"NetParameter", "LayerParameter", "UcudnnParameter", "BlobShape", "NetStateRule",
-            "ParamSpec", "FillerParameter", "ConvolutionParameter"} <= set(names)
-    for name in names:
-        if name == "V1LayerParameter":
+            "ParamSpec", "FillerParameter", "ConvolutionParameter"} <= set(mine)
+    assert set(mine) <= set(theirs), set(mine) - set(theirs)
+    for name, o in mine.items():
+        c = theirs[name]
+        of, cf = _fields(o), _fields(c)
+        if name in STUB:
+            assert of == {} and _enums(o) == {}, name
             continue
-        o, c = getattr(owned, name).DESCRIPTOR, getattr(caffe, name).DESCRIPTOR
-        assert _fields(o) == _fields(c), name
         assert _enums(o) == _enums(c), name
+        assert set(of) <= set(cf), (name, set(of) - set(cf))
+        assert of == {k: cf[k] for k in of}, name
+        if name not in PARTIAL:
+            assert set(of) == set(cf), (name, "missing", set(cf) - set(of))
+        for f in o.fields:       # every message a field refers to is declared here too
+            if f.message_type:
+                assert f.message_type.name in mine, (name, f.name)
+    # top-level enums (Phase)
+    assert {n: v.number for n, v in owned.pool.FindEnumTypeByName("caffe.Phase")
+            .values_by_name.items()} == {n: v.number for n, v in caffe.pool.FindEnumTypeByName(
+                "caffe.Phase").values_by_name.items()}
     assert owned.TRAIN == caffe.TRAIN == 0 and owned.TEST == caffe.TEST == 1
     assert owned.NetParameter.DESCRIPTOR.fields_by_name["ucudnn_param"].number == 9
     assert owned.LayerParameter.DESCRIPTOR.fields_by_name["ucudnn_param"].number == 149
+    # what the subset covers (the *_param of the layer types shape inference and usual nets use)
+    layer = set(owned.LayerParameter.DESCRIPTOR.fields_by_name)
+    assert {f"{t}_param" for t in (
+        "accuracy", "batch_norm", "bias", "concat", "convolution", "dropout", "dummy_data",
+        "eltwise", "elu", "flatten", "inner_product", "input", "lrn", "pooling", "power",
+        "prelu", "relu", "reshape", "scale", "sigmoid", "softmax", "tanh", "threshold", "clip",
+        "loss", "ucudnn")} <= layer
+    assert not {"data_param", "image_data_param", "hdf5_data_param", "memory_data_param",
+                "window_data_param", "blobs"} & layer
+
+
+@pytest.mark.parametrize("net", ["alexnet", "resnet18", "cifar10"])
+def test_owned_and_patched_write_the_same_bytes(proto_dir, net):
+    """A shipped net read strictly with the subset serializes (wire format) and prints (text
+    format) exactly as with the patched caffe.proto: nothing is lost or renumbered."""
+    from pathlib import Path
+    from google.protobuf import text_format
+    from ucudnn.caffe import proto as cp
+    path = Path(__file__).resolve().parents[1] / "prototxt" / f"{net}.prototxt"
+    owned = cp.read_net(cp.load_caffe_pb2(), path)
+    caffe = cp.read_net(cp.load_caffe_pb2(str(proto_dir / "caffe.proto")), path)
+    assert owned.SerializeToString(deterministic=True) == caffe.SerializeToString(
+        deterministic=True)
+    assert text_format.MessageToString(owned) == text_format.MessageToString(caffe)
 
 
 @pytest.mark.parametrize("net", ["alexnet", "resnet18", "cifar10"])

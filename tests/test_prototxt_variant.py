@@ -22,10 +22,12 @@ def proto(request):
     return str(src / "src" / "caffe" / "proto" / "caffe.proto")
 
 
-def _cli(*args, proto=None):
+def _cli(*args, proto=None, env_proto=None):
     import ucudnn       # the same package as this test process, compiled core and all
     env = dict(os.environ, PYTHONPATH=str(Path(ucudnn.__file__).resolve().parents[1]))
     env.pop("UCUDNN_CAFFE_PROTO", None)
+    if env_proto:
+        env["UCUDNN_CAFFE_PROTO"] = env_proto
     extra = ["--caffe-proto", proto] if proto else []
     return subprocess.run([sys.executable, "-m", "ucudnn", *map(str, args), *extra],
                           capture_output=True, text=True, env=env, cwd="/", timeout=120)
@@ -99,6 +101,46 @@ def test_set_ucudnn_param_refuses_bad_values(tmp_path):
     with pytest.raises(cp.PrototxtError, match=r"layer 'conv1': field 'ucudnn_param.workspace_limit'"):
         cp.write_net(net, out)
     assert not out.exists()
+
+
+def _net_outside_the_subset(tmp_path):
+    """cifar10.prototxt plus a layer with a transform_param (Caffe's, not in
+    caffe_subset.proto); the path, and the line:col of transform_param."""
+    text = (NETS / "cifar10.prototxt").read_text().rstrip("\n") + "\n"
+    line = text.count("\n") + 2
+    text += 'layer { name: "extra" type: "Silence" bottom: "data"\n' \
+            '  transform_param { scale: 0.5 mirror: true }\n}\n'
+    path = tmp_path / "outside.prototxt"
+    path.write_text(text)
+    return path, f"{line}:3"
+
+
+def test_fields_outside_the_subset_need_the_patched_proto(tmp_path):
+    src, where = _net_outside_the_subset(tmp_path)
+    out = tmp_path / "v.prototxt"
+    res = _cli("prototxt", src, "-o", out, "--policy", "all")
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert f"{src}:{where}:" in res.stderr and '"transform_param"' in res.stderr, res.stderr
+    assert "--caffe-proto PATH" in res.stderr and "$UCUDNN_CAFFE_PROTO" in res.stderr
+    assert not out.exists()
+    # shape inference reads it all the same (lenient)
+    assert read_prototxt(src) == read_prototxt(NETS / "cifar10.prototxt")
+
+
+@pytest.mark.parametrize("how", ["--caffe-proto", "UCUDNN_CAFFE_PROTO"])
+def test_patched_proto_writes_fields_outside_the_subset(tmp_path, patched_caffe_source, how):
+    proto = str(patched_caffe_source / "src" / "caffe" / "proto" / "caffe.proto")
+    src, _ = _net_outside_the_subset(tmp_path)
+    out = tmp_path / "v.prototxt"
+    kw = dict(proto=proto) if how == "--caffe-proto" else dict(env_proto=proto)
+    res = _cli("prototxt", src, "-o", out, "--policy", "all", **kw)
+    assert res.returncode == 0, res.stderr
+    pb2 = cp.load_caffe_pb2(proto)
+    original, variant = cp.read_net(pb2, src), cp.read_net(pb2, out)
+    assert variant.layer[-1].transform_param.scale == 0.5
+    assert variant.ucudnn_param.policy == variant.ucudnn_param.ALL
+    variant.ClearField("ucudnn_param")
+    assert variant == original
 
 
 def test_unpatched_proto_is_refused(tmp_path):

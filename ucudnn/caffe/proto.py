@@ -7,33 +7,44 @@ a variant by setting message fields, never by editing text. Shape inference over
 messages is :mod:`ucudnn.caffe.prototxt`.
 
 Note [Where the Caffe classes come from]
-    By default from ``caffe_subset.proto`` beside this module: the net half of Caffe's
-    caffe.proto as caffe_patch/0002 leaves it (same names, numbers, defaults), so nothing of
-    Caffe is needed -- no checkout, no build. ``setup.py`` (``build_py``) compiles it into
-    ``caffe_subset.desc``, a serialized ``FileDescriptorSet`` shipped in the wheel (a build
-    output: not in git); at run time the descriptors go into a private ``DescriptorPool`` and
-    ``message_factory`` makes the classes. So run time needs neither protoc nor generated
-    ``_pb2.py`` code, and a descriptor set has no gencode/runtime version rule (protobuf >= 5.26
-    refuses ``_pb2.py`` newer than its runtime): any protobuf >= 3.20 reads it, whichever
-    protoc wrote it. The build needs a protobuf compiler: ``$PROTOC``, ``protoc`` on ``PATH``
-    (Ubuntu's 3.21 on the air-gapped node, ``--no-build-isolation``), or grpcio-tools (a build
-    requirement, so an isolated ``pip install`` on a machine without protoc gets one). Where the
-    ``.desc`` is missing (a source tree never built) or older than the ``.proto``, it is
-    compiled on the fly when a compiler is there.
+    By default from ``caffe_subset.proto`` beside this module: ucudnn's own schema for the
+    Caffe nets it handles -- the messages and fields that shape inference reads and that usual
+    deploy/benchmark nets (AlexNet, VGG, ResNet, GoogLeNet-style Concat, CIFAR-10 quick, LeNet
+    with an Input layer) use, with Caffe's names, numbers, types, defaults and enums as
+    caffe_patch/0002 leaves caffe.proto at ``ucudnn.vocab.CAFFE_COMMIT``. It is not a copy of
+    Caffe's file (third-party source is never committed); NetParameter and LayerParameter
+    declare a subset of their fields, data-reading layers' parameters, weights (``blobs``) and
+    the solver are left out, and V1's ``layers`` is an empty stub so that such nets are refused
+    by name. So nothing of Caffe is needed -- no checkout, no build. ``setup.py``
+    (``build_py``) compiles it into ``caffe_subset.desc``, a serialized ``FileDescriptorSet``
+    shipped in the wheel (a build output: not in git); at run time the descriptors go into a
+    private ``DescriptorPool`` and ``message_factory`` makes the classes. So run time needs
+    neither protoc nor generated ``_pb2.py`` code, and a descriptor set has no gencode/runtime
+    version rule (protobuf >= 5.26 refuses ``_pb2.py`` newer than its runtime): any protobuf >=
+    3.20 reads it, whichever protoc wrote it. The build needs a protobuf compiler: ``$PROTOC``,
+    ``protoc`` on ``PATH`` (Ubuntu's 3.21 on the air-gapped node, ``--no-build-isolation``), or
+    grpcio-tools (a build requirement, so an isolated ``pip install`` on a machine without
+    protoc gets one). Where the ``.desc`` is missing (a source tree never built) or older than
+    the ``.proto``, it is compiled on the fly when a compiler is there.
 
     Caffe's own (patched) caffe.proto is used instead when it is named: the ``proto`` argument
     (``--caffe-proto``) or ``$UCUDNN_CAFFE_PROTO``; it is compiled the same way, so it needs
-    protoc at run time. tests/test_caffe_proto.py checks that both agree field by field and
-    give the same LayerSpecs. A build tree is not picked up on its own, so that results do not
+    protoc at run time. That is the way to write variants of nets using fields outside the
+    subset. tests/test_caffe_proto.py checks every subset field against the patched file
+    (number, type, label, default, enums; messages other than NetParameter/LayerParameter
+    complete), that the shipped nets serialize to the same bytes with both, and that both give
+    the same LayerSpecs. A build tree is not picked up on its own, so that results do not
     depend on whether protoc happens to be on ``PATH``.
 
 Note [Strict and lenient reading]
     :func:`read_net` is strict by default: an unknown field is an error (file:line:col and the
     field), because a variant written from a net whose fields were skipped would silently lose
-    them. Shape inference (``lenient=True``) parses with ``allow_unknown_field`` and
-    ``allow_unknown_extension``, so nets with layers or fields the schema does not model still
-    give their convolution shapes. Written files carry no comments (text_format drops them) and
-    list fields in schema order.
+    them; with the subset the error says to name the patched caffe.proto instead
+    (:data:`SUBSET_HINT`). Shape inference (``lenient=True``) parses with
+    ``allow_unknown_field`` and ``allow_unknown_extension``, so nets with layers or fields the
+    schema does not model (data layers' parameters, transform_param, weights, ...) still give
+    their convolution shapes. Written files carry no comments (text_format drops them) and list
+    fields in schema order.
 """
 from __future__ import annotations
 
@@ -46,7 +57,7 @@ from typing import Iterable, Optional
 from ..vocab import InputError
 
 __all__ = ["PrototxtError", "CaffeProtoError", "OWNED_PROTO", "find_caffe_proto",
-           "load_caffe_pb2", "read_text", "parse_net", "read_net", "write_net",
+           "SUBSET_HINT", "load_caffe_pb2", "read_text", "parse_net", "read_net", "write_net",
            "check_ucudnn_param", "set_ucudnn_param", "merged_ucudnn_param", "POLICY_NAMES"]
 
 #: CLI/planner policy names -> UcudnnParameter.Policy names
@@ -55,10 +66,18 @@ _MATH_NAMES = {"default": "DEFAULT_MATH", "tensor_op": "TENSOR_OP", "fma": "FMA"
 _OPTIMIZER_NAMES = {"dp": "DP", "ilp": "ILP"}
 
 _HERE = Path(__file__).resolve().parent
-#: ucudnn's copy of Caffe's net messages (Note [Where the Caffe classes come from])
+#: ucudnn's own subset of Caffe's net messages (Note [Where the Caffe classes come from])
 OWNED_PROTO = _HERE / "caffe_subset.proto"
 #: its FileDescriptorSet, written by setup.py
 OWNED_DESCRIPTOR = _HERE / "caffe_subset.desc"
+
+
+#: what a strict read with the subset adds to an unknown field's error
+SUBSET_HINT = ("not in ucudnn's caffe_subset.proto, which declares only the fields of the "
+               "usual layers: pass --caffe-proto PATH (or set $UCUDNN_CAFFE_PROTO) with "
+               "Caffe's patched caffe.proto, e.g. "
+               "third_party/caffe/src/src/caffe/proto/caffe.proto after "
+               "scripts/build_caffe.sh --skip-build")
 
 
 class PrototxtError(InputError):
@@ -182,8 +201,7 @@ def parse_net(pb2, text: str, source: str = "<prototxt>", *, lenient: bool = Fal
             msg += ("; V1 'layers' definitions are not supported: upgrade the net with Caffe's "
                     "upgrade_net_proto_text")
         elif "has no field named" in msg and pb2.source == OWNED_PROTO:
-            msg += (" (not in ucudnn's caffe_subset.proto: pass --caffe-proto with Caffe's "
-                    "patched caffe.proto)")
+            msg += f" ({SUBSET_HINT})"
         raise PrototxtError(f"{where}: {msg}") from None
     return net
 
