@@ -13,7 +13,6 @@ Note [Test tiers]
 """
 import shutil
 import subprocess
-import warnings
 from pathlib import Path
 
 import pytest

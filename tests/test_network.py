@@ -1,19 +1,12 @@
 """Layer lists and whole-network plans."""
-import warnings
 from pathlib import Path
 
 import pytest
 
-with warnings.catch_warnings():
-    # pulp 3.0 imports its own test modules, which pytest then rewrites; their invalid escape
-    # sequences warn, and filterwarnings=error would turn that into a SyntaxError
-    warnings.simplefilter("ignore", DeprecationWarning)
-    warnings.simplefilter("ignore", SyntaxWarning)
-    import pulp  # noqa: F401
 
-from ucudnn.plan.dp import PlanError  # noqa: E402
-from ucudnn.plan.network import LayerError, LayerSpec, plan_network, read_layers, write_layers  # noqa: E402
-from ucudnn.plan.table import AlgoPerf, group_by_kernel, read_table  # noqa: E402
+from ucudnn.plan.dp import PlanError
+from ucudnn.plan.network import LayerError, LayerSpec, plan_network, read_layers, write_layers
+from ucudnn.plan.table import AlgoPerf, group_by_kernel, read_table
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "ucudnn" / "data" / "h200"

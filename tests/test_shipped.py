@@ -1,21 +1,14 @@
 """The shipped H200 data, found by kernel identity (ucudnn.measure.shipped)."""
 import re
-import warnings
 from pathlib import Path
 
 import pytest
 
-with warnings.catch_warnings():
-    # see tests/test_network.py: pulp's own modules warn when imported under pytest
-    warnings.simplefilter("ignore", DeprecationWarning)
-    warnings.simplefilter("ignore", SyntaxWarning)
-    import pulp  # noqa: F401
-
-from ucudnn.measure import shipped  # noqa: E402
-from ucudnn.measure.cache import CacheKey  # noqa: E402
-from ucudnn.plan.conv import ConvShape  # noqa: E402
-from ucudnn.plan.network import LayerSpec, plan_network  # noqa: E402
-from ucudnn.plan.table import group_by_kernel, read_table  # noqa: E402
+from ucudnn.measure import shipped
+from ucudnn.measure.cache import CacheKey
+from ucudnn.plan.conv import ConvShape
+from ucudnn.plan.network import LayerSpec, plan_network
+from ucudnn.plan.table import group_by_kernel, read_table
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "ucudnn" / "data" / "h200"

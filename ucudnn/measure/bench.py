@@ -16,7 +16,6 @@ Note [Offered workspace]
 from __future__ import annotations
 
 import functools
-import os
 import subprocess
 from typing import Callable, Iterable, List, Optional
 

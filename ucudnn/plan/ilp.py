@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Dict, Hashable, List, Mapping, Sequence
+from typing import Dict, Hashable, Mapping, Sequence
 
 from .dp import Plan, PlanError
 from ..vocab import format_size
