@@ -74,15 +74,6 @@ _FIELDS = {"workspace_budget": "--budget", "workspace_limit": "--limit", "policy
            "phase": "--phase"}
 
 
-def _input_errors() -> tuple:
-    """InputError, and the user-error classes of modules that do not derive from it yet."""
-    from ..caffe.prototxt import PrototxtError
-    from ..measure.cache import CacheError
-    from ..plan.network import LayerError
-    return (InputError,) + tuple(e for e in (LayerError, PrototxtError, CacheError)
-                                 if not issubclass(e, InputError))
-
-
 def _message(e: BaseException) -> str:
     """The error text, led by the option it concerns."""
     from ..caffe.prototxt import PrototxtError
@@ -123,7 +114,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     except Exception as e:      # noqa: BLE001 - sorted below: bad input, or a bug
-        if isinstance(e, _input_errors()):
+        if isinstance(e, InputError):
             print(f"{PROG}: error: {_message(e)}", file=sys.stderr)
             return 2
         print(f"{PROG}: internal error: {type(e).__name__}: {e} (a bug; please report it "

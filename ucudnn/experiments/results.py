@@ -54,6 +54,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence
 
+from ..vocab import InputError
 from .grid import Point
 
 SCHEMA = 2
@@ -61,7 +62,7 @@ SCHEMA = 2
 READS = (1, 2)
 
 
-class ReproduceError(RuntimeError):
+class ReproduceError(InputError):
     """The runner cannot start (bad arguments, no Caffe, unreadable results)."""
 
 

@@ -21,6 +21,7 @@ from typing import Callable, Iterable, List, Optional
 
 from ..plan.conv import ConvShape
 from ..plan.table import AlgoPerf, KernelBench
+from ..vocab import Status, UcudnnError
 
 __all__ = ["NoGpuError", "core", "device_info", "driver_version", "cache_key",
            "benchmark_kernel", "measure_kernel", "measure", "Measured", "TIME_ITERS"]
@@ -41,8 +42,9 @@ class Measured(dict):
         self.timing = timing
 
 
-class NoGpuError(RuntimeError):
+class NoGpuError(UcudnnError, RuntimeError):
     """The compiled core is missing or no CUDA device is visible."""
+    status = Status.CUDA
 
 
 def core():

@@ -76,7 +76,7 @@ from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..plan.conv import ConvShape
-from ..vocab import DTYPES, MATH_MODES, format_size
+from ..vocab import DTYPES, MATH_MODES, InputError, format_size
 from ..plan.table import OPS, AlgoPerf, BenchRow
 
 __all__ = ["CacheKey", "BenchCache", "CacheError", "default_cache_path", "timing_name",
@@ -159,7 +159,7 @@ def timing_name(time_iters: int) -> str:
     return "find" if time_iters == 0 else f"events{time_iters}"
 
 
-class CacheError(RuntimeError):
+class CacheError(InputError):
     """The cache file cannot be used (not ours, corrupted, locked too long); names the path."""
 
 

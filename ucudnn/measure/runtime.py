@@ -186,7 +186,8 @@ def plan_network_kernels(kernels: List, budget: int, counts: Optional[Sequence[i
     """Divide ``budget`` bytes among ``kernels`` (prepared with the ILP optimizer).
 
     ``counts[i]``: how many instances run kernel i's plan, each on its own workspace (Caffe:
-    the layer's group count); the budget covers all of them."""
+    the layer's group count; default: each kernel's ``instances``); the budget covers all of
+    them."""
     fronts = {}
     for i, k in enumerate(kernels):
         if k.desirable is None:
@@ -194,7 +195,9 @@ def plan_network_kernels(kernels: List, budget: int, counts: Optional[Sequence[i
         fronts[i] = k.desirable
     if counts is not None and len(counts) != len(kernels):
         raise PlanError(f"counts: {len(counts)} given for {len(kernels)} kernels")
-    weights = {i: int(c) for i, c in enumerate(counts)} if counts is not None else None
+    if counts is None:
+        counts = [getattr(k, "instances", 1) or 1 for k in kernels]
+    weights = {i: int(c) for i, c in enumerate(counts)}
     result = solve_workspace_division(fronts, budget, weights=weights)
     instances = sum(result.weights.values())
     per_kernel = budget // max(1, instances)

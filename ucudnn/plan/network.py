@@ -32,12 +32,13 @@ from .dp import (Plan, PlanError, candidate_sizes, desirable_set, normalise_poli
                  plan_kernel, undivided_plan)
 from .ilp import IlpResult, solve_workspace_division
 from .table import OPS, KernelBench
+from ..vocab import InputError
 
 __all__ = ["LayerSpec", "read_layers", "write_layers", "KernelPlan", "NetworkPlan",
            "plan_network", "LayerError"]
 
 
-class LayerError(ValueError):
+class LayerError(InputError):
     """A layer list is malformed; the message names the file, line, layer and field."""
 
 
