@@ -1,7 +1,7 @@
 """Where the C API lives, for C/C++ programs that embed Python and call ucudnn (Caffe).
 
 ``ucudnn config --cflags`` / ``--libs`` (or ``python -m ucudnn config ...``) print the flags to compile and link such a
-program: the package's ``include/`` (ucudnn.h and the Cython-generated ``_core_api.h``), the
+program: the package's ``include/`` (ucudnn.h and the Cython-generated ``_capi_api.h``), the
 cuDNN and CUDA headers the core was built against, and the embedding flags of this Python.
 """
 from __future__ import annotations
