@@ -10,20 +10,22 @@ w_k (default 1) is how many instances share kernel k's plan, each with its own w
 (Caffe runs a grouped layer's kernel once per group, each group on its own workspace slot).
 
 Solved by CBC through PuLP: ``COIN_CMD`` with the binary of the ``cbcbox`` wheel (what
-``pulp[cbc]`` installs). The solution is checked after the solve: optimal status, exactly one
+``pulp[cbc]`` installs; :func:`cbc_path` says where else it looks). The solution is checked after the solve: optimal status, exactly one
 plan per kernel, the budget respected.
 
 Note [PuLP versions]
     PuLP 3.3 deprecates constructing ``LpVariable`` directly and its bundled ``PULP_CBC_CMD``;
     PuLP 4.0 removes both, and ``LpStatus`` / ``prob.status`` with them (``solve`` returns an
     ``LpSolveStats``). This module uses only what both keep: ``prob.add_variable``,
-    ``COIN_CMD(path=...)``, and the status that ``solve`` returns (an int in 3.x, an
+    ``COIN_CMD(path=...)`` (:func:`cbc_path`), and the status that ``solve`` returns (an int in 3.x, an
     ``LpSolveStatus`` in 4.x, equal to 1 when optimal in both). The declared range stays below
     4.0 because that is what CI tests (4.2 also needs numpy without declaring it); see the
     closing note of the contracts issue for the 4.2 run.
 """
 from __future__ import annotations
 
+import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from typing import Dict, Hashable, Mapping, Sequence
@@ -56,14 +58,35 @@ class IlpResult:
         return sum(self.weights.get(k, 1) * p.ws_bytes for k, p in self.choices.items())
 
 
-def _solver(msg: bool = False, time_limit: float | None = None):
-    """CBC from the ``cbcbox`` wheel (Note [PuLP versions])."""
-    import pulp
+def cbc_path() -> str:
+    """The CBC binary the ILP runs (Note [PuLP versions]): cbcbox's (what ``pulp[cbc]``
+    installs), else ``cbc`` on PATH, else the one PuLP 3.x ships inside its package (an
+    air-gapped node may lack the 190 MB cbcbox wheel)."""
     try:
         import cbcbox
-    except ImportError as e:  # pragma: no cover - a dependency (pulp[cbc])
-        raise IlpError("the ILP optimizer needs the CBC solver: pip install 'pulp[cbc]'") from e
-    return pulp.COIN_CMD(path=cbcbox.cbc_bin_path(), msg=msg, timeLimit=time_limit)
+        path = cbcbox.cbc_bin_path()
+        if os.path.isfile(path):
+            return path
+    except (ImportError, OSError, RuntimeError):
+        pass
+    path = shutil.which("cbc")
+    if path:
+        return path
+    try:
+        from pulp.apis.coin_api import pulp_cbc_path        # PuLP 3.x only
+    except ImportError:
+        pulp_cbc_path = None
+    if pulp_cbc_path and os.path.isfile(pulp_cbc_path):
+        if not os.access(pulp_cbc_path, os.X_OK):
+            raise IlpError(f"the CBC binary {pulp_cbc_path} that PuLP ships is not executable")
+        return os.path.realpath(pulp_cbc_path)
+    raise IlpError("the ILP optimizer needs the CBC solver: pip install 'pulp[cbc]' "
+                   "(or put a cbc binary on PATH)")
+
+
+def _solver(msg: bool = False, time_limit: float | None = None):
+    import pulp
+    return pulp.COIN_CMD(path=cbc_path(), msg=msg, timeLimit=time_limit)
 
 
 def _status_name(status) -> str:
