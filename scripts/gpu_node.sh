@@ -81,7 +81,8 @@ for stage in "${STAGES[@]}"; do
       ;;
     grid)
       say "ucudnn reproduce --out $OUT ${GRID_ARGS[*]}"
-      "$PY" -P -m ucudnn reproduce --out "$OUT" "${GRID_ARGS[@]}"
+      UCUDNN_CAFFE="${UCUDNN_CAFFE:-$HERE/third_party/caffe/build/tools/caffe}" \
+        "$PY" -P -m ucudnn reproduce --out "$OUT" "${GRID_ARGS[@]}"
       ;;
   esac
 done

@@ -56,7 +56,7 @@ def _net(caffe, name, batch, **ucudnn):
     """prototxt/NAME at mini-batch ``batch``, with net-wide ucudnn_param ``ucudnn`` (none:
     stock Caffe); the written path."""
     from ucudnn.caffe.proto import read_net, set_ucudnn_param, write_net
-    net = read_net(caffe["pb2"], str(REPO / "prototxt" / f"{name}.prototxt"))
+    net = read_net(caffe["pb2"], str(REPO / "ucudnn" / "data" / "nets" / f"{name}.prototxt"))
     for shape in net.layer[0].dummy_data_param.shape:
         shape.dim[0] = batch
     if ucudnn:
@@ -110,7 +110,7 @@ def _conv_layers(caffe, name):
     whether a bottom is computed by the net rather than read from its input layer (Caffe
     plans backward-data only then: Note [ucudnn in Caffe] in caffe_patch/0002)."""
     from ucudnn.caffe.proto import read_net
-    net = read_net(caffe["pb2"], str(REPO / "prototxt" / f"{name}.prototxt"))
+    net = read_net(caffe["pb2"], str(REPO / "ucudnn" / "data" / "nets" / f"{name}.prototxt"))
     inputs = {t for l in net.layer if l.type in ("DummyData", "Data", "Input") for t in l.top}
     return {l.name: not set(l.bottom) <= inputs for l in net.layer if l.type == "Convolution"}
 
@@ -252,7 +252,7 @@ def test_train_and_test_nets_with_different_batch_sizes(caffe, tmp_path, setting
     plan their own kernels for their own batch, and training and testing run."""
     from ucudnn.caffe.proto import read_net, set_ucudnn_param, write_net
     pb2 = caffe["pb2"]
-    net = read_net(pb2, str(REPO / "prototxt" / "cifar10.prototxt"))
+    net = read_net(pb2, str(REPO / "ucudnn" / "data" / "nets" / "cifar10.prototxt"))
     data = net.layer[0]
     test_data = pb2.LayerParameter()
     test_data.CopyFrom(data)

@@ -62,7 +62,7 @@ def test_ids_follow_the_next_available_comments(proto_dir):
 def test_shipped_nets_parse_as_caffe_nets(proto_dir, net):
     """What `caffe time -model prototxt/NET.prototxt` reads first: the text format itself."""
     from pathlib import Path
-    text = (Path(__file__).resolve().parents[1] / "prototxt" / f"{net}.prototxt").read_text()
+    text = (Path(__file__).resolve().parents[1] / "ucudnn" / "data" / "nets" / f"{net}.prototxt").read_text()
     res = _encode(proto_dir, text)
     assert res.returncode == 0, res.stderr.decode()
 
@@ -140,7 +140,7 @@ def test_owned_and_patched_write_the_same_bytes(proto_dir, net):
     from pathlib import Path
     from google.protobuf import text_format
     from ucudnn.caffe import proto as cp
-    path = Path(__file__).resolve().parents[1] / "prototxt" / f"{net}.prototxt"
+    path = Path(__file__).resolve().parents[1] / "ucudnn" / "data" / "nets" / f"{net}.prototxt"
     owned = cp.read_net(cp.load_caffe_pb2(), path)
     caffe = cp.read_net(cp.load_caffe_pb2(str(proto_dir / "caffe.proto")), path)
     assert owned.SerializeToString(deterministic=True) == caffe.SerializeToString(
@@ -152,7 +152,7 @@ def test_owned_and_patched_write_the_same_bytes(proto_dir, net):
 def test_owned_and_patched_classes_give_the_same_layers(proto_dir, net):
     from pathlib import Path
     from ucudnn.caffe.prototxt import load_prototxt
-    path = Path(__file__).resolve().parents[1] / "prototxt" / f"{net}.prototxt"
+    path = Path(__file__).resolve().parents[1] / "ucudnn" / "data" / "nets" / f"{net}.prototxt"
     for phase in ("TRAIN", "TEST"):
         assert load_prototxt(path, phase) == load_prototxt(
             path, phase, caffe_proto=str(proto_dir / "caffe.proto"))

@@ -154,7 +154,7 @@ def test_cache_import_list_export_and_plan(tmp_path):
     assert stdout == out.read_text()
     # plan from the cache; the prototxt finds the same shapes under its own layer names
     from_table = json.loads(run(tmp_path, "plan", "--table", table, "--json").stdout)
-    for src in (["--net", "alexnet"], ["--prototxt", REPO / "prototxt" / "alexnet.prototxt"]):
+    for src in (["--net", "alexnet"], ["--prototxt", REPO / "ucudnn" / "data" / "nets" / "alexnet.prototxt"]):
         d = json.loads(run(tmp_path, "plan", *src, "--cache", cache, "--json",
                            "--gpu", "NVIDIA H200").stdout)
         assert d["source"]["kind"] == "cache"
@@ -374,9 +374,9 @@ def test_config_prints_the_flags_of_the_installed_core(tmp_path):
 def test_plan_prototxt_without_gpu_uses_the_shipped_data_and_its_ucudnn_param(tmp_path):
     _no_gpu()
     for net in ("alexnet", "resnet18"):
-        p = run(tmp_path, "plan", "--prototxt", REPO / "prototxt" / f"{net}.prototxt")
+        p = run(tmp_path, "plan", "--prototxt", REPO / "ucudnn" / "data" / "nets" / f"{net}.prototxt")
         assert "data: shipped" in p.stdout
-    text = (REPO / "prototxt" / "alexnet.prototxt").read_text()
+    text = (REPO / "ucudnn" / "data" / "nets" / "alexnet.prototxt").read_text()
     variant = tmp_path / "v.prototxt"
     variant.write_text("ucudnn_param { policy: UNDIVIDED workspace_limit: 8388608 }\n" + text)
     d = json.loads(run(tmp_path, "plan", "--prototxt", variant, "--json").stdout)
@@ -446,7 +446,7 @@ def test_files_are_named_and_inputs_not_overwritten(tmp_path):
         assert p.returncode == 2 and option in p.stderr and str(path) in p.stderr, p.stderr
         assert "codec" not in p.stderr
     src = tmp_path / "net.prototxt"
-    src.write_text((REPO / "prototxt" / "alexnet.prototxt").read_text())
+    src.write_text((REPO / "ucudnn" / "data" / "nets" / "alexnet.prototxt").read_text())
     before = src.read_text()
     p = run(tmp_path, "prototxt", src, "-o", src, "--policy", "all", ok=False)
     assert p.returncode == 2 and "--force" in p.stderr and src.read_text() == before

@@ -136,7 +136,7 @@ def test_shipped_nets_round_trip_strictly_with_the_subset(tmp_path, net):
     """The shipped nets use no field outside caffe_subset.proto: read strictly, written, read
     back, they are the same message (and write the same text again)."""
     pb2 = cp.load_caffe_pb2()
-    original = cp.read_net(pb2, REPO / "prototxt" / f"{net}.prototxt")
+    original = cp.read_net(pb2, REPO / "ucudnn" / "data" / "nets" / f"{net}.prototxt")
     out = tmp_path / "out.prototxt"
     cp.write_net(original, out)
     again = cp.read_net(pb2, out)
@@ -507,7 +507,7 @@ def _shape_counts(layers):
 @needs_shared
 @pytest.mark.parametrize("net", ["alexnet", "resnet18"])
 def test_full_networks_match_the_benchmarked_shapes(net):
-    inferred = read_prototxt(REPO / "prototxt" / f"{net}.prototxt")
+    inferred = read_prototxt(REPO / "ucudnn" / "data" / "nets" / f"{net}.prototxt")
     shipped = read_layers(REPO / "ucudnn" / "data" / "h200" / f"{net}_layers.csv")
     shared = read_layers(SHARED / f"layers_{net}.csv")
     assert _shape_counts(inferred) == _shape_counts(shipped)
@@ -518,11 +518,11 @@ def test_full_networks_match_the_benchmarked_shapes(net):
     assert [l.name for l in inferred if not l.bwd_data] == ["conv1"]
     expected_calls = {"alexnet": 8, "resnet18": 20}[net]     # cuDNN calls per op and pass
     assert sum(l.count * l.groups for l in inferred) == expected_calls
-    assert all(l.n == 64 for l in read_prototxt(REPO / "prototxt" / f"{net}.prototxt", batch=64))
+    assert all(l.n == 64 for l in read_prototxt(REPO / "ucudnn" / "data" / "nets" / f"{net}.prototxt", batch=64))
 
 
 def test_cifar10_quick_net_shapes():
-    nets = Path(__file__).resolve().parents[1] / "prototxt"
+    nets = Path(__file__).resolve().parents[1] / "ucudnn" / "data" / "nets"
     convs = read_prototxt(nets / "cifar10.prototxt")
     assert [(l.name, l.n, l.c, l.h, l.k, l.r, l.pad, l.bwd_data) for l in convs] == [
         ("conv1", 1024, 3, 32, 32, 5, 2, False), ("conv2", 1024, 32, 16, 32, 5, 2, True),
@@ -548,7 +548,7 @@ def test_owned_classes_need_no_protoc_at_run_time(tmp_path):
                UCUDNN_CACHE=str(tmp_path / "c.sqlite"))
     table = REPO / "ucudnn" / "data" / "h200" / "alexnet_bench.csv"
     res = subprocess.run([sys.executable, "-c", code, str(desc), "plan", "--prototxt",
-                          str(REPO / "prototxt" / "alexnet.prototxt"), "--table", str(table)],
+                          str(REPO / "ucudnn" / "data" / "nets" / "alexnet.prototxt"), "--table", str(table)],
                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert res.returncode == 0, res.stderr
     assert "conv2/fwd" in res.stdout and "Traceback" not in res.stderr

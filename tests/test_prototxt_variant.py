@@ -10,7 +10,7 @@ import pytest
 from ucudnn.caffe import proto as cp
 from ucudnn.caffe.prototxt import read_prototxt
 
-NETS = Path(__file__).resolve().parents[1] / "prototxt"
+NETS = Path(__file__).resolve().parents[1] / "ucudnn" / "data" / "nets"
 
 
 @pytest.fixture(params=["owned", "patched"])

@@ -52,7 +52,7 @@ def test_pending_skips_measured_points():
 
 def test_predicted_mode_from_shipped_data(tmp_path):
     opts = rp.Options(out=tmp_path, nets=["alexnet"], limits=[64 * MIB], predict=True,
-                      prototxt_dir=REPO / "prototxt")
+                      prototxt_dir=REPO / "ucudnn" / "data" / "nets")
     said = []
     doc = rp.run(opts, say=said.append)
     pts = doc["points"]
@@ -158,7 +158,7 @@ def test_caffe_mode_records_failures_and_resumes(tmp_path, monkeypatch, patched_
                        str(patched_caffe_source / "src" / "caffe" / "proto" / "caffe.proto"))
     out = tmp_path / "out"
     opts = rp.Options(out=out, nets=["alexnet"], limits=[8 * MIB], pytorch=False,
-                      caffe=_fake_caffe(tmp_path, "powerOfTwo"), prototxt_dir=REPO / "prototxt")
+                      caffe=_fake_caffe(tmp_path, "powerOfTwo"), prototxt_dir=REPO / "ucudnn" / "data" / "nets")
     doc = rp.run(opts, say=lambda m: None)
     pts = doc["points"]
     failed = pts["alexnet/powerOfTwo/8.0MiB"]
@@ -208,10 +208,10 @@ def test_caffe_mode_records_failures_and_resumes(tmp_path, monkeypatch, patched_
 def test_caffe_mode_needs_a_binary(tmp_path):
     with pytest.raises(rp.ReproduceError, match="no Caffe binary"):
         rp.run(rp.Options(out=tmp_path, nets=["alexnet"], caffe=str(tmp_path / "nope"),
-                          prototxt_dir=REPO / "prototxt"), say=lambda m: None)
-    with pytest.raises(rp.ReproduceError, match="no prototxt/vgg.prototxt"):
+                          prototxt_dir=REPO / "ucudnn" / "data" / "nets"), say=lambda m: None)
+    with pytest.raises(rp.ReproduceError, match="no vgg.prototxt in"):
         rp.run(rp.Options(out=tmp_path, nets=["vgg"], predict=True,
-                          prototxt_dir=REPO / "prototxt"), say=lambda m: None)
+                          prototxt_dir=REPO / "ucudnn" / "data" / "nets"), say=lambda m: None)
 
 
 def test_cli_without_gpu_falls_back_to_predictions(tmp_path, capsys, monkeypatch):
@@ -240,7 +240,7 @@ def test_cli_without_gpu_falls_back_to_predictions(tmp_path, capsys, monkeypatch
 def test_fill_once_makes_dummy_data_constant(patched_caffe_source):
     from ucudnn.caffe import proto as cp
     pb2 = cp.load_caffe_pb2(str(patched_caffe_source / "src" / "caffe" / "proto" / "caffe.proto"))
-    net = cp.read_net(pb2, REPO / "prototxt" / "alexnet.prototxt")
+    net = cp.read_net(pb2, REPO / "ucudnn" / "data" / "nets" / "alexnet.prototxt")
     rp.fill_once(net)
     fillers = net.layer[0].dummy_data_param.data_filler
     assert [(f.type, f.value) for f in fillers] == [("constant", 1.0), ("constant", 0.0)]
@@ -276,7 +276,7 @@ def test_repeats_run_in_rounds_and_resume_adds_processes(tmp_path, monkeypatch,
     opts = rp.Options(out=out, nets=["alexnet"], limits=[8 * MIB], policies=["undivided", "all"],
                       ilp=False, unlimited=False, pytorch=False, repeats=2,
                       caffe=_fake_caffe(tmp_path, "no-such-setting"),
-                      prototxt_dir=REPO / "prototxt")
+                      prototxt_dir=REPO / "ucudnn" / "data" / "nets")
     said = []
     doc = rp.run(opts, say=said.append)
     assert "3 to run (6 Caffe processes, 2 per point)" in said[0]

@@ -17,7 +17,7 @@ def add_parser(sub) -> None:
                    help="results folder (reproduce.json, points.csv, layers.csv, logs/); a run "
                    "with the same folder resumes")
     s.add_argument("--nets", default="alexnet,resnet18,cifar10",
-                   help="comma-separated names of prototxt/NAME.prototxt")
+                   help="comma-separated names of the shipped nets (ucudnn/data/nets/NAME.prototxt)")
     s.add_argument("--limits", default="8MiB,64MiB,512MiB", help="per-kernel workspace limits")
     s.add_argument("--policies", default="undivided,powerOfTwo,all", help="DP policies")
     s.add_argument("--ilp-policy", default="powerOfTwo",

@@ -77,7 +77,7 @@ def default_nets_dir() -> Path:
     shipped = _PACKAGE / "data" / "nets"
     if shipped.is_dir() and any(shipped.glob("*.prototxt")):
         return shipped
-    return REPO / "prototxt"
+    return REPO / "ucudnn" / "data" / "nets"
 
 
 def default_pytorch_script() -> Path:
@@ -178,7 +178,7 @@ def run(opts: Options, say: Callable[[str], None] = print) -> dict:
     nets_dir = opts.nets_dir
     for net in opts.nets:
         if not (nets_dir / f"{net}.prototxt").is_file():
-            raise ReproduceError(f"--nets: no prototxt/{net}.prototxt (in {nets_dir})")
+            raise ReproduceError(f"--nets: no {net}.prototxt in {nets_dir}")
     mode = "predict" if opts.predict else "caffe"
     if mode == "caffe" and not (opts.caffe and os.access(opts.caffe, os.X_OK)):
         raise ReproduceError(f"--caffe: no Caffe binary at {opts.caffe!r} (scripts/build_caffe.sh "
