@@ -357,7 +357,7 @@ def test_options_are_recorded_and_paths_do_not_depend_on_the_cwd(tmp_path, monke
     assert meta["options"]["prototxt_dir"] == str(rp.default_nets_dir())
     assert "command" not in meta                # no argv given: none recorded (not sys.argv)
     assert meta["ucudnn_commit"] is None or len(meta["ucudnn_commit"]) == 40
-    opts.argv = ["--nets", "cifar10"]
+    opts.argv = ["ucudnn", "reproduce", "--nets", "cifar10"]     # as the CLI passes it
     assert rp.metadata(opts, "predict")["command"] == "ucudnn reproduce --nets cifar10"
     assert doc["schema"] == 2
     assert doc["points"]["cifar10/unlimited/-"]["limit_bytes"] == UNLIMITED

@@ -11,7 +11,7 @@ plans every point from the shipped H200 data instead (:mod:`.predict`) and says 
 
 Paths are explicit (:class:`Options`) and never the working directory's: the networks come
 from ``prototxt_dir`` (default :func:`default_nets_dir`: the package's ``ucudnn/data/nets``
-when present, else the checkout's ``prototxt/`` next to the package), PyTorch's timer from
+when present, else the checkout's ``ucudnn/data/nets`` next to the package), PyTorch's timer from
 ``pytorch_script`` (default the checkout's ``scripts/time_pytorch.py``), git metadata from the
 checkout holding this module.
 
@@ -73,7 +73,7 @@ REPO = CHECKOUT or _PACKAGE.parent
 
 def default_nets_dir() -> Path:
     """The networks' prototxt: package data (``ucudnn/data/nets``) when shipped, else the
-    checkout's ``prototxt/``."""
+    checkout's ``ucudnn/data/nets``."""
     shipped = _PACKAGE / "data" / "nets"
     if shipped.is_dir() and any(shipped.glob("*.prototxt")):
         return shipped
@@ -154,7 +154,7 @@ def metadata(opts: Options, mode: str) -> dict:
             "ucudnn_dirty": (bool(_git("status", "--porcelain", "--untracked-files=no"))
                              if CHECKOUT else None)}
     if opts.argv is not None:
-        meta["command"] = " ".join(shlex.quote(a) for a in ["ucudnn", "reproduce", *opts.argv])
+        meta["command"] = " ".join(shlex.quote(a) for a in opts.argv)
     try:
         from ..measure.bench import device_info
         meta["device"] = device_info()
