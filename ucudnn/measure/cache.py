@@ -36,8 +36,8 @@ Note [Workspace cap and timing in the key]
     Of several usable entries of one batch size, the one with the largest cap (then the newest)
     is returned. Writes replace only the entry of the exact (key, cap, timing, batch).
 
-    The recorded cap must not over-state what Find was offered: :func:`ucudnn.measure.bench.
-    measure_kernel` records a lower bound (Note [Offered workspace] there).
+    The recorded cap is what the core reports it offered (``Kernel.last_benchmark_workspace``,
+    Note [Offered workspace] in ucudnn/measure/bench.py).
 
 Note [Schema migration]
     Schema 2 added ``workspace_cap`` and ``timing``. A schema-1 file is migrated in place on the
