@@ -11,8 +11,10 @@ Note [Test tiers]
     that a GPU run cannot pass by testing nothing; without ``--require-gpu`` skipped GPU tests
     are listed in a section of their own at the end.
 """
+import functools
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -114,3 +116,71 @@ def patched_caffe_source(tmp_path_factory):
         pytest.skip("could not obtain the pinned Caffe source:\n" + res.stdout[-2000:])
     assert res.returncode == 0, res.stdout[-4000:]
     return prefix / "src"
+
+
+# -- a GPU, or a stand-in for the GPU module (in-process: the real one needs a GPU) ---------
+
+@functools.lru_cache(maxsize=None)
+def _gpu_visible() -> bool:
+    try:
+        from ucudnn.measure.bench import device_info
+        device_info()
+    except Exception:      # noqa: BLE001 - ImportError, NoGpuError, ...
+        return False
+    return True
+
+
+@pytest.fixture
+def gpu_visible() -> bool:
+    """Whether the compiled core sees a usable GPU."""
+    return _gpu_visible()
+
+
+@pytest.fixture
+def no_gpu():
+    """Skips where a GPU is visible: the test is about the behaviour without one."""
+    if _gpu_visible():
+        pytest.skip("a GPU is visible: this tests the behaviour without one")
+
+
+class _FakeBench:
+    """Stands in for ucudnn.bench: a 'GPU' whose fast algorithm needs 1 MiB per sample."""
+
+    class NoGpuError(RuntimeError):
+        pass
+
+    def __init__(self):
+        self.calls = []
+        self.dtypes = []
+
+    def device_info(self):
+        return {"gpu": "Fake GPU", "cudnn_version": 91400, "compute_capability": "9.0"}
+
+    def cache_key(self, shape, op, math="default", dtype="float32", *, workspace_cap=None,
+                  time_iters=5):
+        from ucudnn.measure.cache import DEFAULT_WORKSPACE_CAP, CacheKey
+        return CacheKey("Fake GPU", 91400, dtype, math, op, shape,
+                        DEFAULT_WORKSPACE_CAP if workspace_cap is None else workspace_cap)
+
+    def benchmark_kernel(self, shape, op, n, sizes, *, repeats=3, math="default",
+                         dtype="float32", workspace_cap=None, progress=None, name=None,
+                         time_iters=5):
+        from ucudnn.plan.table import AlgoPerf
+        self.calls.append((shape, op, n, list(sizes), repeats, math, workspace_cap))
+        self.dtypes.append(dtype)
+        out = {}
+        for b in sizes:
+            out[b] = [AlgoPerf(0, 1.0 * b, 0), AlgoPerf(1, 0.2 * b + 0.05, b << 20)]
+            if progress is not None:
+                progress(b)
+        return out
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch, tmp_path):
+    import ucudnn.measure
+    fake = _FakeBench()
+    monkeypatch.setitem(sys.modules, "ucudnn.measure.bench", fake)
+    monkeypatch.setattr(ucudnn.measure, "bench", fake, raising=False)
+    monkeypatch.setenv("UCUDNN_CACHE", str(tmp_path / "default.sqlite"))
+    return fake

@@ -1,5 +1,4 @@
 """The ``ucudnn`` command end to end, as a subprocess."""
-import functools
 import json
 import os
 import re
@@ -8,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 
 from ucudnn.plan.network import plan_network, read_layers
 from ucudnn.plan.table import group_by_kernel, read_table
@@ -24,19 +24,6 @@ KERNEL_KEYS = {"kernel", "layer", "op", "instance", "groups", "plan", "micro_bat
                "ws_bytes", "undivided_plan", "undivided_time_ms", "undivided_ws_bytes", "speedup"}
 
 
-@functools.lru_cache(maxsize=None)
-def _gpu_visible() -> bool:
-    try:
-        from ucudnn.measure.bench import device_info
-        device_info()
-    except Exception:      # noqa: BLE001 - ImportError, NoGpuError, ...
-        return False
-    return True
-
-
-def _no_gpu():
-    if _gpu_visible():
-        pytest.skip("a GPU is visible: this tests the behaviour without one")
 
 
 def run(tmp_path, *args, ok=True):
@@ -107,8 +94,7 @@ def test_plan_ilp(tmp_path):
     assert "optimizer:       ilp (CBC), status Optimal" in p.stdout
 
 
-def test_plan_from_the_shipped_data(tmp_path):
-    _no_gpu()
+def test_plan_from_the_shipped_data(no_gpu, tmp_path):
     p = run(tmp_path, "plan")
     assert "no GPU: planning from the shipped H200 benchmark data (cuDNN 9.14)" in p.stderr
     assert p.stdout.startswith("network alexnet, batch 256, policy powerOfTwo, limit 64.0MiB "
@@ -127,8 +113,7 @@ def test_plan_from_the_shipped_data(tmp_path):
     assert p.returncode == 2 and "not in the shipped data" in p.stderr
 
 
-def test_plan_layers_without_gpu_or_table(tmp_path):
-    _no_gpu()
+def test_plan_layers_without_gpu_or_table(no_gpu, tmp_path):
     layers, _ = _synthetic(tmp_path)
     p = run(tmp_path, "plan", "--layers", layers, ok=False)
     assert p.returncode == 2
@@ -165,8 +150,7 @@ def test_cache_import_list_export_and_plan(tmp_path):
     assert p.returncode == 2 and "no cached measurements" in p.stderr
 
 
-def test_cache_import_needs_device_without_gpu(tmp_path):
-    _no_gpu()
+def test_cache_import_needs_device_without_gpu(no_gpu, tmp_path):
     p = run(tmp_path, "cache", "import", SHIPPED / "alexnet_bench.csv", "--net", "alexnet",
             "--cache", tmp_path / "c.sqlite", ok=False)
     assert p.returncode == 2 and "--gpu: needed when no GPU is visible" in p.stderr
@@ -235,8 +219,7 @@ def test_bad_inputs_exit_2_naming_the_field(tmp_path):
         assert junk.read_bytes() == before
 
 
-def test_bench_without_gpu(tmp_path):
-    _no_gpu()
+def test_bench_without_gpu(no_gpu, tmp_path):
     p = run(tmp_path, "bench", "--net", "alexnet", "--cache", tmp_path / "c.sqlite",
             "--csv", tmp_path / "o.csv", ok=False)
     assert p.returncode == 2
@@ -244,14 +227,14 @@ def test_bench_without_gpu(tmp_path):
     assert not (tmp_path / "o.csv").exists() and not (tmp_path / "c.sqlite").exists()
 
 
-def test_info(tmp_path):
+def test_info(tmp_path, gpu_visible):
     p = run(tmp_path, "info")
     assert p.stdout.startswith("ucudnn ")
     assert "compiled core: " in p.stdout
     d = json.loads(run(tmp_path, "info", "--json").stdout)
     assert {"ucudnn_version", "core", "gpu", "no_gpu_reason"} <= set(d)
     assert d["core"]["status"] in ("ok", "missing", "error")
-    if not _gpu_visible():
+    if not gpu_visible:
         assert "no GPU visible: " in p.stdout
         assert d["gpu"] is None and d["no_gpu_reason"]
     else:
@@ -267,47 +250,6 @@ def test_help(tmp_path):
 
 # -- with a stand-in for the GPU module (in-process: the real one needs a GPU) ------------------
 
-class _FakeBench:
-    """Stands in for ucudnn.bench: a 'GPU' whose fast algorithm needs 1 MiB per sample."""
-
-    class NoGpuError(RuntimeError):
-        pass
-
-    def __init__(self):
-        self.calls = []
-        self.dtypes = []
-
-    def device_info(self):
-        return {"gpu": "Fake GPU", "cudnn_version": 91400, "compute_capability": "9.0"}
-
-    def cache_key(self, shape, op, math="default", dtype="float32", *, workspace_cap=None,
-                  time_iters=5):
-        from ucudnn.measure.cache import DEFAULT_WORKSPACE_CAP, CacheKey
-        return CacheKey("Fake GPU", 91400, dtype, math, op, shape,
-                        DEFAULT_WORKSPACE_CAP if workspace_cap is None else workspace_cap)
-
-    def benchmark_kernel(self, shape, op, n, sizes, *, repeats=3, math="default",
-                         dtype="float32", workspace_cap=None, progress=None, name=None,
-                         time_iters=5):
-        from ucudnn.plan.table import AlgoPerf
-        self.calls.append((shape, op, n, list(sizes), repeats, math, workspace_cap))
-        self.dtypes.append(dtype)
-        out = {}
-        for b in sizes:
-            out[b] = [AlgoPerf(0, 1.0 * b, 0), AlgoPerf(1, 0.2 * b + 0.05, b * MiB)]
-            if progress is not None:
-                progress(b)
-        return out
-
-
-@pytest.fixture
-def fake_gpu(monkeypatch, tmp_path):
-    import ucudnn.measure
-    fake = _FakeBench()
-    monkeypatch.setitem(sys.modules, "ucudnn.measure.bench", fake)
-    monkeypatch.setattr(ucudnn.measure, "bench", fake, raising=False)
-    monkeypatch.setenv("UCUDNN_CACHE", str(tmp_path / "default.sqlite"))
-    return fake
 
 
 def test_bench_and_plan_with_a_gpu(fake_gpu, tmp_path, capsys):
@@ -371,8 +313,7 @@ def test_config_prints_the_flags_of_the_installed_core(tmp_path):
 
 # -- the newcomer items: inputs used or refused, files, sizes, explanations -------------------
 
-def test_plan_prototxt_without_gpu_uses_the_shipped_data_and_its_ucudnn_param(tmp_path):
-    _no_gpu()
+def test_plan_prototxt_without_gpu_uses_the_shipped_data_and_its_ucudnn_param(no_gpu, tmp_path):
     for net in ("alexnet", "resnet18"):
         p = run(tmp_path, "plan", "--prototxt", REPO / "ucudnn" / "data" / "nets" / f"{net}.prototxt")
         assert "data: shipped" in p.stdout
@@ -392,8 +333,7 @@ def test_plan_prototxt_without_gpu_uses_the_shipped_data_and_its_ucudnn_param(tm
         assert p.returncode == 2 and field in p.stderr and "--prototxt" in p.stderr, p.stderr
 
 
-def test_plan_refuses_shipped_data_that_does_not_match(tmp_path):
-    _no_gpu()
+def test_plan_refuses_shipped_data_that_does_not_match(no_gpu, tmp_path):
     for args, what in ((["--gpu", "Tesla P100"], "Tesla P100"),
                        (["--cudnn-version", "8905"], "cuDNN 8905"),
                        (["--dtype", "float64"], "float64"), (["--math", "fma"], "fma")):
@@ -402,8 +342,7 @@ def test_plan_refuses_shipped_data_that_does_not_match(tmp_path):
         assert len(p.stderr.strip().splitlines()) == 1
 
 
-def test_plan_table_names_algorithms_and_explains_itself(tmp_path):
-    _no_gpu()
+def test_plan_table_names_algorithms_and_explains_itself(no_gpu, tmp_path):
     p = run(tmp_path, "plan", "--limit", "64M")
     assert "64x4:IMPLICIT_PRECOMP_GEMM" in p.stdout and "algo" not in p.stdout.split("legend")[0]
     assert re.search(r"^legend: \S+ = \w+ micro-batch.*predicted.*not measured", p.stdout, re.M)

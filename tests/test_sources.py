@@ -1,6 +1,6 @@
 """ucudnn.measure.sources: where plan gets its benchmark data (no printing, no GPU needed)."""
 import dataclasses
-import sys
+from pathlib import Path
 
 import pytest
 
@@ -8,25 +8,12 @@ from ucudnn.measure import sources
 from ucudnn.plan.network import LayerSpec, read_layers
 from ucudnn.vocab import InputError
 
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
-from test_cli import SHIPPED, _FakeBench, _gpu_visible  # noqa: E402
+SHIPPED = Path(__file__).resolve().parents[1] / "ucudnn" / "data" / "h200"
 
 
 @pytest.fixture
-def no_gpu(monkeypatch, tmp_path):
-    if _gpu_visible():
-        pytest.skip("a GPU is visible")
+def no_gpu(no_gpu, monkeypatch, tmp_path):
     monkeypatch.setenv("UCUDNN_CACHE", str(tmp_path / "default.sqlite"))
-
-
-@pytest.fixture
-def fake_gpu(monkeypatch, tmp_path):
-    import ucudnn.measure
-    fake = _FakeBench()
-    monkeypatch.setitem(sys.modules, "ucudnn.measure.bench", fake)
-    monkeypatch.setattr(ucudnn.measure, "bench", fake, raising=False)
-    monkeypatch.setenv("UCUDNN_CACHE", str(tmp_path / "default.sqlite"))
-    return fake
 
 
 def _renamed(net):

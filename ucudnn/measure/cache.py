@@ -99,9 +99,8 @@ APP_NAME = "ucudnn-bench-cache"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _OUR_TABLES = {"meta", "entries", "perfs"}
 
-_SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE entries (
+_TABLES = """
+CREATE TABLE {entries} (
     id INTEGER PRIMARY KEY,
     gpu TEXT NOT NULL, cudnn_version INTEGER NOT NULL, dtype TEXT NOT NULL,
     math TEXT NOT NULL, op TEXT NOT NULL, shape TEXT NOT NULL,
@@ -109,30 +108,19 @@ CREATE TABLE entries (
     repeats INTEGER NOT NULL, created REAL NOT NULL,
     UNIQUE (gpu, cudnn_version, dtype, math, op, shape, timing, workspace_cap, batch)
 );
-CREATE TABLE perfs (
-    entry INTEGER NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
+CREATE TABLE {perfs} (
+    entry INTEGER NOT NULL REFERENCES {entries}(id) ON DELETE CASCADE,
     algo INTEGER NOT NULL, time_ms REAL NOT NULL, ws_bytes INTEGER NOT NULL,
     algo_math INTEGER NOT NULL
 );
-CREATE INDEX perfs_entry ON perfs(entry);
 """
+_SCHEMA = ("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+           + _TABLES.format(entries="entries", perfs="perfs")
+           + "CREATE INDEX perfs_entry ON perfs(entry);")
 
 # Schema 1 -> 2 (Note [Schema migration]): new tables, rows copied with their ids, old tables
 # dropped (perfs first: no cascade), new ones renamed (SQLite rewrites the foreign key).
-_MIGRATE_1_2 = f"""
-CREATE TABLE entries_v2 (
-    id INTEGER PRIMARY KEY,
-    gpu TEXT NOT NULL, cudnn_version INTEGER NOT NULL, dtype TEXT NOT NULL,
-    math TEXT NOT NULL, op TEXT NOT NULL, shape TEXT NOT NULL,
-    timing TEXT NOT NULL, workspace_cap INTEGER NOT NULL, batch INTEGER NOT NULL,
-    repeats INTEGER NOT NULL, created REAL NOT NULL,
-    UNIQUE (gpu, cudnn_version, dtype, math, op, shape, timing, workspace_cap, batch)
-);
-CREATE TABLE perfs_v2 (
-    entry INTEGER NOT NULL REFERENCES entries_v2(id) ON DELETE CASCADE,
-    algo INTEGER NOT NULL, time_ms REAL NOT NULL, ws_bytes INTEGER NOT NULL,
-    algo_math INTEGER NOT NULL
-);
+_MIGRATE_1_2 = _TABLES.format(entries="entries_v2", perfs="perfs_v2") + f"""
 INSERT INTO entries_v2 (id, gpu, cudnn_version, dtype, math, op, shape, timing, workspace_cap,
                         batch, repeats, created)
     SELECT id, gpu, cudnn_version, dtype, math, op, shape, 'events5', {UNKNOWN_CAP}, batch,
