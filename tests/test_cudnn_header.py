@@ -78,16 +78,17 @@ def test_core_imports_without_gpu():
             bench.device_info()
 
 
-def test_core_imports_only_the_vocabulary():
+def test_core_imports_only_the_vocabulary(tmp_path):
     """Imports run one way: ucudnn._core needs only ucudnn.vocab; the C API (ucudnn._capi)
-    sits on top of the runtime."""
+    sits on top of the runtime. (Run outside the checkout: the installed package.)"""
     import subprocess
     import sys
     code = ("import sys, ucudnn._core as c, ucudnn.vocab as v; "
             "print(sorted(m for m in sys.modules if m.startswith('ucudnn'))); "
             "print(c.OPS is v.OPS, hasattr(c, '_DTYPES'), hasattr(c, '_MATH')); "
             "import ucudnn._capi; print('ucudnn.measure.runtime' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=tmp_path)
     lines = out.stdout.splitlines()
     assert lines[0] == "['ucudnn', 'ucudnn._core', 'ucudnn.vocab']"
     assert lines[1:] == ["True False False", "True"]
