@@ -27,7 +27,7 @@ from typing import List, Optional, Sequence
 from ..plan.dp import (WINOGRAD_ALGOS, PlanError, candidate_sizes, desirable_set, plan_kernel,
                  undivided_plan, without_algorithms)
 from ..plan.ilp import solve_workspace_division
-from ..vocab import OPTIMIZER_CODES, algo_name, format_size, normalise_policy
+from ..vocab import OPTIMIZER_CODES, InputError, algo_name, format_size, normalise_policy
 from . import records
 
 log = logging.getLogger("ucudnn")
@@ -40,7 +40,7 @@ def _log_from_environment() -> None:
     if not level or any(getattr(h, "_ucudnn_env", False) for h in log.handlers):
         return
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
-        raise ValueError(f"UCUDNN_LOG: unknown level {level!r} (DEBUG, INFO, WARNING, ERROR)")
+        raise InputError(f"UCUDNN_LOG: unknown level {level!r} (DEBUG, INFO, WARNING, ERROR)")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("ucudnn %(levelname)s: %(message)s"))
     handler._ucudnn_env = True
@@ -49,7 +49,6 @@ def _log_from_environment() -> None:
 
 
 _log_from_environment()
-
 
 
 def prepare_kernel(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
