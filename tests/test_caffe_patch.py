@@ -105,7 +105,7 @@ def test_series_applies_to_pinned_source(tmp_path):
 
 
 @pytest.mark.caffe_build
-def test_full_build():
+def test_full_build(capsys):
     cuda_root = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
     if not (cuda_root / "bin" / "nvcc").exists():
         pytest.skip(f"no nvcc under {cuda_root}")
@@ -120,7 +120,27 @@ def test_full_build():
             and offline_tarball.is_file()
             and "--source" not in args and "--offline" not in args):
         args += ["--source", str(offline_tarball)]
-    res = _run(args)
+    # ~20-35 minutes on 2 cores: the build's own progress goes to a log whose path is said
+    # first, and its [ N%] lines are echoed (pytest -s shows every line)
+    log_path = CAFFE_ROOT / "build-test.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with capsys.disabled():
+        print(f"\n[test_full_build] building Caffe (about 20-35 min on 2 cores); "
+              f"full log: {log_path}", flush=True)
+    lines = []
+    with open(log_path, "w") as log, subprocess.Popen(
+            ["bash", str(SCRIPT), *args], cwd=REPO, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True) as proc:
+        last = None
+        for line in proc.stdout:
+            log.write(line)
+            lines.append(line)
+            pct = line[:6] if line.startswith("[") and "%]" in line[:6] else None
+            if pct and pct != last or line.startswith("[build_caffe]"):
+                last = pct or last
+                with capsys.disabled():
+                    print(f"[test_full_build] {line.rstrip()[:120]}", flush=True)
+    res = subprocess.CompletedProcess(proc.args, proc.returncode, "".join(lines))
     assert res.returncode == 0, "build_caffe.sh failed:\n" + res.stdout[-6000:]
 
     build = CAFFE_ROOT / "build"
