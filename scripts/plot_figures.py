@@ -44,10 +44,10 @@ def main(argv=None):
 
     layers, benches = tables(args.tables, "alexnet")
     plots.kernel_algorithms(benches["conv2", "fwd"], "AlexNet conv2 forward (per group, H200)",
-                            out("alexnet_conv2_fwd_algorithms.png"))
+                            out("alexnet_conv2_fwd_algorithms.png"), op="fwd")
     plots.desirable_set_scatter(benches["conv2", "fwd"], 256,
                                 "AlexNet conv2 forward, batch 256: desirable set",
-                                out("alexnet_conv2_fwd_desirable_set.png"))
+                                out("alexnet_conv2_fwd_desirable_set.png"), op="fwd")
     for net in ("alexnet", "resnet18"):
         l, b = tables(args.tables, net)
         plots.ilp_vs_dp(l, b, f"{net}: ILP against per-layer DP (predicted)",

@@ -11,7 +11,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 from ..plan.dp import desirable_set
 from ..plan.network import LayerSpec, plan_network
 from ..plan.table import KernelBench
-from ..vocab import format_size
+from ..vocab import algo_name, format_size
 from .grid import is_unlimited, point_order
 from .results import point_conv_ms
 
@@ -21,6 +21,12 @@ __all__ = ["kernel_algorithms", "desirable_set_scatter", "measured_vs_predicted"
 
 OP_COLORS = {"fwd": "#4477aa", "bwd_data": "#ee6677", "bwd_filter": "#228833"}
 LIMIT_LINES = (8 << 20, 64 << 20, 512 << 20)
+#: Workspace axes are symlog in MiB: linear below this, so that a zero workspace is drawn at 0
+#: (its own "0" tick) and not faked at a tiny positive value on a log axis.
+WS_LINTHRESH_MIB = 1.0
+ALGO_COLORS = ("#4477aa", "#ee6677", "#228833", "#ccbb44", "#66ccee", "#aa3377", "#ee7733",
+               "#777777")
+ALGO_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
 def _plt():
@@ -30,10 +36,44 @@ def _plt():
     return plt
 
 
-def _save(fig, out: str) -> None:
-    fig.tight_layout()
+def _save(fig, out: str, tight: bool = True):
+    if tight:
+        fig.tight_layout()
     fig.savefig(out, dpi=110, metadata={"Software": None})
     _plt().close(fig)
+    return fig
+
+
+def _mib(ws_bytes: int) -> float:
+    """Workspace in MiB for a symlog axis: zero stays zero."""
+    return ws_bytes / 2**20
+
+
+def _ws_axis(ax, axis: str = "y") -> None:
+    """Symlog workspace axis (MiB): 0, then 1, 10, 100 ... MiB; zero is a real 0 tick."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter
+    setter = ax.set_yscale if axis == "y" else ax.set_xscale
+    setter("symlog", linthresh=WS_LINTHRESH_MIB, linscale=0.5)
+    ticks = [0.0] + [10.0 ** k for k in range(0, 6)]
+    fmt = FuncFormatter(lambda v, _: "0" if v == 0 else f"{v:g}")
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    target.set_major_locator(FixedLocator(ticks))
+    target.set_major_formatter(fmt)
+
+
+def _label_segments(ax, segments, min_frac: float = 0.03) -> None:
+    """Name the stacked segments tall enough to hold a label: ``segments`` holds
+    (x, bottom, height, name); the others stay unnamed (the legend says how they are stacked)."""
+    top = ax.get_ylim()[1]
+    for x, bottom, h, name in segments:
+        if h >= min_frac * top:
+            ax.text(x, bottom + h / 2, name, ha="center", va="center", fontsize=6,
+                    color="white")
+
+
+def _algo_label(op: Optional[str], algo: int, math: int = 0) -> str:
+    name = algo_name(op, algo) if op else f"algo {algo}"
+    return name + (f" (math {math})" if math else "")
 
 
 def load_bench_core(paths: Iterable[str]) -> dict:
@@ -48,61 +88,80 @@ def load_bench_core(paths: Iterable[str]) -> dict:
     return merged
 
 
-def kernel_algorithms(bench: KernelBench, title: str, out: str) -> None:
-    """Time and workspace of every algorithm against micro-batch size (one kernel)."""
+def kernel_algorithms(bench: KernelBench, title: str, out: str, op: Optional[str] = None):
+    """Time and workspace of every algorithm against micro-batch size (one kernel). ``op``
+    names the algorithms (cuDNN's names); the workspace axis is symlog, zero drawn at 0."""
     plt = _plt()
-    fig, (ax_t, ax_w) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (ax_t, ax_w) = plt.subplots(1, 2, figsize=(10.5, 4.8))
     series: Dict[tuple, List[tuple]] = defaultdict(list)
     for b in sorted(bench):
         for p in bench[b]:
             series[p.algo, p.math].append((b, p.time_ms, p.ws_bytes))
     for (algo, math), pts in sorted(series.items()):
-        label = f"algo {algo}" + (f" (math {math})" if math else "")
+        style = dict(marker=ALGO_MARKERS[algo % 8], ms=5, color=ALGO_COLORS[algo % 8],
+                     ls="--" if math else "-", label=_algo_label(op, algo, math))
         xs = [b for b, _, _ in pts]
-        ax_t.plot(xs, [t / b for b, t, _ in pts], marker="o", label=label)
-        ax_w.plot(xs, [max(w, 1) / 2**20 for _, _, w in pts], marker="o", label=label)
+        ax_t.plot(xs, [t / b for b, t, _ in pts], **style)
+        ax_w.plot(xs, [_mib(w) for _, _, w in pts], **style)
     for ax in (ax_t, ax_w):
         ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
         ax.set_xlabel("micro-batch size")
         ax.grid(True, which="both", alpha=0.3)
+    ax_t.set_yscale("log")
+    _ws_axis(ax_w)
     ax_t.set_ylabel("time per sample (ms)")
-    ax_w.set_ylabel("workspace (MiB)")
+    ax_w.set_ylabel("workspace (MiB, symlog: 0 = none)")
+    top = max([_mib(w) for pts in series.values() for _, _, w in pts] + [1.0])
+    ax_w.set_ylim(-0.1, top * 4)
+    from matplotlib.transforms import blended_transform_factory
+    tr = blended_transform_factory(ax_w.transAxes, ax_w.transData)
     for lim in LIMIT_LINES:
-        ax_w.axhline(lim / 2**20, color="grey", ls="--", lw=0.8)
-    ax_w.legend(fontsize=7)
+        ax_w.axhline(_mib(lim), color="grey", ls="--", lw=0.8)
+        ax_w.text(0.01, _mib(lim), f"{format_size(lim)} limit", transform=tr, fontsize=7,
+                  color="dimgrey", ha="left", va="bottom")
+    handles, labels = ax_t.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8,
+               frameon=False)
     fig.suptitle(title)
-    _save(fig, out)
+    fig.tight_layout(rect=(0, 0.06 * ((len(labels) + 3) // 4), 1, 1))
+    return _save(fig, out, tight=False)
 
 
 def desirable_set_scatter(bench: KernelBench, n: int, title: str, out: str,
-                          policy: str = "powerOfTwo") -> None:
+                          policy: str = "powerOfTwo", op: Optional[str] = None):
     """The desirable set (Pareto front of plans) as a time-workspace scatter, with the undivided
-    algorithms and the 8/64/512 MiB limits."""
+    algorithms (named by cuDNN when ``op`` is given) and the 8/64/512 MiB limits. The workspace
+    axis is symlog: a plan with no workspace is drawn at 0."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    fig, ax = plt.subplots(figsize=(7, 4.8))
     front = desirable_set(bench, n, policy, strict=False)
-    ax.step([max(p.ws_bytes, 1) / 2**20 for p in front], [p.time_ms for p in front],
-            where="post", color="#4477aa", lw=1)
-    ax.scatter([max(p.ws_bytes, 1) / 2**20 for p in front], [p.time_ms for p in front],
-               color="#4477aa", zorder=3, label=f"desirable set ({policy})")
-    whole = bench.get(n, [])
-    ax.scatter([max(p.ws_bytes, 1) / 2**20 for p in whole], [p.time_ms for p in whole],
-               marker="x", color="#ee6677", zorder=3, label="undivided algorithms")
+    ax.step([_mib(p.ws_bytes) for p in front], [p.time_ms for p in front],
+            where="post", color="black", lw=0.8)
+    ax.scatter([_mib(p.ws_bytes) for p in front], [p.time_ms for p in front],
+               color="black", s=18, zorder=3, label=f"desirable set ({policy})")
+    whole = sorted(bench.get(n, []), key=lambda p: (p.algo, p.math))
+    for p in whole:
+        ax.scatter([_mib(p.ws_bytes)], [p.time_ms], marker=ALGO_MARKERS[p.algo % 8],
+                   facecolors="none", edgecolors=ALGO_COLORS[p.algo % 8], s=60, lw=1.3,
+                   zorder=4, label=f"undivided: {_algo_label(op, p.algo, p.math)}")
+    _ws_axis(ax, "x")
+    top = max([_mib(p.ws_bytes) for p in list(front) + whole] + [_mib(LIMIT_LINES[-1])])
+    ax.set_xlim(-0.1, top * 3)
+    from matplotlib.transforms import blended_transform_factory
+    tr = blended_transform_factory(ax.transData, ax.transAxes)
     for lim in LIMIT_LINES:
-        ax.axvline(lim / 2**20, color="grey", ls="--", lw=0.8)
-        ax.text(lim / 2**20, ax.get_ylim()[1], format_size(lim), fontsize=7, ha="right",
-                va="top", rotation=90)
-    ax.set_xscale("log")
-    ax.set_xlabel("workspace (MiB)")
+        ax.axvline(_mib(lim), color="grey", ls="--", lw=0.8)
+        ax.text(_mib(lim), 1.01, f"{format_size(lim)}\nlimit", transform=tr, fontsize=7,
+                ha="center", va="bottom", color="dimgrey")
+    ax.set_xlabel("workspace (MiB, symlog: 0 = no workspace)")
     ax.set_ylabel("time (ms)")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.set_title(title, pad=24)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.grid(True, which="both", alpha=0.3)
-    _save(fig, out)
+    return _save(fig, out)
 
 
-def measured_vs_predicted(results: dict, out: str) -> None:
+def measured_vs_predicted(results: dict, out: str):
     """Network convolution time: measured against the planner's prediction."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(5.5, 5))
@@ -126,10 +185,10 @@ def measured_vs_predicted(results: dict, out: str) -> None:
     ax.set_ylabel("measured (ms)")
     ax.set_title("convolution time per iteration (±10 % dotted)")
     ax.legend(fontsize=8)
-    _save(fig, out)
+    return _save(fig, out)
 
 
-def stacked_layers(results: dict, net: str, out: str) -> None:
+def stacked_layers(results: dict, net: str, out: str):
     """Per (limit, policy): per-layer measured time stacked by op, speedup over undivided."""
     plt = _plt()
     rows = [k for k in results["kernels"] if k["net"] == net]
@@ -139,6 +198,7 @@ def stacked_layers(results: dict, net: str, out: str) -> None:
     layers = list(dict.fromkeys(k["layer"] for k in rows))
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(configs)), 4.5))
     totals = {}
+    segments = []
     for x, cfg in enumerate(configs):
         bottom = 0.0
         for op in ("fwd", "bwd_data", "bwd_filter"):
@@ -149,6 +209,7 @@ def stacked_layers(results: dict, net: str, out: str) -> None:
                 if t:
                     ax.bar(x, t, bottom=bottom, color=OP_COLORS[op], edgecolor="white",
                            lw=0.5, alpha=0.55 + 0.45 * (li % 2))
+                    segments.append((x, bottom, t, layer))
                     bottom += t
         totals[cfg] = bottom
     for x, (limit, policy) in enumerate(configs):
@@ -159,42 +220,84 @@ def stacked_layers(results: dict, net: str, out: str) -> None:
     ax.set_xticks(range(len(configs)))
     ax.set_xticklabels([f"{format_size(l)}\n{p}" for l, p in configs], fontsize=7)
     ax.set_ylabel("convolution time per iteration (ms)")
+    ax.set_ylim(0, max(totals.values(), default=1.0) * 1.08)
+    _label_segments(ax, segments)
     from matplotlib.patches import Patch
-    ax.legend(handles=[Patch(color=c, label=op) for op, c in OP_COLORS.items()], fontsize=8)
+    ax.legend(handles=[Patch(color=c, label=op) for op, c in OP_COLORS.items()]
+              + [Patch(color="none", label=f"one segment per layer, {layers[0]}..{layers[-1]}\n"
+                       "bottom-up in each op, shades alternate")],
+              fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.set_title(f"{net}: layers stacked per op (measured), speedup over undivided")
-    _save(fig, out)
+    return _save(fig, out)
+
+
+def _kernel_rows(n: int):
+    """Figure with the time panel top left and a tall horizontal-bar panel on the right, one
+    row per kernel (names readable, not rotated); returns (fig, ax_time, ax_ws)."""
+    plt = _plt()
+    height = max(4.6, 0.17 * n + 1.4)
+    fig = plt.figure(figsize=(12, height))
+    gs = fig.add_gridspec(2, 2, height_ratios=[4.0, max(height - 4.0, 0.3)],
+                          width_ratios=[1, 1.1])
+    return fig, fig.add_subplot(gs[0, 0]), fig.add_subplot(gs[:, 1])
+
+
+def _small_marks(ax, ys, ws_bytes, color, top_bytes):
+    """Write the size next to workspace bars too short to see (zero, or under 1 % of the
+    largest bar): ``0`` or ``1.0KiB``, so that an empty row is not mistaken for missing data."""
+    for y, v in zip(ys, ws_bytes):
+        if v < 0.01 * top_bytes:
+            ax.text(0.005 * top_bytes / 2**20, y, "0" if v == 0 else format_size(v),
+                    color=color, fontsize=7, ha="left", va="center")
 
 
 def ilp_vs_dp(layers: Sequence[LayerSpec], benches: Mapping, title: str, out: str,
-              limits: Sequence[int] = LIMIT_LINES, policy: str = "powerOfTwo") -> None:
+              limits: Sequence[int] = LIMIT_LINES, policy: str = "powerOfTwo"):
     """Predicted network time: undivided, per-layer DP and ILP at the same total memory; and
-    the workspace each kernel got from the ILP at the middle limit."""
-    plt = _plt()
-    fig, (ax, ax_w) = plt.subplots(1, 2, figsize=(11, 4.2))
+    the workspace each kernel got from the ILP at the middle limit (one row per kernel,
+    coloured by op)."""
     width = 0.27
-    for i, lim in enumerate(limits):
+    shown = None
+    results = []
+    for lim in limits:
         dp = plan_network(layers, benches, policy=policy, limit=lim, strict=False)
         ilp = plan_network(layers, benches, policy=policy, limit=lim, optimizer="ilp",
                            strict=False)
+        results.append((dp, ilp))
+        if lim == limits[len(limits) // 2]:
+            shown, shown_lim = ilp, lim
+    fig, ax, ax_w = _kernel_rows(len(shown.kernels))
+    for i, (dp, ilp) in enumerate(results):
         for j, (val, c, name) in enumerate(((dp.baseline_time_ms, "#bbbbbb", "undivided"),
                                             (dp.time_ms, "#4477aa", "DP per layer"),
                                             (ilp.time_ms, "#ee6677", "ILP, same total"))):
             ax.bar(i + (j - 1) * width, val, width, color=c, label=name if i == 0 else None)
-        if lim == limits[len(limits) // 2]:
-            shown = ilp
     ax.set_xticks(range(len(limits)))
     ax.set_xticklabels([format_size(l) + " / kernel" for l in limits])
     ax.set_ylabel("predicted convolution time (ms)")
     ax.legend(fontsize=8)
     names = [k.name for k in shown.kernels]
-    ax_w.bar(range(len(names)), [k.plan.ws_bytes / 2**20 for k in shown.kernels],
-             color=[OP_COLORS[k.op] for k in shown.kernels])
-    ax_w.axhline(shown.budget / len(names) / 2**20, color="grey", ls="--", lw=0.8)
-    ax_w.set_xticks(range(len(names)))
-    ax_w.set_xticklabels(names, rotation=90, fontsize=6)
-    ax_w.set_ylabel(f"ILP workspace (MiB), budget {format_size(shown.budget)}")
+    ys = list(range(len(names)))
+    ws = [k.plan.ws_bytes for k in shown.kernels]
+    ax_w.barh(ys, [w / 2**20 for w in ws], 0.75, color=[OP_COLORS[k.op] for k in shown.kernels])
+    _small_marks(ax_w, ys, ws, "black", max(ws + [1]))
+    per_kernel = shown.budget / len(names) / 2**20
+    ax_w.axvline(per_kernel, color="grey", ls="--", lw=0.8)
+    ax_w.set_yticks(ys)
+    ax_w.set_yticklabels(names, fontsize=7)
+    ax_w.set_ylim(len(names) - 0.5, -0.5)
+    ax_w.set_xlabel("workspace the ILP gave each kernel (MiB)")
+    ax_w.set_title(f"ILP at {format_size(shown_lim)} / kernel: budget "
+                   f"{format_size(shown.budget)} in all", fontsize=9)
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    ax_w.legend(handles=[Patch(color=c, label=op) for op, c in OP_COLORS.items()]
+                + [Line2D([], [], color="grey", ls="--", lw=0.8,
+                          label=f"budget / kernels = {per_kernel:.0f} MiB")],
+                fontsize=7, loc="lower right")
+    ax_w.grid(axis="x", lw=0.3)
     fig.suptitle(title)
-    _save(fig, out)
+    return _save(fig, out)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -218,22 +321,24 @@ def _label(r: dict) -> str:
     return f"{format_size(lim)}\n{r['setting']}"
 
 
-def reproduce_ilp_vs_dp(doc: dict, net: str, out: str, policy: str = "powerOfTwo") -> None:
+def reproduce_ilp_vs_dp(doc: dict, net: str, out: str, policy: str = "powerOfTwo"):
     """Measured in Caffe: convolution-layer time of undivided, the per-layer DP and the ILP
     (same policy, budget limit x kernels) per limit, with the processes' spread; and the
     workspace each kernel got from the DP and from the ILP at the middle limit."""
-    plt = _plt()
     pts = {(r["setting"], r.get("limit_bytes")): r for r in _measured(doc, net)}
     limits = sorted({lim for (s, lim) in pts if s == "ilp" and (policy, lim) in pts})
     if not limits:
         raise ValueError(f"no measured ILP and {policy} points for {net!r} in the results")
-    fig, (ax, ax_w) = plt.subplots(1, 2, figsize=(12, 4.4))
+    lim = limits[len(limits) // 2]
+    ilp, dp = pts[("ilp", lim)]["kernels"], pts[(policy, lim)]["kernels"]
+    names = list(ilp)
+    fig, ax, ax_w = _kernel_rows(len(names))
     width = 0.27
     series = (("undivided", "#bbbbbb", "undivided"), (policy, "#4477aa", f"DP per layer ({policy})"),
               ("ilp", "#ee6677", "ILP, same total"))
-    for i, lim in enumerate(limits):
+    for i, limit in enumerate(limits):
         for j, (setting, color, name) in enumerate(series):
-            r = pts.get((setting, lim))
+            r = pts.get((setting, limit))
             value = _conv_ms(r) if r else None
             if value is None:       # stock-like undivided point without kernels: no bar
                 continue
@@ -244,28 +349,32 @@ def reproduce_ilp_vs_dp(doc: dict, net: str, out: str, policy: str = "powerOfTwo
     ax.set_xticks(range(len(limits)))
     ax.set_xticklabels([format_size(l) + " / kernel" for l in limits])
     ax.set_ylabel("convolution layers, measured (ms / iteration)")
+    ax.set_title("median of the processes; bars: min-max", fontsize=8)
     ax.legend(fontsize=8)
-    lim = limits[len(limits) // 2]
-    ilp, dp = pts[("ilp", lim)]["kernels"], pts[(policy, lim)]["kernels"]
-    names = list(ilp)
-    x = range(len(names))
-    ax_w.bar([i - 0.2 for i in x], [dp.get(n, {}).get("ws_bytes", 0) / 2**20 for n in names],
-             0.4, color="#4477aa", label=f"DP ({policy})")
+    ys = list(range(len(names)))
+    dp_ws = [dp.get(n, {}).get("ws_bytes", 0) for n in names]
+    ilp_ws = [ilp[n]["ws_bytes"] for n in names]
+    ax_w.barh([y - 0.2 for y in ys], [w / 2**20 for w in dp_ws], 0.4, color="#4477aa",
+              label=f"DP ({policy})")
     budget = pts[("ilp", lim)].get("ilp_budget_bytes")
-    ax_w.bar([i + 0.2 for i in x], [ilp[n]["ws_bytes"] / 2**20 for n in names], 0.4,
-             color="#ee6677",
-             label="ILP" + (f" (budget {format_size(budget)} in all)" if budget else ""))
-    ax_w.axhline(lim / 2**20, color="grey", ls="--", lw=0.8)
-    ax_w.set_xticks(list(x))
-    ax_w.set_xticklabels(names, rotation=90, fontsize=6)
-    ax_w.set_ylabel("workspace per kernel (MiB)")
-    ax_w.legend(fontsize=8)
-    fig.suptitle(f"{net}: ILP against per-layer DP in caffe time (limit line: "
-                 f"{format_size(lim)} per kernel)")
-    _save(fig, out)
+    ax_w.barh([y + 0.2 for y in ys], [w / 2**20 for w in ilp_ws], 0.4, color="#ee6677",
+              label="ILP" + (f" (budget {format_size(budget)} in all)" if budget else ""))
+    top = max(dp_ws + ilp_ws + [1])
+    _small_marks(ax_w, [y - 0.2 for y in ys], dp_ws, "#4477aa", top)
+    _small_marks(ax_w, [y + 0.2 for y in ys], ilp_ws, "#ee6677", top)
+    ax_w.axvline(lim / 2**20, color="grey", ls="--", lw=0.8,
+                 label=f"DP limit {format_size(lim)} / kernel")
+    ax_w.set_yticks(ys)
+    ax_w.set_yticklabels(names, fontsize=7)
+    ax_w.set_ylim(len(names) - 0.5, -0.5)
+    ax_w.set_xlabel(f"workspace per kernel at {format_size(lim)} / kernel (MiB)")
+    ax_w.legend(fontsize=7, loc="lower right")
+    ax_w.grid(axis="x", lw=0.3)
+    fig.suptitle(f"{net}: ILP against per-layer DP in caffe time")
+    return _save(fig, out)
 
 
-def reproduce_stacked(doc: dict, net: str, out: str) -> None:
+def reproduce_stacked(doc: dict, net: str, out: str):
     """Per point: per-layer forward and backward time of one Caffe iteration (convolution
     layers in colour, the rest grey), speedup over undivided at the same limit on top."""
     plt = _plt()
@@ -274,9 +383,12 @@ def reproduce_stacked(doc: dict, net: str, out: str) -> None:
         raise ValueError(f"no measured points for {net!r} in the results")
     # stock Caffe has no ucudnn kernels: its convolution layers are the other points' ones
     net_convs = {k.split("/")[0] for r in pts for k in (r.get("kernels") or {})}
-    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(pts)), 4.5))
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(pts)) + 2, 4.8))
+    segments, tops = [], []
+    order = []
     for x, r in enumerate(pts):
         convs = set(r.get("conv_layers") or net_convs)
+        order = order or [l["name"] for l in r["layers"] if l["name"] in convs]
         bottom = 0.0
         for part, color, grey in (("forward", "#4477aa", "#bbbbbb"),
                                   ("backward", "#ee6677", "#dddddd")):
@@ -285,10 +397,12 @@ def reproduce_stacked(doc: dict, net: str, out: str) -> None:
                 t = layer.get(part, 0.0)
                 ax.bar(x, t, bottom=bottom, color=color, edgecolor="white", lw=0.3,
                        alpha=0.65 + 0.35 * (i % 2))
+                segments.append((x, bottom, t, layer["name"]))
                 bottom += t
             rest = sum(l.get(part, 0.0) for l in r["layers"] if l["name"] not in convs)
             ax.bar(x, rest, bottom=bottom, color=grey, edgecolor="white", lw=0.3)
             bottom += rest
+        tops.append(bottom)
         base = next((b for b in pts if b["setting"] == "undivided"
                      and b.get("limit_bytes") == r.get("limit_bytes")), None)
         if base and r is not base and r.get("limit_bytes"):
@@ -297,16 +411,22 @@ def reproduce_stacked(doc: dict, net: str, out: str) -> None:
     ax.set_xticks(range(len(pts)))
     ax.set_xticklabels([_label(r) for r in pts], fontsize=7)
     ax.set_ylabel("time per iteration (ms, sum of layers)")
+    ax.set_ylim(0, max(tops) * 1.08)
+    _label_segments(ax, segments)
     from matplotlib.patches import Patch
+    span = f"{order[0]}..{order[-1]}" if order else "net order"
     ax.legend(handles=[Patch(color="#4477aa", label="conv forward (per layer)"),
                        Patch(color="#bbbbbb", label="other layers forward"),
                        Patch(color="#ee6677", label="conv backward (per layer)"),
-                       Patch(color="#dddddd", label="other layers backward")], fontsize=8)
+                       Patch(color="#dddddd", label="other layers backward"),
+                       Patch(color="none", label=f"one segment per conv layer,\n{span} "
+                             "bottom-up,\nshades alternate; named\nwhere there is room")],
+              fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.set_title(f"{net}: caffe time per layer; speedup (median) over undivided")
-    _save(fig, out)
+    return _save(fig, out)
 
 
-def reproduce_overhead(doc: dict, out: str) -> None:
+def reproduce_overhead(doc: dict, out: str):
     """Time spent before the first iteration, one panel per network: benchmarking (or reading
     the benchmark cache), planning (DP) and solving the ILP, per point, on a log scale (a cold
     benchmark of policy ``all`` takes minutes, a cache read a second)."""
@@ -332,12 +452,14 @@ def reproduce_overhead(doc: dict, out: str) -> None:
                            rotation=30, ha="right")
         ax.set_ylabel(f"{net}: seconds")
         ax.grid(axis="y", lw=0.3)
-    axes[0, 0].legend(fontsize=7)
-    axes[0, 0].set_title("ucudnn overhead per point (all kernels of the net, first process)")
-    _save(fig, out)
+    axes[0, 0].legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, fontsize=8,
+                      frameon=False)
+    fig.suptitle("ucudnn overhead per point (all kernels of the net, first process)\n"
+                 "log scale; no bar: none (ILP solve only at ILP points)", fontsize=10)
+    return _save(fig, out)
 
 
-def reproduce_measured_vs_predicted(doc: dict, out: str) -> None:
+def reproduce_measured_vs_predicted(doc: dict, out: str):
     """Convolution layers' measured time (Caffe's per-layer timer, forward + backward) against
     the planner's prediction for the same plans."""
     plt = _plt()
@@ -364,4 +486,4 @@ def reproduce_measured_vs_predicted(doc: dict, out: str) -> None:
     ax.set_yscale("log")
     ax.legend(fontsize=8)
     ax.set_title("caffe time: convolutions, measured vs predicted")
-    _save(fig, out)
+    return _save(fig, out)
