@@ -41,6 +41,44 @@ def test_figure_is_written_deterministically(tmp_path, draw):
     assert _digest(a) == _digest(b)
 
 
+def _no_fake_zero(values):
+    """Zero workspace drawn at 0, never at a tiny stand-in such as 1e-6 MiB on a log axis."""
+    values = [float(v) for v in values]
+    assert 0.0 in values
+    assert not [v for v in values if 0 < v < 1e-3], values
+
+
+def test_zero_workspace_is_drawn_at_zero_on_a_symlog_axis(tmp_path):
+    fig = plots.kernel_algorithms(BENCH, "tiny", str(tmp_path / "k.png"), op="fwd")
+    ax_w = fig.axes[1]
+    assert ax_w.get_yscale() == "symlog"
+    _no_fake_zero([y for line in ax_w.get_lines() for y in line.get_ydata()])
+    assert "0" in [t.get_text() for t in ax_w.get_yticklabels()]
+    # cuDNN's names, not "algo N"
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "IMPLICIT_GEMM" in labels and "WINOGRAD_NONFUSED" not in labels
+    assert not [t for t in labels if t.startswith("algo ")]
+
+    fig = plots.desirable_set_scatter(BENCH, 4, "tiny", str(tmp_path / "d.png"), op="fwd")
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "symlog"
+    _no_fake_zero([x for c in ax.collections for x, _ in c.get_offsets()])
+    texts = [t.get_text() for t in ax.texts]
+    assert any("8.0MiB" in t for t in texts) and all(t.get_rotation() == 0 for t in ax.texts)
+    assert "undivided: FFT_TILING" in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_kernel_names_are_horizontal_and_layer_shades_explained(tmp_path):
+    doc = json.loads(FULL_GRID.read_text())
+    fig = plots.reproduce_ilp_vs_dp(doc, "alexnet", str(tmp_path / "i.png"))
+    ax_w = fig.axes[1]
+    names = [t.get_text() for t in ax_w.get_yticklabels()]
+    assert "conv2/fwd" in names and all(t.get_rotation() == 0 for t in ax_w.get_yticklabels())
+    fig = plots.stacked_layers(RESULT, "tiny", str(tmp_path / "s.png"))
+    legend = " ".join(t.get_text() for t in fig.axes[0].get_legend().get_texts())
+    assert "one segment per layer" in legend
+
+
 FIRST_RUN = REPO / "results" / "h200" / "reproduce_first_run_2026-11-29" / "reproduce.json"
 FULL_GRID = REPO / "results" / "h200" / "reproduce.json"
 
