@@ -1,6 +1,9 @@
 """Figures from saved results only (benchmark tables, ``bench_core`` JSON, ``reproduce.json``). One figure per
 function; each takes its inputs and an output path, uses the Agg backend and writes a
-deterministic PNG (no timestamps in the metadata). Needs the ``plot`` extra (matplotlib).
+deterministic PNG (no timestamps in the metadata), and returns the (closed) figure so that
+tests can check what was drawn. Workspace axes are symlog with a real ``0`` tick: a kernel
+with no workspace is drawn at 0, not at a tiny stand-in on a log axis. Needs the ``plot``
+extra (matplotlib).
 """
 from __future__ import annotations
 
