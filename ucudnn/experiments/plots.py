@@ -490,3 +490,61 @@ def reproduce_measured_vs_predicted(doc: dict, out: str):
     ax.legend(fontsize=8)
     ax.set_title("caffe time: convolutions, measured vs predicted")
     return _save(fig, out)
+
+
+DEEPBENCH_LIMIT_COLORS = ("#88ccee", "#4477aa", "#332288", "#999933", "#cc6677")
+
+
+def deepbench_speedups(results, out: str, policy: str = "powerOfTwo", basis: str = "measured",
+                       ops: Optional[Sequence[str]] = None):
+    """The paper's DeepBench figure from a ``scripts/bench_deepbench.py`` JSON (path or loaded
+    document): one row per op, a 3x3 and a 5x5 panel, one group of bars per distinct kernel,
+    one bar per workspace limit, speedup of ``policy`` over undivided on the y axis (``basis``:
+    measured or predicted times), a line at 1. Points without both plans are left empty."""
+    from matplotlib.patches import Patch
+    from .deepbench import load_results, speedups
+    doc = load_results(results)
+    sp = speedups(doc, policy, basis)
+    recs = doc["kernels"]
+    filt, layers, limits = {}, [], set()
+    for r in recs:
+        filt[r["layer"]] = r.get("filter", "?")
+        if r["layer"] not in layers:
+            layers.append(r["layer"])
+        limits.add(int(r["limit"]))
+    limits = sorted(limits)
+    ops = list(ops or [op for op in ("fwd", "bwd_data", "bwd_filter")
+                       if any(r["op"] == op for r in recs)])
+    panels = [f for f in ("3x3", "5x5") if any(filt[l] == f for l in layers)]
+    plt = _plt()
+    widths = [max(1, sum(1 for l in layers if filt[l] == f)) for f in panels]
+    fig, axes = plt.subplots(len(ops), len(panels), squeeze=False, sharey="row",
+                             figsize=(2.0 + 0.42 * sum(widths), 2.6 * len(ops) + 0.8),
+                             gridspec_kw={"width_ratios": widths})
+    bw = 0.8 / max(1, len(limits))
+    for i, op in enumerate(ops):
+        for j, f in enumerate(panels):
+            ax = axes[i][j]
+            names = [l for l in layers if filt[l] == f]
+            for li, limit in enumerate(limits):
+                xs = [x + (li - (len(limits) - 1) / 2) * bw for x in range(len(names))]
+                ys = [sp.get((l, op, limit), 0.0) for l in names]
+                ax.bar(xs, ys, width=bw, color=DEEPBENCH_LIMIT_COLORS[li % 5],
+                       label=format_size(limit))
+            ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+            ax.set_xticks(range(len(names)))
+            ax.set_xticklabels(names, rotation=90, fontsize=7)
+            ax.set_xlim(-0.6, len(names) - 0.4)
+            ax.set_title(f"{op}, {f}", fontsize=9)
+            if j == 0:
+                ax.set_ylabel(f"speedup ({basis})")
+    handles = [Patch(color=DEEPBENCH_LIMIT_COLORS[i % 5], label=format_size(l))
+               for i, l in enumerate(limits)]
+    fig.legend(handles=handles, loc="upper center", ncol=len(limits), fontsize=8,
+               title=f"{policy} over undivided, per-kernel workspace limit", title_fontsize=8,
+               bbox_to_anchor=(0.5, 1.0))
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.6 / fig.get_figheight()))
+    return _save(fig, out, tight=False)
+
+
+__all__.append("deepbench_speedups")
