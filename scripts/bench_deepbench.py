@@ -58,19 +58,28 @@ def jobs(layers, ops):
     return [(layer, same, op) for layer, same in db.unique_layers(layers) for op in ops]
 
 
-def measure_kernel(core, bench, layer, same_as, op, limits, policies, args, log):
-    """Records (Note [DeepBench results]) of one kernel for every limit and policy."""
+def make_buffers(core, kern, n):
+    """x, y, w for ``n`` samples, filled as scripts/bench_core.py fills them. The three ops of
+    one layer share them (the fill runs on the host: 24 GB for the whole list, so once per
+    layer, not per op)."""
+    xb = core.DeviceBuffer(kern.extent_bytes(0, n))
+    yb = core.DeviceBuffer(kern.extent_bytes(1, n))
+    wb = core.DeviceBuffer(kern.filter_bytes)
+    for i, buf in enumerate((xb, yb, wb)):
+        buf.fill_random(4, 101 + i)
+    return xb, yb, wb
+
+
+def measure_kernel(core, bench, layer, same_as, op, limits, policies, args, log, buffers=None):
+    """Records (Note [DeepBench results]) of one kernel for every limit and policy;
+    ``buffers`` (x, y, w from :func:`make_buffers`) are made here when not given."""
     n = layer.n
     kern = core.Kernel(layer.shape, op, n, "float32", args.math, f"{layer.name}/{op}")
     t0 = time.perf_counter()
     data = bench.measure(kern, sizes_for(policies, n), repeats=args.repeats,
                          cache_path=args.cache)
     bench_s = time.perf_counter() - t0
-    xb = core.DeviceBuffer(kern.extent_bytes(0, n))
-    yb = core.DeviceBuffer(kern.extent_bytes(1, n))
-    wb = core.DeviceBuffer(kern.filter_bytes)
-    for i, buf in enumerate((xb, yb, wb)):
-        buf.fill_random(4, 101 + i)
+    xb, yb, wb = buffers or make_buffers(core, kern, n)
     a, b, out = operands(op, xb, yb, wb)
     handle = core.Handle(0)
     recs = []
@@ -203,14 +212,19 @@ def main(argv=None):
     deadline = db.Deadline(args.max_seconds)
     log(f"bench_deepbench: {len(layers)} rows, {len(todo) // max(1, len(args.ops))} distinct "
         f"kernels, {len(todo)} kernel-ops, limits {', '.join(args.limits)}")
-    done = 0
+    done, buffers = 0, (None, None)
     for layer, same, op in todo:
         if deadline.expired():
             log(f"bench_deepbench: --max-seconds {args.max_seconds:g} reached after {done} of "
                 f"{len(todo)} kernel-ops; writing what was measured")
             break
+        if buffers[0] is not layer:
+            buffers = (None, None)  # free the previous layer's before allocating
+            kern = core.Kernel(layer.shape, op, layer.n, "float32", args.math, layer.name)
+            buffers = (layer, make_buffers(core, kern, layer.n))
+            del kern
         doc["kernels"] += measure_kernel(core, bench, layer, same, op, args.limit_bytes,
-                                         args.policy_list, args, log)
+                                         args.policy_list, args, log, buffers[1])
         done += 1
         doc["meta"]["elapsed_s"] = round(deadline.elapsed(), 1)
         write(doc, args, args.policy_list)

@@ -310,3 +310,30 @@ def test_runner_without_gpu_says_so(tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "device_info", no_gpu)
     assert bd.main(["--json", str(tmp_path / "r.json"), "--layers", "db_30"]) == 2
     assert not (tmp_path / "r.json").exists()
+
+
+def test_runner_shares_buffers_across_ops(tmp_path, monkeypatch):
+    bd = _runner()
+    made = []
+    real = bd.make_buffers
+
+    def counting(core, kern, n):
+        made.append(kern.name)
+        return real(core, kern, n)
+    monkeypatch.setattr(bd, "make_buffers", counting)
+    from ucudnn.measure import bench
+    monkeypatch.setattr(bench, "core", lambda: FakeCore)
+    monkeypatch.setattr(bench, "device_info", lambda: {"gpu": "fake"})
+    monkeypatch.setattr(bench, "measure", FakeBench.measure)
+    out = tmp_path / "r.json"
+    assert bd.main(["--json", str(out), "--layers", "db_22", "db_30", "--limits", "128MiB",
+                    "--iters", "2"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["complete"] and made == ["db_22", "db_30"]
+    assert {(r["layer"], r["op"]) for r in doc["kernels"]} == {
+        (l, op) for l in ("db_22", "db_30") for op in ("fwd", "bwd_data", "bwd_filter")}
+    assert next(r for r in doc["kernels"] if r["layer"] == "db_22")["same_as"] == ["db_22"]
+    # --max-seconds 0: stops before the first kernel, writes an incomplete document
+    assert bd.main(["--json", str(out), "--layers", "db_30", "--max-seconds", "0"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["complete"] is False and doc["kernels"] == []
