@@ -7,7 +7,8 @@ Note [Test tiers]
     minutes on 2 cores; CI runs it explicitly); without ``--caffe-build`` those tests are
     skipped with that command as the reason, and with it a missing build dependency is named
     with the command that installs it. ``pytest -m gpu --require-gpu`` is the GPU tier of a GPU
-    host: there a GPU test that skips (no GPU, no torch, no built Caffe) fails instead, so
+    host: there a GPU test that skips (no GPU, no torch, no built Caffe) fails instead, as
+    does a GPU module (``*_gpu.py``) skipped as a whole, so
     that a GPU run cannot pass by testing nothing; without ``--require-gpu`` skipped GPU tests
     are listed in a section of their own at the end.
 """
@@ -77,6 +78,21 @@ def pytest_runtest_makereport(item, call):
 
 
 _GPU_SKIPS = pytest.StashKey()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """A GPU module (``*_gpu.py``) that skips as a whole (no torch, no GPU) counts like its
+    skipped tests: listed in the GPU section, or a failure under ``--require-gpu``."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.skipped and isinstance(collector, pytest.Module) and collector.path.stem.endswith(
+            "_gpu"):
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        collector.config.stash.setdefault(_GPU_SKIPS, []).append((collector.nodeid, reason))
+        if collector.config.getoption("--require-gpu"):
+            rep.outcome = "failed"
+            rep.longrepr = f"GPU module skipped under --require-gpu: {reason}"
 
 
 def pytest_terminal_summary(terminalreporter, config):
