@@ -168,6 +168,24 @@ def test_summary_math():
     assert "3.00x" in table and "67 %" in table
 
 
+def test_unchanged_plans_are_no_speedup_and_layers_sum_their_ops():
+    """Noise between two timings of the same plan is not a speedup; a layer's speedup is its
+    three ops' undivided time over the policy's."""
+    def rec(op, pol, ms, plan):
+        return {"layer": "L", "filter": "3x3", "op": op, "limit": MIB, "policy": pol,
+                "measured_ms": ms, "predicted_ms": ms, "plan": plan}
+    recs = [rec("fwd", "undivided", 1.02, "256x1:algo1"), rec("fwd", "powerOfTwo", 1.0, "256x1:algo1"),
+            rec("bwd_data", "undivided", 4.0, "256x1:algo0"),
+            rec("bwd_data", "powerOfTwo", 1.0, "128x2:algo1"),
+            rec("bwd_filter", "undivided", 1.0, "256x1:algo0"),
+            rec("bwd_filter", "powerOfTwo", 1.0, "256x1:algo0")]
+    assert db.speedups(recs)[("L", "fwd", MIB)] == 1.0
+    assert db.speedups(recs)[("L", "bwd_data", MIB)] == 4.0
+    assert db.layer_speedups(recs)[("L", "all", MIB)] == pytest.approx(6.02 / 3.0)
+    (row,) = db.summary(recs, per_layer=True)
+    assert row["op"] == "all" and row["gain_share"] == 1.0
+
+
 def test_load_results_checks_schema(tmp_path):
     p = tmp_path / "r.json"
     p.write_text(json.dumps(SYNTH))
