@@ -1,0 +1,268 @@
+"""Pruned search over micro-batch sizes: the `all` plan from a fraction of the benchmarks.
+
+Policy ``all`` benchmarks every micro-batch size 1..N (256 cudnnFind calls per kernel at
+N = 256) although the plan uses two or three of them. :func:`plan_pruned` measures a size only
+where its result could still change the plan; ``measure`` is a callback, so this module stays
+pure (on a GPU it is ``Kernel.benchmark`` through the cache, in tests a replay of a recorded
+table that counts the sizes asked for).
+
+Note [Pruned search]
+    Measured sizes M start as the powers of two and N (``start_sizes``). For an unmeasured size
+    b let lo < b < hi be its nearest measured neighbours. Two assumptions about one algorithm a
+    (an (algo, math) pair) bound its time at b from below:
+
+    (T) time is non-decreasing in b: t_a(b) >= t_a(lo)  (more samples, more work);
+    (P) time per sample is non-increasing in b: t_a(b) >= t_a(hi) * b / hi  (batching helps);
+
+    and one bounds which algorithms may fit the limit L at b:
+
+    (W) workspace is non-decreasing in b: ws_a(lo) > L means a does not fit at b either;
+        an algorithm measured at neither lo nor hi is taken not to run at b.
+
+    So lb(b) = (1 - slack) * min over a that may fit of max(t_a(lo), t_a(hi) * b / hi), a lower
+    bound of best_L(b), the fastest time at b within L. The DP over every size 1..N, with
+    best_L(b) where measured and lb(b) elsewhere, gives a lower bound T_lb of the exhaustive
+    optimum T_all; the DP over measured sizes alone gives a plan of time T_ub >= T_all. If
+    T_ub <= (1 + tol) * T_lb, the measured plan is within tol of T_all and the search stops.
+    Otherwise the lower-bound plan uses unmeasured sizes (else T_lb = T_ub): exactly the sizes
+    where "a better plan may hide"; they are measured and the bounds recomputed. Each round
+    measures at least one new size, so it ends, at worst with every size measured. Several
+    limits share one set of measurements: a round measures, for every limit not yet within tol,
+    the unmeasured sizes of its lower-bound plan.
+
+    When the bounds are met, a local search measures the unmeasured sizes within ``window``
+    (4) of each size of each limit's measured plan, and repeats the whole until nothing is
+    left to measure. The powers of two are measured first, so the result is never slower
+    than the powerOfTwo plan.
+
+    Where it can be wrong: the bounds are physical tendencies, not laws. (P) fails at wave
+    quantisation (a size just above a multiple of the GPU's tile waves costs almost a whole
+    extra wave, so t(hi)/hi can be below t(b)/b), (T) where cuDNN switches an algorithm's inner
+    kernel with the size (a larger b may pick a faster implementation), (W) for algorithms
+    whose workspace shrinks, and every timing carries noise (events5 medians, a few per cent
+    on sub-0.1 ms kernels). ``slack`` widens the bounds for noise. A violated bound can only
+    make lb too high, so the search stops early and misses a plan; it never returns a plan
+    that was not measured, and its predicted time is a measured one. The replay test
+    (tests/test_search.py) checks the result against the exhaustive plan on the recorded H200
+    tables of AlexNet and ResNet-18 at 8, 64 and 512 MiB.
+
+    Measured there (2026-11-30, tests/data/h200_all_sizes): 13-39 of 256 sizes per kernel on
+    average (5-15 %), 128 of 138 kernel-limit pairs within 1 % of exhaustive `all`, but 10
+    are not (worst 17.9 %, ResNet-18 l4_down bwd_data at 64 MiB): on cuDNN 9.14 all three
+    assumptions fail often. Some algorithms are 1.5-2x slower at exactly 16, 32, 64, 128 than
+    at the sizes around them (so the powers of two are the worst place to start from), time
+    and workspace both drop between neighbouring sizes where cuDNN switches inner kernels
+    (l3_3x3 fwd algo 1: 34.8 MiB at 64, 29.8 MiB at 72), and narrow sweet spots (l1_3x3 fwd:
+    sizes 11-15) hide between measured sizes. Denser start grids (ratio 1.15-1.5), a weaker
+    (P) and wider windows were tried and trade calls for fewer misses without closing them.
+
+    The network ILP needs the desirable set (Note [Desirable set] in :mod:`ucudnn.plan.dp`),
+    i.e. the optimum at every limit at once. T_lb(L) and T_ub(L) are step functions of L that
+    change only at measured workspace sizes, so the same test at each distinct measured
+    workspace (up to the largest limit wanted) would certify the whole front; this module
+    certifies the limits it is given (``limits``), which is what the DP needs. For the ILP, a
+    caller can pass the limits it may divide (e.g. budget fractions) and plan the desirable set
+    from the measured sizes (``desirable_set(..., sizes=result.measured, strict=False)``).
+"""
+from __future__ import annotations
+
+from bisect import bisect_left
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from .dp import Plan, PlanError, best_algorithms, plan_kernel
+from .table import AlgoPerf
+from ..vocab import format_size
+
+__all__ = ["start_sizes", "lower_bounds", "pruned_sizes", "plan_pruned", "PrunedResult"]
+
+Measure = Callable[[List[int]], Mapping[int, Sequence[AlgoPerf]]]
+INF = float("inf")
+PER_SAMPLE_SLACK = 0.0
+WINDOW = 4
+
+
+def start_sizes(n: int, ratio: float = 2.0) -> List[int]:
+    """The first sizes measured: a geometric grid (default the powers of two) below ``n``,
+    and ``n``; with ratio 2 the pruned plan is never slower than the powerOfTwo plan."""
+    if not isinstance(n, int) or n < 1:
+        raise PlanError(f"batch: mini-batch size must be a positive integer, got {n!r}")
+    out, x = set(), 1.0
+    while x < n:
+        out.add(int(round(x)))
+        x = max(x * ratio, x + 1)
+    return sorted(out | {n})
+
+
+def _per_algo(perfs: Sequence[AlgoPerf]) -> Dict[Tuple[int, int], AlgoPerf]:
+    out: Dict[Tuple[int, int], AlgoPerf] = {}
+    for p in perfs:
+        k = (p.algo, p.math)
+        if k not in out or p.time_ms < out[k].time_ms:
+            out[k] = p
+    return out
+
+
+def lower_bounds(bench: Mapping[int, Sequence[AlgoPerf]], n: int, limit: int,
+                 slack: float = 0.0, per_sample_slack: float = PER_SAMPLE_SLACK) -> List[float]:
+    """``v[b]`` for b in 0..n: best_L(b) where ``bench`` has b, else the bound lb(b) of Note
+    [Pruned search] (``inf``: no algorithm may fit); ``v[0]`` is unused. A size with no
+    measured size below it gets only the bound (P), one with none above only (T).
+    ``per_sample_slack`` weakens (P) alone (its failures are the common ones)."""
+    measured = sorted(b for b in bench if 1 <= b <= n)
+    algos = {b: _per_algo(bench[b]) for b in measured}
+    best = best_algorithms({b: bench[b] for b in measured}, limit)
+    v = [INF] * (n + 1)
+    for b in measured:
+        v[b] = best[b].time_ms if b in best else INF
+    for i in range(len(measured) + 1):
+        lo = measured[i - 1] if i > 0 else None
+        hi = measured[i] if i < len(measured) else None
+        start = (lo or 0) + 1
+        stop = hi if hi is not None else n + 1
+        if start >= stop:
+            continue
+        lo_a = algos[lo] if lo is not None else {}
+        hi_a = algos[hi] if hi is not None else {}
+        cands = []          # (t_lo or 0, t_hi / hi or 0) of algorithms that may fit
+        for k in set(lo_a) | set(hi_a):
+            pl, ph = lo_a.get(k), hi_a.get(k)
+            if pl is not None and pl.ws_bytes > limit:
+                continue                                    # (W)
+            cands.append((pl.time_ms if pl is not None else 0.0,
+                          (1.0 - per_sample_slack) * ph.time_ms / hi if ph is not None
+                          else 0.0))
+        for b in range(start, stop):
+            if cands:
+                v[b] = (1.0 - slack) * min(max(tl, th * b) for tl, th in cands)
+    return v
+
+
+def _dp(v: Sequence[float], n: int, sizes: Optional[Sequence[int]] = None
+        ) -> Tuple[float, List[int]]:
+    """min over partitions of n into ``sizes`` (default 1..n) of the sum of v; the parts."""
+    S = [b for b in (sizes if sizes is not None else range(1, n + 1)) if v[b] < INF]
+    T = [0.0] + [INF] * n
+    choice = [0] * (n + 1)
+    for m in range(1, n + 1):
+        tm, cm = INF, 0
+        for b in S:
+            if b > m:
+                break
+            t = v[b] + T[m - b]
+            if t <= tm:
+                tm, cm = t, b
+        T[m], choice[m] = tm, cm
+    parts, m = [], n
+    if T[n] < INF:
+        while m:
+            parts.append(choice[m])
+            m -= choice[m]
+    return T[n], parts
+
+
+@dataclass
+class PrunedResult:
+    """What :func:`pruned_sizes` measured and why it stopped."""
+    n: int
+    bench: Dict[int, List[AlgoPerf]]
+    rounds: List[List[int]] = field(default_factory=list)   # sizes measured per round
+    bounds: Dict[int, Tuple[float, float]] = field(default_factory=dict)  # limit: (T_lb, T_ub)
+
+    @property
+    def measured(self) -> List[int]:
+        return sorted(self.bench)
+
+    @property
+    def calls(self) -> int:
+        """Sizes measured (cudnnFind calls, one per size)."""
+        return len(self.bench)
+
+    def gap(self, limit: int) -> float:
+        """T_ub / T_lb - 1 at ``limit``: how far the plan may be from the exhaustive one
+        (if the bounds of Note [Pruned search] hold)."""
+        lb, ub = self.bounds[limit]
+        return ub / lb - 1.0 if lb > 0 else (0.0 if ub == lb else INF)
+
+
+def _measure(measure: Measure, sizes: Iterable[int], bench: Dict[int, List[AlgoPerf]],
+             name: str) -> List[int]:
+    want = sorted(set(sizes) - set(bench))
+    if not want:
+        return []
+    got = measure(want)
+    for b in want:
+        if b not in got:
+            raise PlanError(f"{name}: the benchmark returned nothing for micro-batch size {b}")
+        bench[b] = list(got[b])
+    return want
+
+
+def pruned_sizes(measure: Measure, n: int, limits: Iterable[int], *, tol: float = 0.0,
+                 slack: float = 0.0, start: Optional[Iterable[int]] = None,
+                 window: int = WINDOW, max_rounds: int = 10_000,
+                 name: str = "kernel") -> PrunedResult:
+    """Measure sizes of 1..n until, at every limit in ``limits``, the plan over measured sizes
+    is within ``tol`` of the lower bound (Note [Pruned search]).
+
+    ``measure(sizes) -> {b: [AlgoPerf]}`` benchmarks the listed sizes (each asked once);
+    ``slack``: relative widening of the bounds for timing noise; ``start``: the first sizes
+    (default :func:`start_sizes`; 1 and ``n`` are always added); ``window``: once the bounds
+    are met, the unmeasured sizes within ``window`` of each size of a limit's measured plan are
+    measured, until a round finds none (local search; 0: none).
+    """
+    limits = sorted(set(int(l) for l in limits))
+    if not limits:
+        raise PlanError(f"{name}: no workspace limit given")
+    if any(l < 0 for l in limits):
+        raise PlanError(f"{name}: workspace_limit must not be negative, got {limits[0]}")
+    if not (tol >= 0 and 0 <= slack < 1):
+        raise PlanError(f"{name}: tol must be >= 0 and slack in [0, 1), got {tol}, {slack}")
+    first = set(start_sizes(n) if start is None else start) | {1, n}
+    first = {b for b in first if 1 <= b <= n}
+    res = PrunedResult(n, {})
+    res.rounds.append(_measure(measure, first, res.bench, name))
+    open_limits = list(limits)
+    for _ in range(max_rounds):
+        want = set()
+        still = []
+        for limit in open_limits:
+            v_ub = lower_bounds(res.bench, n, limit, 0.0)
+            ub, _ = _dp(v_ub, n, res.measured)
+            lb, parts = _dp(lower_bounds(res.bench, n, limit, slack), n)
+            res.bounds[limit] = (lb, ub)
+            if lb == INF:
+                # no algorithm may fit anywhere: nothing left to find
+                continue
+            if ub <= (1.0 + tol) * lb:
+                continue
+            new = [b for b in parts if b not in res.bench]
+            if not new:
+                # slack pushed T_lb below the measured plan: nothing unmeasured to look at
+                continue
+            still.append(limit)
+            want.update(new)
+        open_limits = still
+        if not want:
+            # local search: the neighbours of the sizes of every limit's measured plan
+            for limit in limits:
+                _, parts = _dp(lower_bounds(res.bench, n, limit, 0.0), n, res.measured)
+                for b in set(parts):
+                    want.update(x for x in range(b - window, b + window + 1)
+                                if 1 <= x <= n and x not in res.bench)
+            if not want:
+                break
+        res.rounds.append(_measure(measure, want, res.bench, name))
+    return res
+
+
+def plan_pruned(measure: Measure, n: int, limit: int, *, limits: Iterable[int] = (),
+                tol: float = 0.0, slack: float = 0.0, start: Optional[Iterable[int]] = None,
+                window: int = WINDOW, name: str = "kernel") -> Tuple[Plan, PrunedResult]:
+    """The `all` plan for ``n`` within ``limit`` from a pruned search (:func:`pruned_sizes`
+    over ``limit`` and any further ``limits`` to certify with the same measurements); the plan
+    uses measured sizes only, so its predicted time is a measured one."""
+    res = pruned_sizes(measure, n, [limit, *limits], tol=tol, slack=slack, start=start,
+                       window=window, name=name)
+    plan = plan_kernel(res.bench, n, "all", limit, strict=False, name=name)
+    return plan, res
