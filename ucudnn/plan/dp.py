@@ -28,7 +28,7 @@ from ..vocab import POLICIES, UNLIMITED, PlanError, format_size, normalise_polic
 
 __all__ = [
     "POLICIES", "PlanError", "Chunk", "Plan", "candidate_sizes", "best_algorithms",
-    "plan_kernel", "pareto_front", "desirable_set", "undivided_plan",
+    "plan_kernel", "min_partition", "pareto_front", "desirable_set", "undivided_plan",
 ]
 
 @dataclass(frozen=True)
@@ -159,7 +159,22 @@ def plan_kernel(bench: Mapping[int, Sequence[AlgoPerf]], n: int, policy: str = "
         raise PlanError(f"{name}: workspace_limit must not be negative, got {limit}")
     usable = _usable_sizes(bench, policy, n, sizes, strict, name)
     best = best_algorithms({b: bench[b] for b in usable}, limit)
-    S = sorted(best)
+    total, parts = min_partition({b: p.time_ms for b, p in best.items()}, n)
+    if total == float("inf"):
+        S = sorted(best)
+        raise PlanError(
+            f"{name}: no plan for batch {n} within workspace limit {format_size(limit)}: "
+            f"no algorithm fits at micro-batch size(s) {_short_list(S) if S else '(none)'}")
+    chunks = [_chunk(b, best[b]) for b in parts]
+    chunks.sort(key=lambda c: (-c.batch, c.algo, c.math))
+    return Plan(n, tuple(chunks))
+
+
+def min_partition(cost: Mapping[int, float], n: int) -> Tuple[float, List[int]]:
+    """Note [DP with a workspace limit]: the least sum of ``cost[b]`` over a partition of ``n``
+    into sizes of ``cost``, and the parts (``inf`` and ``[]`` where none exists). Ties go to
+    the larger micro-batch (fewer chunks)."""
+    S = sorted(b for b in cost if 1 <= b <= n)
     INF = float("inf")
     T = [0.0] + [INF] * n
     choice = [0] * (n + 1)
@@ -168,22 +183,17 @@ def plan_kernel(bench: Mapping[int, Sequence[AlgoPerf]], n: int, policy: str = "
         for b in S:
             if b > m:
                 break
-            t = best[b].time_ms + T[m - b]
+            t = cost[b] + T[m - b]
             # '<=' with ascending b: ties go to the larger micro-batch (fewer chunks)
             if t <= tm:
                 tm, cm = t, b
         T[m], choice[m] = tm, cm
-    if T[n] == INF:
-        raise PlanError(
-            f"{name}: no plan for batch {n} within workspace limit {format_size(limit)}: "
-            f"no algorithm fits at micro-batch size(s) {_short_list(S) if S else '(none)'}")
-    chunks, m = [], n
-    while m:
-        b = choice[m]
-        chunks.append(_chunk(b, best[b]))
-        m -= b
-    chunks.sort(key=lambda c: (-c.batch, c.algo, c.math))
-    return Plan(n, tuple(chunks))
+    parts, m = [], n
+    if T[n] < INF:
+        while m:
+            parts.append(choice[m])
+            m -= choice[m]
+    return T[n], parts
 
 
 def undivided_plan(bench, n, limit=UNLIMITED, *, name="kernel") -> Plan:

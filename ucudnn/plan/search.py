@@ -66,13 +66,11 @@ Note [Pruned search]
 """
 from __future__ import annotations
 
-from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from .dp import Plan, PlanError, best_algorithms, plan_kernel
+from .dp import Plan, PlanError, best_algorithms, min_partition, plan_kernel
 from .table import AlgoPerf
-from ..vocab import format_size
 
 __all__ = ["start_sizes", "lower_bounds", "pruned_sizes", "plan_pruned", "PrunedResult"]
 
@@ -141,24 +139,8 @@ def lower_bounds(bench: Mapping[int, Sequence[AlgoPerf]], n: int, limit: int,
 def _dp(v: Sequence[float], n: int, sizes: Optional[Sequence[int]] = None
         ) -> Tuple[float, List[int]]:
     """min over partitions of n into ``sizes`` (default 1..n) of the sum of v; the parts."""
-    S = [b for b in (sizes if sizes is not None else range(1, n + 1)) if v[b] < INF]
-    T = [0.0] + [INF] * n
-    choice = [0] * (n + 1)
-    for m in range(1, n + 1):
-        tm, cm = INF, 0
-        for b in S:
-            if b > m:
-                break
-            t = v[b] + T[m - b]
-            if t <= tm:
-                tm, cm = t, b
-        T[m], choice[m] = tm, cm
-    parts, m = [], n
-    if T[n] < INF:
-        while m:
-            parts.append(choice[m])
-            m -= choice[m]
-    return T[n], parts
+    return min_partition({b: v[b] for b in (sizes if sizes is not None else range(1, n + 1))
+                          if v[b] < INF}, n)
 
 
 @dataclass
