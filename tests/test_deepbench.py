@@ -2,7 +2,6 @@
 figure on synthetic results and the runner's CPU-side parts (with a fake core)."""
 import importlib.util
 import json
-import math
 from pathlib import Path
 
 import pytest
