@@ -88,6 +88,8 @@ def test_micro_batching_wins_when_the_fast_algorithm_does_not_fit_whole():
     plan = plan_kernel(bench, 8, "powerOfTwo", 50)
     assert plan.micro_batches == [4, 4] and plan.time_ms == 2.0 and plan.ws_bytes == 40
     assert plan.describe() == "4x2:algo1"
+    assert plan.describe("fwd") == "4x2:IMPLICIT_PRECOMP_GEMM"
+    assert [(c.batch, k) for c, k in plan.runs()] == [(4, 2)]
     assert undivided_plan(bench, 8, 50).time_ms == 10.0
     assert plan_kernel(bench, 8, "powerOfTwo", 100).micro_batches == [8]
     assert plan_kernel(bench, 8, "undivided", 50).time_ms == 10.0

@@ -37,7 +37,6 @@ from . import common as c
 
 HELP = "plan micro-batches for a network (DP per kernel or ILP over the network)"
 DEFAULTS = {"policy": "powerOfTwo", "limit": "64MiB", "optimizer": "dp", "math": "default"}
-_MATH_NAMES = {v: k for k, v in MATH_MODES.items()}
 
 
 def add_parser(sub) -> None:
@@ -256,32 +255,15 @@ def _speedup(base: float, t: float) -> Optional[float]:
     return base / t if t > 0 else None
 
 
-def _runs(plan):
-    """Runs of equal chunks: [((batch, algo, math), count)], in plan order."""
-    runs: List[list] = []
-    for ch in plan.chunks:
-        if runs and runs[-1][0] == (ch.batch, ch.algo, ch.math):
-            runs[-1][1] += 1
-        else:
-            runs.append([(ch.batch, ch.algo, ch.math), 1])
-    return runs
-
-
-def describe(plan, op: str) -> str:
-    """``64x4:IMPLICIT_PRECOMP_GEMM``: runs of equal micro-batches with cuDNN's algorithm."""
-    return ", ".join(f"{b}x{k}:{algo_name(op, a)}" + (f"/{_MATH_NAMES.get(m, m)}" if m else "")
-                     for (b, a, m), k in _runs(plan))
-
-
 def _legend(plan) -> str:
     example = None
     for k in plan.kernels:
-        for (b, a, m), n in _runs(k.plan):
+        for ch, n in k.plan.runs():
             if example is None or (n > 1 and example[1] == 1):
-                example = ((b, a, m, k.op), n)
+                example = ((ch.batch, ch.algo, k.op), n)
     if example is None:
         return ""
-    (b, a, m, op), n = example
+    (b, a, op), n = example
     name = algo_name(op, a)
     count = {1: "one", 2: "two", 3: "three", 4: "four", 8: "eight"}.get(n, str(n))
     return (f"legend: {b}x{n}:{name} = {count} micro-batch{'es' if n > 1 else ''} of {b} "
@@ -362,7 +344,7 @@ def _print(doc, plan) -> None:
     rows = [("kernel", "micro-batches", "time(ms)", "workspace", "undivided(ms)", "speedup")]
     for label, k in _groups(plan):
         s = _speedup(k.baseline.time_ms, k.plan.time_ms)
-        rows.append((label, describe(k.plan, k.op), f"{k.plan.time_ms:.3f}",
+        rows.append((label, k.plan.describe(k.op), f"{k.plan.time_ms:.3f}",
                      format_size(k.plan.ws_bytes), f"{k.baseline.time_ms:.3f}",
                      f"{s:.2f}x" if s is not None else "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

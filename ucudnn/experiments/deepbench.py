@@ -33,10 +33,11 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from ..measure.records import plan_fields
 from ..plan.conv import ConvShape
-from ..vocab import OPS, InputError, algo_name
+from ..vocab import OPS, InputError
 
-__all__ = ["DeepBenchLayer", "read_layers", "unique_layers", "select_layers", "plan_chunks",
+__all__ = ["DeepBenchLayer", "read_layers", "unique_layers", "select_layers",
            "kernel_record", "new_document", "load_results", "speedups", "summary",
            "format_summary", "Deadline", "CSV_COLUMNS", "SCHEMA", "LIMITS_MIB"]
 
@@ -181,18 +182,6 @@ def select_layers(layers: Sequence[DeepBenchLayer], names: Optional[Iterable[str
     return out
 
 
-def plan_chunks(plan, op: str) -> List[dict]:
-    """Runs of equal micro-batches of a DP :class:`~ucudnn.plan.dp.Plan`, with cuDNN's names."""
-    out: List[dict] = []
-    for c in plan.chunks:
-        if out and (out[-1]["batch"], out[-1]["algo"], out[-1]["math"]) == (c.batch, c.algo, c.math):
-            out[-1]["count"] += 1
-            continue
-        out.append({"batch": c.batch, "count": 1, "algo": c.algo, "algo_name": algo_name(op, c.algo),
-                    "math": c.math, "time_ms": c.time_ms, "ws_bytes": c.ws_bytes})
-    return out
-
-
 def _median(xs: Sequence[float]) -> float:
     ys = sorted(xs)
     m = len(ys) // 2
@@ -213,7 +202,7 @@ def kernel_record(layer: DeepBenchLayer, same_as: Sequence[str], op: str, limit:
     times = [float(t) for t in (times_ms or [])]
     rec.update(predicted_ms=plan.time_ms, measured_ms=_median(times) if times else None,
                times_ms=times, workspace=int(workspace), plan=plan.describe(),
-               chunks=plan_chunks(plan, op))
+               chunks=plan_fields(op, plan))
     return rec
 
 

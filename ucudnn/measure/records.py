@@ -98,23 +98,9 @@ def _num(x: float) -> Optional[float]:
 def plan_fields(op: str, plan) -> list:
     """A plan's runs of equal chunks, largest first as planned: batch, count, algo, its cuDNN
     name, math, time_ms and ws_bytes of one chunk."""
-    runs: list = []
-    for c in plan.chunks:
-        if runs and (runs[-1]["batch"], runs[-1]["algo"], runs[-1]["math"]) == (
-                c.batch, c.algo, c.math):
-            runs[-1]["count"] += 1
-            continue
-        runs.append({"batch": c.batch, "count": 1, "algo": c.algo,
-                     "algo_name": algo_name(op, c.algo), "math": c.math,
-                     "time_ms": _num(c.time_ms), "ws_bytes": int(c.ws_bytes)})
-    return runs
-
-
-def describe_named(op: str, plan) -> str:
-    """A plan for people: ``128x2 IMPLICIT_PRECOMP_GEMM, 1x1 ALGO_0 (math 3)``."""
-    return ", ".join(f"{r['batch']}x{r['count']} {r['algo_name']}"
-                     + (f" (math {r['math']})" if r["math"] else "")
-                     for r in plan_fields(op, plan))
+    return [{"batch": c.batch, "count": k, "algo": c.algo, "algo_name": algo_name(op, c.algo),
+             "math": c.math, "time_ms": _num(c.time_ms), "ws_bytes": int(c.ws_bytes)}
+            for c, k in plan.runs()]
 
 
 def kernel_fields(kern) -> Dict[str, Any]:

@@ -131,7 +131,7 @@ def _apply(kern, limit: int, first=None):
             continue
         baseline = _baseline(kern, limit)
         log.info("%s %s: %s, %.3f ms predicted, workspace %s (undivided %s)", where, kern.op,
-                 records.describe_named(kern.op, plan), plan.time_ms,
+                 plan.describe(kern.op), plan.time_ms,
                  format_size(kern.workspace_size),
                  f"{baseline.time_ms:.3f} ms" if baseline else "n/a")
         return plan

@@ -24,7 +24,10 @@ from dataclasses import dataclass
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .table import AlgoPerf
-from ..vocab import POLICIES, UNLIMITED, PlanError, format_size, normalise_policy
+from ..vocab import (MATH_MODES, POLICIES, UNLIMITED, PlanError, algo_name, format_size,
+                     normalise_policy)
+
+_MATH_NAMES = {v: k for k, v in MATH_MODES.items()}
 
 __all__ = [
     "POLICIES", "PlanError", "Chunk", "Plan", "candidate_sizes", "best_algorithms",
@@ -58,16 +61,28 @@ class Plan:
     def micro_batches(self) -> List[int]:
         return [c.batch for c in self.chunks]
 
-    def describe(self) -> str:
-        """``128x2:algo6, 1x1:algo0``: runs of equal chunks, largest first."""
-        parts: List[str] = []
+    def runs(self) -> List[Tuple[Chunk, int]]:
+        """Runs of equal consecutive chunks (same size, algorithm and math), in plan order:
+        ``[(chunk, count)]``."""
+        runs: List[list] = []
         for c in self.chunks:
-            if parts and parts[-1][0] == (c.batch, c.algo, c.math):
-                parts[-1][1] += 1
+            if runs and (runs[-1][0].batch, runs[-1][0].algo, runs[-1][0].math) == (
+                    c.batch, c.algo, c.math):
+                runs[-1][1] += 1
             else:
-                parts.append([(c.batch, c.algo, c.math), 1])
-        return ", ".join(f"{b}x{k}:algo{a}" + ("" if m == 0 else f"/m{m}")
-                         for (b, a, m), k in parts)
+                runs.append([c, 1])
+        return [(c, k) for c, k in runs]
+
+    def describe(self, op: Optional[str] = None) -> str:
+        """``128x2:algo6, 1x1:algo0``: runs of equal chunks, largest first (the C API's and
+        Caffe's form). With ``op``, for people: cuDNN's names, ``128x2:IMPLICIT_PRECOMP_GEMM``
+        (and ``/fma`` for a math mode other than the default)."""
+        if op is None:
+            return ", ".join(f"{c.batch}x{k}:algo{c.algo}" + ("" if c.math == 0 else f"/m{c.math}")
+                             for c, k in self.runs())
+        return ", ".join(f"{c.batch}x{k}:{algo_name(op, c.algo)}"
+                         + (f"/{_MATH_NAMES.get(c.math, c.math)}" if c.math else "")
+                         for c, k in self.runs())
 
 
 def candidate_sizes(policy: str, n: int, sizes: Optional[Iterable[int]] = None) -> List[int]:
