@@ -204,13 +204,8 @@ def _cache_candidates(cache, info, *, gpu, cudnn_version, math, dtype, workspace
                          and k.math == math and k.dtype == dtype})
     out = []
     for g, v in combos:
-        if info is not None and (g, v) == (info.get("gpu"), info.get("cudnn_version")):
-            def keyfn(l, op):
-                return _bench().cache_key(ConvShape.from_layer(l), op, math, dtype,
-                                          workspace_cap=cap)
-        else:
-            def keyfn(l, op, g=g, v=v):
-                return CacheKey(g, v, dtype, math, op, ConvShape.from_layer(l), cap)
+        def keyfn(l, op, g=g, v=v):
+            return CacheKey(g, v, dtype, math, op, ConvShape.from_layer(l), cap)
         out.append((f"{g}, cuDNN {format_cudnn(v)}", g, v, keyfn))
     return out
 
