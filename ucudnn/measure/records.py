@@ -129,6 +129,20 @@ def settings_fields(kern) -> Dict[str, Any]:
             "limit_bytes": s.get("limit"), "micro_batch_sizes": list(sizes) if sizes else None}
 
 
+def ilp_record(kernels, result, budget: int, undivided_ms: Optional[float],
+               undivided_limit: int) -> Dict[str, Any]:
+    """The ``ilp`` record of one solve: ``result`` (an IlpResult over kernel indices) dividing
+    ``budget`` among ``kernels``, against undivided at ``undivided_limit`` per instance."""
+    weights = [result.weights.get(i, 1) for i in range(len(kernels))]
+    return {"kind": "ilp", "budget_bytes": int(budget), "kernels": len(kernels),
+            "instances": sum(weights), "predicted_ms": _num(result.total_time_ms),
+            "ws_bytes": sum(w * int(k.workspace_size) for w, k in zip(weights, kernels)),
+            "undivided_ms": _num(undivided_ms), "undivided_limit_bytes": int(undivided_limit),
+            "solve_s": result.solve_seconds,
+            "members": [{"kernel_id": id(k), "layer": k.name, "op": k.op, "instances": w,
+                         "ws_bytes": int(k.workspace_size)} for w, k in zip(weights, kernels)]}
+
+
 def plan_record(kern, stage: str, plan, limit: int, undivided=None,
                 **extra) -> Dict[str, Any]:
     """A ``kernel`` record: ``kern`` given ``plan`` at ``stage`` within ``limit`` bytes."""

@@ -217,16 +217,7 @@ def plan_network_kernels(kernels: List, budget: int, counts: Optional[Sequence[i
                  "%.3f s", len(kernels), instances, format_size(budget),
                  result.total_time_ms, result.solve_seconds)
     if records.records_path():
-        records.append_record({
-            "kind": "ilp", "budget_bytes": int(budget), "kernels": len(kernels),
-            "instances": instances, "predicted_ms": records._num(result.total_time_ms),
-            "ws_bytes": sum(result.weights.get(i, 1) * int(k.workspace_size)
-                            for i, k in enumerate(kernels)),
-            "undivided_ms": records._num(bt), "undivided_limit_bytes": per_kernel,
-            "solve_s": result.solve_seconds,
-            "members": [{"kernel_id": id(k), "layer": k.name, "op": k.op,
-                         "instances": result.weights.get(i, 1), "ws_bytes": int(k.workspace_size)}
-                        for i, k in enumerate(kernels)]})
+        records.append_record(records.ilp_record(kernels, result, budget, bt, per_kernel))
         for i, k in enumerate(kernels):
             records.append_record(records.plan_record(
                 k, "ilp", result.choices[i], result.choices[i].ws_bytes, base[i],
