@@ -54,6 +54,7 @@ import types
 from pathlib import Path
 from typing import Iterable, Optional
 
+from ..plan.table import read_text as read_text_file
 from ..vocab import InputError
 
 __all__ = ["PrototxtError", "CaffeProtoError", "OWNED_PROTO", "find_caffe_proto",
@@ -168,19 +169,7 @@ def load_caffe_pb2(proto: Optional[str] = None):
 
 def read_text(path) -> str:
     """A prototxt's text; an error naming the file where it cannot be read or is not text."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise PrototxtError(f"{path}: cannot read: {e.strerror or e}") from None
-    if b"\0" in data:
-        raise PrototxtError(f"{path}: a binary file (NUL bytes), not a prototxt (protobuf "
-                            "text format)")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise PrototxtError(f"{path}: not UTF-8 text (byte {data[e.start]:#04x} at offset "
-                            f"{e.start}), not a prototxt") from None
-    return text[1:] if text.startswith("\ufeff") else text
+    return read_text_file(path, PrototxtError, "a prototxt (protobuf text format)")
 
 
 def parse_net(pb2, text: str, source: str = "<prototxt>", *, lenient: bool = False):

@@ -8,10 +8,10 @@ import re
 import sys
 from typing import List, Optional, Sequence
 
+from ..plan.table import read_text
 from ..vocab import DTYPES, MATH_MODES, OPS, InputError, format_size, parse_size
 
 PROG = "ucudnn"
-NUL = b"\x00"
 NETS = ("alexnet", "resnet18")
 
 
@@ -150,19 +150,9 @@ def text_file(path, option: str) -> str:
     if os.path.isdir(path):
         raise CliError(f"{option}: {path!r} is a folder, not a file")
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise CliError(f"{option}: cannot read {path!r}: {e.strerror or e}") from None
-    if NUL in data:
-        raise CliError(f"{option}: {path} is a binary file, not text (a NUL byte at offset "
-                       f"{data.index(NUL)})")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise CliError(f"{option}: {path} is not UTF-8 text (byte {data[e.start]:#04x} on "
-                       f"line {line}); is it the right file?") from None
+        return read_text(path, what="a text file")
+    except InputError as e:
+        raise CliError(f"{option}: {e}; is it the right file?") from None
 
 
 def output_file(path, option: str, *, inputs: Sequence = (), force: bool = False) -> str:

@@ -84,12 +84,33 @@ def _check_row(where: str, row: BenchRow) -> None:
         raise TableError(f"{where}: field 'ws_bytes': must be >= 0, got {row.ws_bytes}")
 
 
+def read_text(path: str | os.PathLike, error=InputError, what: str = "text") -> str:
+    """The UTF-8 text of the file at ``path`` (a BOM dropped); ``error`` naming the file where
+    it cannot be read, is binary (a NUL byte) or is not UTF-8 -- never a bare codec error.
+    The one reader of the project's text inputs (tables, layer lists, prototxt)."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise error(f"{path}: cannot read: {e.strerror or e}") from None
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise error(f"{path}: a binary file (NUL bytes), not {what}; the first NUL byte at "
+                    f"offset {nul}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise error(f"{path}: not UTF-8 text (byte {data[e.start]:#04x} at offset {e.start}, "
+                    f"line {line})") from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
 def read_table(path: str | os.PathLike) -> List[BenchRow]:
     """Read a benchmark table; raise :class:`TableError` naming line and field on bad input."""
     path = os.fspath(path)
-    with open(path, newline="") as f:
-        text = f.read()
-    return parse_table(text, source=path)
+    return parse_table(read_text(path, TableError, "a benchmark table"), source=path)
 
 
 def parse_table(text: str, source: str = "<table>") -> List[BenchRow]:
