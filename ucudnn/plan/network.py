@@ -24,6 +24,7 @@ Note [Layers, groups and counts]
 from __future__ import annotations
 
 import csv
+import io
 import os
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
@@ -31,7 +32,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 from .dp import (Plan, PlanError, candidate_sizes, desirable_set, normalise_policy,
                  plan_kernel, undivided_plan)
 from .ilp import IlpResult, solve_workspace_division
-from .table import OPS, KernelBench
+from .table import OPS, KernelBench, read_text
 from ..vocab import InputError
 
 __all__ = ["LayerSpec", "read_layers", "write_layers", "KernelPlan", "NetworkPlan",
@@ -105,42 +106,42 @@ def read_layers(path: str | os.PathLike) -> List[LayerSpec]:
     path = os.fspath(path)
     header: Optional[List[str]] = None
     layers: List[LayerSpec] = []
-    with open(path, newline="") as f:
-        for lineno, rec in enumerate(csv.reader(f), start=1):
-            rec = [x.strip() for x in rec]
-            if not rec or not "".join(rec):
-                continue
-            if rec[0].startswith("#"):
-                if header is None and rec[0].lstrip("# ").strip() == "name":
-                    header = ["name"] + rec[1:]
-                continue
-            if header is None and rec[0] == "name":
-                header = rec
-                continue
-            cols = header or list(LAYER_COLUMNS)
-            if len(rec) > len(cols):
-                raise LayerError(f"{path}:{lineno}: {len(rec)} fields, expected at most {len(cols)}")
-            d = dict(zip(cols, rec))
-            kw = {}
-            where = f"{path}:{lineno}: layer {d.get('name', '?')!r}"
-            for col, attr in (("N", "n"), ("C", "c"), ("H", "h"), ("W", "w"), ("K", "k"),
-                              ("R", "r"), ("S", "s"), ("pad", "pad"), ("stride", "stride"),
-                              ("dilation", "dilation"), ("groups", "groups"), ("count", "count")):
-                if col in d and d[col] != "":
-                    try:
-                        kw[attr] = int(d[col])
-                    except ValueError:
-                        raise LayerError(f"{where}: field {col!r}: cannot parse {d[col]!r}") from None
-                elif col in LAYER_COLUMNS[:10]:
-                    raise LayerError(f"{where}: field {col!r} is missing")
-            if d.get("bwd_data", "") != "":
-                if d["bwd_data"] not in ("0", "1"):
-                    raise LayerError(f"{where}: field 'bwd_data' must be 0 or 1, got {d['bwd_data']!r}")
-                kw["bwd_data"] = d["bwd_data"] == "1"
-            try:
-                layers.append(LayerSpec(name=d["name"], **kw))
-            except LayerError as e:
-                raise LayerError(f"{path}:{lineno}: {e}") from None
+    text = read_text(path, LayerError, "a layer list")
+    for lineno, rec in enumerate(csv.reader(io.StringIO(text, newline="")), start=1):
+        rec = [x.strip() for x in rec]
+        if not rec or not "".join(rec):
+            continue
+        if rec[0].startswith("#"):
+            if header is None and rec[0].lstrip("# ").strip() == "name":
+                header = ["name"] + rec[1:]
+            continue
+        if header is None and rec[0] == "name":
+            header = rec
+            continue
+        cols = header or list(LAYER_COLUMNS)
+        if len(rec) > len(cols):
+            raise LayerError(f"{path}:{lineno}: {len(rec)} fields, expected at most {len(cols)}")
+        d = dict(zip(cols, rec))
+        kw = {}
+        where = f"{path}:{lineno}: layer {d.get('name', '?')!r}"
+        for col, attr in (("N", "n"), ("C", "c"), ("H", "h"), ("W", "w"), ("K", "k"),
+                          ("R", "r"), ("S", "s"), ("pad", "pad"), ("stride", "stride"),
+                          ("dilation", "dilation"), ("groups", "groups"), ("count", "count")):
+            if col in d and d[col] != "":
+                try:
+                    kw[attr] = int(d[col])
+                except ValueError:
+                    raise LayerError(f"{where}: field {col!r}: cannot parse {d[col]!r}") from None
+            elif col in LAYER_COLUMNS[:10]:
+                raise LayerError(f"{where}: field {col!r} is missing")
+        if d.get("bwd_data", "") != "":
+            if d["bwd_data"] not in ("0", "1"):
+                raise LayerError(f"{where}: field 'bwd_data' must be 0 or 1, got {d['bwd_data']!r}")
+            kw["bwd_data"] = d["bwd_data"] == "1"
+        try:
+            layers.append(LayerSpec(name=d["name"], **kw))
+        except LayerError as e:
+            raise LayerError(f"{path}:{lineno}: {e}") from None
     if not layers:
         raise LayerError(f"{path}: the layer list is empty")
     names = [l.name for l in layers]
