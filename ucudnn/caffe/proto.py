@@ -49,12 +49,11 @@ Note [Strict and lenient reading]
 from __future__ import annotations
 
 import os
-import tempfile
 import types
 from pathlib import Path
 from typing import Iterable, Optional
 
-from ..plan.table import read_text as read_text_file
+from ..plan.table import read_text as read_text_file, write_text
 from ..vocab import InputError
 
 __all__ = ["PrototxtError", "CaffeProtoError", "OWNED_PROTO", "find_caffe_proto",
@@ -226,15 +225,7 @@ def write_net(net, path) -> None:
     for layer in net.layer:
         if layer.HasField("ucudnn_param"):
             check_ucudnn_param(layer.ucudnn_param, f"{path}: layer {layer.name!r}")
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".prototxt",
-                               dir=os.path.dirname(os.path.abspath(path)))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text_format.MessageToString(net, as_utf8=True))
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    write_text(path, text_format.MessageToString(net, as_utf8=True))
 
 
 def _enum_value(enum, names, value, option):

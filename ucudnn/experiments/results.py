@@ -48,12 +48,11 @@ Note [Repeats]
 from __future__ import annotations
 
 import json
-import os
 import statistics
-import tempfile
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence
 
+from ..plan.table import write_text
 from ..vocab import InputError
 from .grid import Point
 
@@ -104,18 +103,7 @@ def save_results(path: Path, doc: dict) -> None:
     """Write ``doc`` atomically: a reader sees the old file or the new one, never a part."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1, sort_keys=True)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_text(path, json.dumps(doc, indent=1, sort_keys=True) + "\n", fsync=True)
 
 
 def pending(points: Iterable[Point], doc: dict, retry_failed: bool = False,

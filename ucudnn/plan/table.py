@@ -159,19 +159,29 @@ def format_table(rows: Iterable[BenchRow]) -> str:
     return out.getvalue()
 
 
-def write_table(path: str | os.PathLike, rows: Iterable[BenchRow]) -> None:
-    """Write atomically: a temporary file in the same folder, then ``os.replace``."""
+def write_text(path: str | os.PathLike, text: str, *, fsync: bool = False) -> None:
+    """Write ``text`` (UTF-8) atomically: a temporary file in the same folder, then
+    ``os.replace``; a reader sees the old file or the new one, never a part. ``fsync``: flush it
+    to the disk before the rename (results that a crash must not lose)."""
     path = os.fspath(path)
-    text = format_table(rows)
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".csv", dir=folder)
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
+                               dir=os.path.dirname(os.path.abspath(path)))
     try:
-        with os.fdopen(fd, "w", newline="") as f:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
             f.write(text)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        os.unlink(tmp)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
         raise
+
+
+def write_table(path: str | os.PathLike, rows: Iterable[BenchRow]) -> None:
+    """Write a benchmark table atomically (:func:`write_text`)."""
+    write_text(path, format_table(rows))
 
 
 def group_by_kernel(rows: Iterable[BenchRow]) -> Dict[Tuple[str, str], KernelBench]:
