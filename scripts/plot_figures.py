@@ -68,6 +68,8 @@ def main(argv=None):
         for net in sorted({r["net"] for r in doc["points"].values()
                            if r.get("status") == "ok"}):
             plots.reproduce_stacked(doc, net, out(f"{net}_caffe_time_layers.png"))
+            if plots.layer_type_bars(doc, net, 64 << 20):
+                plots.reproduce_layer_types(doc, net, out(f"{net}_layer_types.png"))
             if any(r.get("setting") == "ilp" and r.get("status") == "ok" and r["net"] == net
                    for r in doc["points"].values()):
                 plots.reproduce_ilp_vs_dp(doc, net, out(f"{net}_caffe_ilp_vs_dp.png"))

@@ -156,7 +156,43 @@ def sync(device):
         torch.cuda.synchronize(device)
 
 
-def time_net(name, batch, iterations, warmup, device):
+#: Kinds of work in the profile (Caffe's layer types in ucudnn.experiments.results.TYPE_GROUPS;
+#: PyTorch's BatchNorm2d is Caffe's BatchNorm + Scale), by the aten op that launches the kernels.
+OP_GROUPS = (("convolution", ("convolution",)), ("batchnorm", ("batch_norm",)),
+             ("relu", ("relu", "threshold", "clamp_min")))
+
+
+def op_group(op):
+    for group, keys in OP_GROUPS:
+        if any(k in op for k in keys):
+            return group
+    return "other"
+
+
+def profile_by_type(iteration, iterations, device):
+    """GPU time per kind of work (:data:`OP_GROUPS`, else ``other``), ms per iteration: the
+    device time of the kernels each aten op launched (self time, so nothing counts twice),
+    from torch.profiler over ``iterations`` iterations. Kernel time only: unlike Caffe's
+    per-layer timer it leaves out the gaps between kernels."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(iterations):
+            iteration()
+        sync(device)
+    out = {g: 0.0 for g, _ in OP_GROUPS}
+    out["other"] = 0.0
+    ops = {}
+    for evt in prof.key_averages():
+        us = getattr(evt, "self_device_time_total", None)
+        if us is None:
+            us = getattr(evt, "self_cuda_time_total", 0.0)
+        if us:
+            out[op_group(evt.key)] += us / 1e3 / iterations
+            ops[evt.key] = us / 1e3 / iterations
+    return out, dict(sorted(ops.items(), key=lambda kv: -kv[1])[:25])
+
+
+def time_net(name, batch, iterations, warmup, device, profile_iterations=0):
     """Time one net; the peak memory counts everything it allocates (weights and input too)."""
     if device.type == "cuda":                              # the previous net's memory is gone
         gc.collect()
@@ -185,7 +221,13 @@ def time_net(name, batch, iterations, warmup, device):
     for _ in range(warmup - 1):
         iteration()
     total, forward = zip(*(iteration() for _ in range(iterations)))
+    by_type = top_ops = None
+    if profile_iterations and device.type == "cuda":
+        by_type, top_ops = profile_by_type(iteration, profile_iterations, device)
     return {
+        "by_type_ms": by_type,
+        "top_ops_ms": top_ops,
+        "profiled_iterations": profile_iterations if by_type else 0,
         "batch": shape[0],
         "input_shape": list(shape),
         "median_ms": statistics.median(total),
@@ -257,9 +299,14 @@ def main(argv=None):
     parser.add_argument("--warmup", type=int, default=5, help="warm-up iterations, >= 1 (5)")
     parser.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu (smoke test only)")
     parser.add_argument("--json", metavar="OUT.json", help="also write the results here")
+    parser.add_argument("--profile-iterations", type=int, default=5,
+                        help="iterations profiled after timing for GPU time per kind of work "
+                        "(convolution, batchnorm, relu, other); 0: none (5)")
     args = parser.parse_args(argv)
     if args.warmup < 1 or args.iterations < 1 or (args.batch is not None and args.batch < 1):
         parser.error("--warmup, --iterations and --batch must be at least 1")
+    if args.profile_iterations < 0:
+        parser.error("--profile-iterations must be at least 0")
 
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -280,7 +327,8 @@ def main(argv=None):
     results = {}
     for name in args.net or NETS:
         try:
-            r = time_net(name, args.batch, args.iterations, args.warmup, device)
+            r = time_net(name, args.batch, args.iterations, args.warmup, device,
+                         args.profile_iterations)
         except torch.cuda.OutOfMemoryError as e:               # record it, go on to the next net
             results[name] = {"batch": args.batch or SPECS[name][1], "error": f"out of memory: {e}"}
             print(f"{name:<9} out of memory")
@@ -290,6 +338,9 @@ def main(argv=None):
         print(f"{name:<9} {r['batch']:>5} {r['median_ms']:>9.2f} {r['min_ms']:>9.2f}"
               f" {r['max_ms']:>9.2f} {r['forward_median_ms']:>9.2f}"
               f" {r['first_iteration_ms']:>9.1f} {mem:>10}")
+        if r["by_type_ms"]:
+            print(f"{'':<9} GPU time by kind (ms/iteration): "
+                  + ", ".join(f"{k} {v:.2f}" for k, v in r["by_type_ms"].items()))
     if args.json:
         write_json_atomic(args.json, {"meta": info, "nets": results})
         print(f"wrote {args.json}")

@@ -381,3 +381,92 @@ def test_old_results_still_load_and_summarise(tmp_path):
     # resuming on a copy writes schema 2
     rp.save_results(tmp_path / "reproduce.json", doc)
     assert json.loads((tmp_path / "reproduce.json").read_text())["schema"] == 2
+
+
+# -- BatchNorm engines (caffe_patch/0004, Note [BatchNorm engines]) ---------------------------
+
+def test_grid_adds_cudnn_batchnorm_points_only_for_nets_with_batchnorm():
+    pts = rp.grid(["alexnet", "resnet18"], [MIB], ["undivided"], ilp=True,
+                  bn_engines=rp.BN_ENGINES, has_batchnorm={"resnet18"}.__contains__)
+    keys = [p.key for p in pts]
+    assert keys == ["alexnet/caffe/-", "alexnet/unlimited/-", "alexnet/undivided/1.0MiB",
+                    "alexnet/ilp/1.0MiB",
+                    "resnet18/caffe/-", "resnet18/unlimited/-", "resnet18/undivided/1.0MiB",
+                    "resnet18/ilp/1.0MiB",
+                    "resnet18/caffe/-/cudnn-bn", "resnet18/unlimited/-/cudnn-bn",
+                    "resnet18/undivided/1.0MiB/cudnn-bn", "resnet18/ilp/1.0MiB/cudnn-bn"]
+    # the keys of BVLC-engine points are those written before 0004: old results resume
+    assert rp.Point("resnet18", "all", 64 * MIB).key == "resnet18/all/64.0MiB"
+    assert rp.Point("resnet18", "all", 64 * MIB, "cudnn").stem == "resnet18_all_64.0MiB_cudnn-bn"
+    assert rp.has_batchnorm(REPO / "ucudnn" / "data" / "nets" / "resnet18.prototxt")
+    assert not rp.has_batchnorm(REPO / "ucudnn" / "data" / "nets" / "alexnet.prototxt")
+    assert rp.has_cudnn_batchnorm({"caffe_patches": ["source=x", "0001-a.patch 1",
+                                                     "0004-cudnn-batch-norm.patch 2"]})
+    assert not rp.has_cudnn_batchnorm({"caffe_patches": ["source=x", "0001-a.patch 1"]})
+    assert not rp.has_cudnn_batchnorm({})
+
+
+def test_variant_prototxt_writes_the_batchnorm_engine(tmp_path):
+    from ucudnn.caffe.proto import load_caffe_pb2, read_net
+    pb2 = load_caffe_pb2()
+    src = REPO / "ucudnn" / "data" / "nets" / "resnet18.prototxt"
+
+    def engines(point, field):
+        dest = tmp_path / f"{point.stem}.{field}.prototxt"
+        types = rp.variant_prototxt(pb2, src, point, dest, None, "powerOfTwo",
+                                    bn_engine_field=field)
+        net = read_net(pb2, str(dest))
+        assert list(types) == [l.name for l in net.layer]
+        return {l.batch_norm_param.engine for l in net.layer if l.type == "BatchNorm"}, types
+
+    got, types = engines(rp.Point("resnet18", "all", 64 * MIB, "cudnn"), True)
+    assert got == {pb2.BatchNormParameter.CUDNN}
+    assert sum(t == "BatchNorm" for t in types.values()) == 20
+    assert types["conv1"] == "Convolution" and types["scale_conv1"] == "Scale"
+    assert engines(rp.Point("resnet18", "all", 64 * MIB), True)[0] == {pb2.BatchNormParameter.CAFFE}
+    # a binary without 0004 rejects the field: not written, and a cuDNN point cannot be made
+    dest = tmp_path / "old.prototxt"
+    rp.variant_prototxt(pb2, src, rp.Point("resnet18", "caffe"), dest, None, "powerOfTwo")
+    assert "engine" not in dest.read_text()
+    with pytest.raises(ValueError, match="caffe_patch/0004"):
+        rp.variant_prototxt(pb2, src, rp.Point("resnet18", "caffe", bn="cudnn"), dest, None,
+                            "powerOfTwo")
+
+
+def test_time_by_kind_of_layer_and_speedup_within_one_engine(tmp_path):
+    from ucudnn.experiments.plots import layer_type_bars
+    layers = [{"name": "conv1", "forward": 1.0, "backward": 2.0},
+              {"name": "bn_conv1", "forward": 0.5, "backward": 0.25},
+              {"name": "scale_conv1", "forward": 0.125, "backward": 0.5},
+              {"name": "conv1_relu", "forward": 0.25, "backward": 0.25},
+              {"name": "pool1_pool1_0_split", "forward": 0.0, "backward": 1.0}]   # Caffe-made
+    types = {"conv1": "Convolution", "bn_conv1": "BatchNorm", "scale_conv1": "Scale",
+             "conv1_relu": "ReLU"}
+    got = rp.type_ms(layers, types)
+    assert got == {"convolution": 3.0, "batchnorm": 0.75, "scale": 0.625, "relu": 0.5,
+                   "other": 1.0}
+    pt = lambda setting, ms, bn, limit=64 * MIB: {       # noqa: E731
+        "net": "resnet18", "setting": setting, "limit_bytes": limit, "status": "ok",
+        "median_ms": ms, "bn_engine": bn, "type_ms": dict(got, convolution=ms)}
+    pts = [pt("undivided", 200.0, "caffe"), pt("all", 100.0, "caffe"),
+           pt("undivided", 120.0, "cudnn"), pt("all", 60.0, "cudnn"), pt("ilp", 80.0, "cudnn"),
+           pt("caffe", 250.0, "caffe", None), pt("caffe", 170.0, "cudnn", None)]
+    doc = {"points": {rp.Point(p["net"], p["setting"], p["limit_bytes"], p["bn_engine"]).key: p
+                      for p in pts},
+           "pytorch": {"resnet18": {"status": "ok", "median_ms": 47.0,
+                                    "by_type_ms": {"convolution": 20.0, "batchnorm": 9.0}}}}
+    assert len(doc["points"]) == len(pts)
+    assert rp.speedup(doc, pts[1]) == pytest.approx(2.0)
+    assert rp.speedup(doc, pts[3]) == pytest.approx(2.0)        # against cuDNN-BN undivided
+    bars = layer_type_bars(doc, "resnet18", 64 * MIB)
+    assert [(b[0].split("\n")[0], b[2]) for b in bars] == [
+        ("stock Caffe", 250.0), ("ucudnn all 64.0MiB", 100.0), ("stock Caffe", 170.0),
+        ("ucudnn all 64.0MiB", 60.0), ("PyTorch", 47.0)]
+    assert "cuDNN BatchNorm" in bars[3][0] and "BVLC" in bars[1][0]
+    rp.write_csv(tmp_path, doc)
+    with open(tmp_path / "points.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {(r["setting"], r["bn_engine"]) for r in rows} >= {("all", "cudnn"), ("all", "caffe")}
+    cud = next(r for r in rows if r["setting"] == "all" and r["bn_engine"] == "cudnn")
+    assert float(cud["vs_pytorch"]) == pytest.approx(60 / 47)
+    assert float(cud["speedup_vs_undivided"]) == pytest.approx(2.0)

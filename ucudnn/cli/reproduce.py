@@ -39,6 +39,10 @@ def add_parser(sub) -> None:
     s.add_argument("--predict", action="store_true",
                    help="plan from the shipped H200 data instead of running Caffe")
     s.add_argument("--no-pytorch", action="store_true", help="skip the PyTorch comparison")
+    s.add_argument("--bn-engines", default="caffe,cudnn",
+                   help="BatchNorm engines of nets that have BatchNorm layers: caffe (BVLC's "
+                   "layer, the paper's baseline), cudnn (caffe_patch/0004; points keyed "
+                   ".../cudnn-bn, skipped when the binary lacks 0004)")
     s.set_defaults(func=run)
 
 
@@ -50,6 +54,10 @@ def run(args) -> int:
     limits = [c.size(x, "--limits") for x in c.split_list(args.limits)]
     policies = [c.policy(p, "--policies") for p in c.split_list(args.policies)]
     ilp_policy = c.policy(args.ilp_policy, "--ilp-policy")
+    bn_engines = c.split_list(args.bn_engines)
+    for b in bn_engines:
+        if b not in rp.BN_ENGINES:
+            raise c.CliError(f"--bn-engines: {b!r} is not one of {', '.join(rp.BN_ENGINES)}")
     caffe = args.caffe or os.environ.get("UCUDNN_CAFFE") or str(
         rp.REPO / "third_party" / "caffe" / "build" / "tools" / "caffe")
     predict = args.predict
@@ -74,6 +82,7 @@ def run(args) -> int:
         stock=not args.no_stock, iterations=args.iterations, repeats=args.repeats, gpu=args.gpu,
         timeout=args.timeout, caffe=None if predict else caffe, cache_path=args.cache,
         retry_failed=args.retry_failed, predict=predict, pytorch=not args.no_pytorch,
+        bn_engines=bn_engines,
         argv=["ucudnn", "reproduce", *getattr(args, "argv", [])])
     try:
         doc = rp.run(opts, say=lambda m: print(m, flush=True))

@@ -26,15 +26,22 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
 def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Optional[str],
-                     ilp_policy: str) -> List[str]:
-    """Write ``source`` with the point's net-wide ``ucudnn_param`` to ``dest``; returns the
-    names of its convolution layers."""
+                     ilp_policy: str, bn_engine_field: bool = False) -> Dict[str, str]:
+    """Write ``source`` with the point's net-wide ``ucudnn_param`` and BatchNorm engine to
+    ``dest``; returns its layers' types by name, in the net's order. ``bn_engine_field``: the Caffe
+    binary knows ``batch_norm_param.engine`` (caffe_patch/0004), so the engine is written on
+    every BatchNorm layer even where it is BVLC's (Note [BatchNorm engines])."""
     from ..caffe.proto import read_net, set_ucudnn_param, write_net
     net = read_net(pb2, str(source))
     fill_once(net)
     net.ClearField("ucudnn_param")
     for layer in net.layer:
         layer.ClearField("ucudnn_param")
+    if point.bn != "caffe" and not bn_engine_field:
+        raise ValueError(f"BatchNorm engine {point.bn!r} needs a Caffe with caffe_patch/0004")
+    for layer in net.layer:
+        if layer.type == "BatchNorm" and bn_engine_field:
+            layer.batch_norm_param.engine = getattr(pb2.BatchNormParameter, point.bn.upper())
     if point.setting != "caffe":
         if point.setting == "ilp":
             set_ucudnn_param(net, policy=ilp_policy, optimizer="ilp", limit=point.limit)
@@ -44,7 +51,7 @@ def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Op
             net.ucudnn_param.cache_path = cache_path
     dest.parent.mkdir(parents=True, exist_ok=True)
     write_net(net, str(dest))
-    return [layer.name for layer in net.layer if layer.type == "Convolution"]
+    return {layer.name: layer.type for layer in net.layer}
 
 
 def fill_once(net) -> None:

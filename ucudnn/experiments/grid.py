@@ -3,7 +3,7 @@ a point is named and sorted."""
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 from ..vocab import UNLIMITED, format_size
 
@@ -14,6 +14,18 @@ LIMITS = ("8MiB", "64MiB", "512MiB")
 SETTINGS = ("caffe", "unlimited", *POLICIES, "ilp")
 #: What results of schema 1 (before 2026-12) stored as the limit of ``unlimited`` points.
 LEGACY_UNLIMITED = 1 << 40
+#: BatchNorm engines (Note [BatchNorm engines]): ``caffe`` is BVLC's layer -- the paper's
+#: baseline and every point's default --, ``cudnn`` the cuDNN layer of caffe_patch/0004.
+BN_ENGINES = ("caffe", "cudnn")
+
+# Note [BatchNorm engines]
+#     caffe_patch/0004 runs BatchNorm through cuDNN (and folds the Scale layer after it into
+#     that call). It is not part of the paper's method, so the paper's grid keeps BVLC's layer
+#     (``batch_norm_param { engine: CAFFE }`` written into every variant when the binary has
+#     0004; without 0004 that is Caffe's only engine) and a net with BatchNorm layers gains the
+#     same points again with ``engine: CUDNN``. Their key ends in ``/cudnn-bn``; the keys of
+#     ``caffe`` points are those results written before 0004 used, so they resume. Speedups
+#     compare within one engine (undivided at the same limit and engine).
 
 
 def is_unlimited(limit: Optional[int]) -> bool:
@@ -32,15 +44,16 @@ def limit_label(limit: Optional[int]) -> str:
 @dataclasses.dataclass(frozen=True)
 class Point:
     """One run of one network: ``setting`` is a policy, ``ilp``, ``unlimited`` or ``caffe``
-    (stock Caffe, no ucudnn_param)."""
+    (stock Caffe, no ucudnn_param); ``bn`` the BatchNorm engine (Note [BatchNorm engines])."""
     net: str
     setting: str
     limit: Optional[int] = None
+    bn: str = "caffe"
 
     @property
     def key(self) -> str:
         lim = "-" if self.limit is None or is_unlimited(self.limit) else format_size(self.limit)
-        return f"{self.net}/{self.setting}/{lim}"
+        return f"{self.net}/{self.setting}/{lim}" + ("" if self.bn == "caffe" else f"/{self.bn}-bn")
 
     @property
     def policy(self) -> Optional[str]:
@@ -55,20 +68,36 @@ class Point:
 
 
 def grid(nets: Sequence[str], limits: Sequence[int], policies: Sequence[str] = POLICIES, *,
-         ilp: bool = True, unlimited: bool = True, stock: bool = True) -> List[Point]:
+         ilp: bool = True, unlimited: bool = True, stock: bool = True,
+         bn_engines: Sequence[str] = ("caffe",),
+         has_batchnorm: Callable[[str], bool] = lambda net: False) -> List[Point]:
     """The points, in the order they run: per network the cheap settings first, so that
-    an interrupted run has the baselines."""
+    an interrupted run has the baselines; the BatchNorm engines other than ``caffe`` only for
+    nets that ``has_batchnorm`` (Note [BatchNorm engines])."""
     points: List[Point] = []
     for net in nets:
-        if stock:
-            points.append(Point(net, "caffe"))
-        if unlimited:
-            points.append(Point(net, "unlimited", UNLIMITED))
-        for limit in limits:
-            points += [Point(net, p, limit) for p in policies]
-            if ilp:
-                points.append(Point(net, "ilp", limit))
+        for bn in bn_engines:
+            if bn != "caffe" and not has_batchnorm(net):
+                continue
+            if stock:
+                points.append(Point(net, "caffe", bn=bn))
+            if unlimited:
+                points.append(Point(net, "unlimited", UNLIMITED, bn=bn))
+            for limit in limits:
+                points += [Point(net, p, limit, bn=bn) for p in policies]
+                if ilp:
+                    points.append(Point(net, "ilp", limit, bn=bn))
     return points
+
+
+def bn_engine(rec: dict) -> str:
+    """A point record's BatchNorm engine (records written before 0004: ``caffe``)."""
+    return rec.get("bn_engine") or "caffe"
+
+
+def point_of(rec: dict) -> Point:
+    """The :class:`Point` a point record measured."""
+    return Point(rec["net"], rec["setting"], rec.get("limit_bytes"), bn_engine(rec))
 
 
 def point_order(rec: dict) -> tuple:
@@ -76,5 +105,6 @@ def point_order(rec: dict) -> tuple:
     by limit and setting (tables and figures)."""
     lim = rec.get("limit_bytes") or 0
     first = is_unlimited(lim) or rec["setting"] == "caffe"
-    return (0 if first else 1, lim,
+    return (BN_ENGINES.index(bn_engine(rec)) if bn_engine(rec) in BN_ENGINES else len(BN_ENGINES),
+            0 if first else 1, lim,
             SETTINGS.index(rec["setting"]) if rec["setting"] in SETTINGS else len(SETTINGS))

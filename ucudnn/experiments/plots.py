@@ -15,7 +15,7 @@ from ..plan.dp import desirable_set
 from ..plan.network import LayerSpec, plan_network
 from ..plan.table import KernelBench
 from ..vocab import algo_name, format_size
-from .grid import is_unlimited, point_order
+from .grid import bn_engine, is_unlimited, point_order
 from .results import point_conv_ms
 
 __all__ = ["kernel_algorithms", "desirable_set_scatter", "measured_vs_predicted",
@@ -306,9 +306,11 @@ def ilp_vs_dp(layers: Sequence[LayerSpec], benches: Mapping, title: str, out: st
 # ---------------------------------------------------------------------------------------------
 # `ucudnn reproduce` results (reproduce.json): whole Caffe iterations
 
-def _measured(doc: dict, net: str) -> List[dict]:
-    """The net's measured points, ordered: stock, unlimited, then by limit and setting."""
-    pts = [r for r in doc["points"].values() if r.get("net") == net and r.get("status") == "ok"]
+def _measured(doc: dict, net: str, bn: str = "caffe") -> List[dict]:
+    """The net's measured points with BatchNorm engine ``bn`` (the paper's grid: BVLC's
+    layer, Note [BatchNorm engines]), ordered: stock, unlimited, then by limit and setting."""
+    pts = [r for r in doc["points"].values() if r.get("net") == net and r.get("status") == "ok"
+           and bn_engine(r) == bn]
     return sorted(pts, key=point_order)
 
 
@@ -426,6 +428,62 @@ def reproduce_stacked(doc: dict, net: str, out: str):
                              "bottom-up,\nshades alternate; named\nwhere there is room")],
               fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.set_title(f"{net}: caffe time per layer; speedup (median) over undivided")
+    return _save(fig, out)
+
+
+TYPE_COLORS = (("convolution", "#4477aa"), ("batchnorm", "#ee6677"), ("scale", "#ccbb44"),
+               ("relu", "#228833"), ("other", "#bbbbbb"))
+
+
+def layer_type_bars(doc: dict, net: str, limit: int) -> List[tuple]:
+    """The bars of :func:`reproduce_layer_types`: ``(label, ms by kind, iteration ms)`` for
+    stock Caffe and the fastest ucudnn point at ``limit``, per BatchNorm engine, then
+    PyTorch's GPU time by kind when its profile was recorded."""
+    bars = []
+    for bn in ("caffe", "cudnn"):
+        pts = [r for r in _measured(doc, net, bn) if r.get("type_ms")]
+        engine = "BVLC BatchNorm" if bn == "caffe" else "cuDNN BatchNorm (0004)"
+        stock = next((r for r in pts if r["setting"] == "caffe"), None)
+        if stock:
+            bars.append((f"stock Caffe\n{engine}", stock["type_ms"], stock["median_ms"]))
+        at = [r for r in pts if r.get("limit_bytes") == limit and r["setting"] != "caffe"]
+        if at:
+            best = min(at, key=lambda r: r["median_ms"])
+            bars.append((f"ucudnn {best['setting']} {format_size(limit)}\n{engine}",
+                         best["type_ms"], best["median_ms"]))
+    torch = doc.get("pytorch", {}).get(net, {})
+    if torch.get("status") == "ok" and torch.get("by_type_ms"):
+        bars.append(("PyTorch\ncudnn.benchmark\n(GPU kernel time)", torch["by_type_ms"],
+                     torch["median_ms"]))
+    return bars
+
+
+def reproduce_layer_types(doc: dict, net: str, out: str, limit: int = 64 << 20):
+    """Where a whole iteration goes, by kind of layer (Caffe's per-layer timer, forward +
+    backward; PyTorch: its profiler's kernel time, BatchNorm2d = Caffe's BatchNorm + Scale),
+    with the measured iteration time above each bar (Note [BatchNorm engines])."""
+    plt = _plt()
+    bars = layer_type_bars(doc, net, limit)
+    if not bars:
+        raise ValueError(f"no measured points with layer-type times for {net!r}")
+    fig, ax = plt.subplots(figsize=(1.6 * len(bars) + 2.5, 4.8))
+    for x, (_, parts, total) in enumerate(bars):
+        bottom = 0.0
+        for kind, color in TYPE_COLORS:
+            v = parts.get(kind, 0.0)
+            ax.bar(x, v, bottom=bottom, color=color, width=0.6,
+                   label=kind if x == 0 else None)
+            if v >= 4.0:
+                ax.text(x, bottom + v / 2, f"{v:.1f}", ha="center", va="center", fontsize=7)
+            bottom += v
+        ax.text(x, max(bottom, total) + 2, f"{total:.1f} ms", ha="center", fontsize=8,
+                fontweight="bold")
+    ax.set_xticks(range(len(bars)))
+    ax.set_xticklabels([b[0] for b in bars], fontsize=7)
+    ax.set_ylabel("ms per iteration (forward + backward)")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    ax.grid(axis="y", lw=0.3)
+    ax.set_title(f"{net}: time by kind of layer (bold: measured iteration, median)", fontsize=10)
     return _save(fig, out)
 
 

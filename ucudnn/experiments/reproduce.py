@@ -35,20 +35,21 @@ from typing import Any, Callable, Dict, Optional, Sequence
 
 from ..vocab import CAFFE_COMMIT, UNLIMITED, parse_size
 from .caffe_run import fill_once, plan_record, run_caffe_time, timing_record, variant_prototxt
-from .grid import (LEGACY_UNLIMITED, LIMITS, NETS, POLICIES, SETTINGS, Point, grid,
-                   is_unlimited, limit_label, point_order)
+from .grid import (BN_ENGINES, LEGACY_UNLIMITED, LIMITS, NETS, POLICIES, SETTINGS, Point,
+                   grid, is_unlimited, limit_label, point_order)
 from .predict import predict_point
 from .results import (REPEAT_FIELDS, SCHEMA, ReproduceError, conv_ms, load_results,
                       measured_repeats, merge_repeats, pending, point_conv_ms, runs_needed,
-                      save_results, speedup, starts_afresh, upgrade, vs_pytorch)
+                      save_results, speedup, starts_afresh, type_ms, upgrade, vs_pytorch)
 from .summary import POINT_COLUMNS, format_summary, summary_line, write_csv
 
 __all__ = [
     "Options", "run", "run_point", "run_pytorch", "metadata", "default_nets_dir", "CHECKOUT",
     "REPO", "ReproduceError",
     # re-exported from grid, results, caffe_run, predict, summary
-    "NETS", "POLICIES", "LIMITS", "SETTINGS", "UNLIMITED", "LEGACY_UNLIMITED", "Point", "grid",
-    "is_unlimited", "limit_label", "point_order", "SCHEMA", "REPEAT_FIELDS", "load_results",
+    "NETS", "POLICIES", "LIMITS", "SETTINGS", "BN_ENGINES", "UNLIMITED", "LEGACY_UNLIMITED", "Point", "grid",
+    "is_unlimited", "limit_label", "point_order", "has_batchnorm", "has_cudnn_batchnorm",
+    "type_ms", "SCHEMA", "REPEAT_FIELDS", "load_results",
     "save_results", "upgrade", "pending", "measured_repeats", "merge_repeats", "conv_ms",
     "point_conv_ms", "speedup", "vs_pytorch", "variant_prototxt", "fill_once",
     "run_caffe_time", "timing_record", "plan_record", "predict_point", "POINT_COLUMNS",
@@ -110,6 +111,7 @@ class Options:
     pytorch: bool = True
     pytorch_script: Optional[Path] = None
     repeats: int = 3
+    bn_engines: Sequence[str] = BN_ENGINES
     argv: Optional[Sequence[str]] = None
 
     @property
@@ -171,6 +173,19 @@ def metadata(opts: Options, mode: str) -> dict:
     return meta
 
 
+def has_cudnn_batchnorm(meta: dict) -> bool:
+    """The Caffe binary of ``meta`` carries caffe_patch/0004 (cuDNN BatchNorm), by the patch
+    stamp of the source tree it was built from."""
+    return any(line.startswith("0004-") for line in meta.get("caffe_patches") or [])
+
+
+def has_batchnorm(prototxt: Path) -> bool:
+    """The network has BatchNorm layers (so the cuDNN engine changes it)."""
+    from ..caffe.proto import load_caffe_pb2, read_net
+    return any(layer.type == "BatchNorm" for layer in read_net(load_caffe_pb2(),
+                                                                str(prototxt)).layer)
+
+
 # ------------------------------------------------------------------------------------ runner
 
 def run(opts: Options, say: Callable[[str], None] = print) -> dict:
@@ -192,8 +207,19 @@ def run(opts: Options, say: Callable[[str], None] = print) -> dict:
     # and each point says which run measured it
     doc["meta"] = metadata(opts, mode)
     doc.setdefault("runs", []).append(doc["meta"])
+    bn_engines = list(opts.bn_engines)
+    bn_nets = {net for net in opts.nets if has_batchnorm(nets_dir / f"{net}.prototxt")}
+    if "cudnn" in bn_engines and bn_nets and (mode == "predict"
+                                              or not has_cudnn_batchnorm(doc["meta"])):
+        # predicted convolution times do not depend on the BatchNorm engine
+        if mode == "caffe":
+            say("the Caffe binary does not carry caffe_patch/0004 (its source tree's patch "
+                "stamp lists " + (", ".join(doc["meta"].get("caffe_patches", [])[1:]) or "none")
+                + "): no cuDNN BatchNorm points")
+        bn_engines = [b for b in bn_engines if b == "caffe"]
     points = grid(opts.nets, opts.limits, opts.policies, ilp=opts.ilp,
-                  unlimited=opts.unlimited, stock=opts.stock)
+                  unlimited=opts.unlimited, stock=opts.stock, bn_engines=bn_engines,
+                  has_batchnorm=bn_nets.__contains__)
     repeats = 1 if mode == "predict" else opts.repeats
     todo = pending(points, doc, opts.retry_failed, repeats)
     runs = sum(runs_needed(doc["points"].get(p.key), opts.retry_failed, repeats) for p in todo)
@@ -240,8 +266,10 @@ def run_point(opts: Options, pb2, p: Point, doc: dict, rec: Optional[dict]) -> d
         stem = p.stem + (f".{len(prior) + 1}" if prior else "")
         model = out / "prototxt" / (p.stem + ".prototxt")
         try:
-            convs = variant_prototxt(pb2, opts.nets_dir / f"{p.net}.prototxt", p, model,
-                                     opts.cache_path, opts.ilp_policy)
+            types = variant_prototxt(pb2, opts.nets_dir / f"{p.net}.prototxt", p, model,
+                                     opts.cache_path, opts.ilp_policy,
+                                     bn_engine_field=has_cudnn_batchnorm(doc["meta"]))
+            convs = [name for name, t in types.items() if t == "Convolution"]
             new = run_caffe_time(opts.caffe, model, opts.iterations, opts.gpu,
                                  out / "logs" / (stem + ".log"), opts.timeout,
                                  planned=p.setting != "caffe")
@@ -254,11 +282,12 @@ def run_point(opts: Options, pb2, p: Point, doc: dict, rec: Optional[dict]) -> d
                     r["conv_ms"] = conv_ms(r.get("layers") or [], convs)
             this = {f: new.get(f) for f in REPEAT_FIELDS}
             new = merge_repeats(rec if prior else new, prior + [this])
+            new["type_ms"] = type_ms(new["layers"], types)
         elif prior:
             # a later process failed: the point is failed, its measured processes kept
             new = dict(rec, status="failed", error=f"repeat {len(prior) + 1}: {new['error']}",
                        log_tail=new.get("log_tail"))
-    new.update({"net": p.net, "setting": p.setting, "limit_bytes": p.limit,
+    new.update({"net": p.net, "setting": p.setting, "limit_bytes": p.limit, "bn_engine": p.bn,
                 "policy": p.policy if p.setting != "ilp" else opts.ilp_policy,
                 "optimizer": "ilp" if p.setting == "ilp" else "dp"})
     new.setdefault("run", run_index)

@@ -10,10 +10,12 @@ Note [Results schema]
     each point names the run that measured it.
 
     A point (key ``net/setting/limit``, :class:`~ucudnn.experiments.grid.Point`): ``net``,
-    ``setting``, ``policy``, ``optimizer``, ``limit_bytes`` (``unlimited`` points:
+    ``setting``, ``policy``, ``optimizer``, ``bn_engine`` (``caffe`` or ``cudnn``, Note
+    [BatchNorm engines]; absent before 0004: ``caffe``), ``limit_bytes`` (``unlimited`` points:
     vocab.UNLIMITED; schema 1 stored 1 << 40, read as unlimited too), ``status`` (``ok``,
     ``failed``, ``predicted``, ``skipped``), ``error``/``log_tail`` when failed; measured:
-    ``median_ms``, ``mean_ms``, ``forward_ms``, ``backward_ms``, ``conv_ms`` and ``layers``
+    ``median_ms``, ``mean_ms``, ``forward_ms``, ``backward_ms``, ``conv_ms``, ``type_ms``
+    (per kind of layer, :func:`type_ms`) and ``layers``
     (medians over ``repeats``, Note [Repeats]), ``min_ms``/``max_ms``; from the first
     process's plan records (Note [Plan records]): ``kernels`` (``layer/op`` ->
     :class:`~ucudnn.caffe.records.KernelPlan` fields: ``instances``, ``batch``, ``plan``,
@@ -50,11 +52,11 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
-from typing import Iterable, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence
 
 from ..plan.table import write_text
 from ..vocab import InputError
-from .grid import Point
+from .grid import Point, bn_engine
 
 SCHEMA = 2
 #: Schemas :func:`load_results` reads.
@@ -173,6 +175,22 @@ def conv_ms(layers: Sequence[dict], conv_layers: Iterable[str]) -> Optional[floa
     return sum(times) if times else None
 
 
+#: Layer types that :func:`type_ms` reports on their own; every other type is ``other``.
+TYPE_GROUPS = {"Convolution": "convolution", "BatchNorm": "batchnorm", "Scale": "scale",
+               "ReLU": "relu"}
+
+
+def type_ms(layers: Sequence[dict], types: Dict[str, str]) -> Dict[str, float]:
+    """Forward + backward time per kind of layer (:data:`TYPE_GROUPS`, else ``other``), from
+    Caffe's per-layer timer; ``types``: layer name -> Caffe type (layers Caffe inserted, the
+    Split layers, are not in the prototxt: ``other``)."""
+    out = {g: 0.0 for g in (*TYPE_GROUPS.values(), "other")}
+    for t in layers:
+        group = TYPE_GROUPS.get(types.get(t["name"], ""), "other")
+        out[group] += t.get("forward", 0) + t.get("backward", 0)
+    return out
+
+
 def point_conv_ms(rec: dict) -> Optional[float]:
     """A point's measured convolution-layer time; for results written before ``conv_ms``
     existed, summed from its per-layer times over the layers it planned kernels for."""
@@ -189,7 +207,8 @@ def speedup(doc: dict, rec: dict, field: str = "median_ms") -> Optional[float]:
     status = {"median_ms": "ok", "conv_ms": "ok", "predicted_conv_ms": "predicted"}[field]
     if rec.get("status") != status or rec.get("limit_bytes") is None:
         return None
-    base = doc["points"].get(Point(rec["net"], "undivided", rec["limit_bytes"]).key, {})
+    base = doc["points"].get(Point(rec["net"], "undivided", rec["limit_bytes"],
+                                   bn_engine(rec)).key, {})
     if base.get("status") != status or not rec.get(field):
         return None
     return base[field] / rec[field]

@@ -6,10 +6,11 @@ import csv
 from pathlib import Path
 
 from ..vocab import format_size
-from .grid import Point, is_unlimited, limit_label, point_order
+from .grid import Point, bn_engine, is_unlimited, limit_label, point_order
 from .results import measured_repeats, speedup, vs_pytorch
 
-POINT_COLUMNS = ("net", "setting", "policy", "optimizer", "limit_bytes", "status", "median_ms",
+POINT_COLUMNS = ("net", "setting", "policy", "optimizer", "bn_engine", "limit_bytes", "status",
+                 "median_ms",
                  "min_ms", "max_ms", "processes", "mean_ms", "forward_ms", "backward_ms",
                  "speedup_vs_undivided", "conv_ms", "conv_speedup_vs_undivided", "vs_pytorch",
                  "predicted_conv_ms", "workspace_bytes", "bench_s", "plan_s", "ilp_solve_s")
@@ -41,19 +42,21 @@ def write_csv(out: Path, doc: dict) -> None:
         w.writerow(POINT_COLUMNS)
         for key in sorted(doc["points"]):
             rec = doc["points"][key]
-            rec = dict(rec, speedup_vs_undivided=speedup(doc, rec),
+            rec = dict(rec, bn_engine=bn_engine(rec), speedup_vs_undivided=speedup(doc, rec),
                        conv_speedup_vs_undivided=speedup(doc, rec, "conv_ms"),
                        vs_pytorch=vs_pytorch(doc, rec),
                        processes=len(measured_repeats(rec)) or None)
             w.writerow(["" if rec.get(c) is None else rec.get(c) for c in POINT_COLUMNS])
     with open(out / "layers.csv", "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
-        w.writerow(("net", "setting", "limit_bytes", "layer", "forward_ms", "backward_ms"))
+        w.writerow(("net", "setting", "limit_bytes", "bn_engine", "layer", "forward_ms",
+                    "backward_ms"))
         for key in sorted(doc["points"]):
             rec = doc["points"][key]
             for t in rec.get("layers") or []:
-                w.writerow((rec["net"], rec["setting"], rec.get("limit_bytes") or "", t["name"],
-                            t.get("forward", ""), t.get("backward", "")))
+                w.writerow((rec["net"], rec["setting"], rec.get("limit_bytes") or "",
+                            bn_engine(rec), t["name"], t.get("forward", ""),
+                            t.get("backward", "")))
 
 
 def format_summary(doc: dict) -> str:
@@ -75,14 +78,16 @@ def format_summary(doc: dict) -> str:
                 f"  {sp:5.2f}x" if sp else "")
         else:
             val = f"{rec.get('status')}: {str(rec.get('error'))[:80]}"
-        rows.append(f"{rec['net']:<9} {rec['setting']:<11} {lim:>9}  {val}")
+        bn = "" if bn_engine(rec) == "caffe" else f" ({bn_engine(rec)} BN)"
+        rows.append(f"{rec['net']:<9} {rec['setting']:<11} {lim:>9}  {val}{bn}")
     for net, rec in sorted(doc.get("pytorch", {}).items()):
         if rec.get("status") == "ok":
             best = min((r for r in doc["points"].values()
                         if r.get("net") == net and r.get("status") == "ok"
                         and r.get("setting") != "unlimited"),
                        key=lambda r: r["median_ms"], default=None)
-            vs = (f"; best Caffe point {best['setting']}/{format_size(best['limit_bytes'])}: "
+            vs = (f"; best Caffe point {best['setting']}/{format_size(best['limit_bytes'])}"
+                  + ("" if bn_engine(best) == "caffe" else f" ({bn_engine(best)} BN)") + ": "
                   f"{vs_pytorch(doc, best):.2f}x PyTorch's time"
                   if best and best.get("limit_bytes") and not is_unlimited(best["limit_bytes"])
                   else "")
