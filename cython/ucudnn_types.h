@@ -24,8 +24,10 @@ enum { UCUDNN_FWD = 0, UCUDNN_BWD_DATA = 1, UCUDNN_BWD_FILTER = 2 };
 /* Micro-batch policy (caffe.proto's UcudnnParameter.Policy uses the same values). */
 enum { UCUDNN_UNDIVIDED = 0, UCUDNN_POWER_OF_TWO = 1, UCUDNN_ALL = 2 };
 
-/* Optimizer: per-kernel DP under workspace_limit, or network-wide ILP (ucudnn_plan_network). */
-enum { UCUDNN_DP = 0, UCUDNN_ILP = 1 };
+/* Optimizer: per-kernel DP under workspace_limit, network-wide ILP (ucudnn_plan_network), or
+ * SHARED: one arena every layer reuses, divided per layer among the kernels that run at the
+ * same time (ucudnn_plan_network per phase; prepared like ILP kernels). */
+enum { UCUDNN_DP = 0, UCUDNN_ILP = 1, UCUDNN_SHARED = 2 };
 
 /* One convolution kernel. Shapes are those of the input x (N x C x H x W) and the filter
  * (K x C/groups x R x S); strides are in elements, NCHW; all-zero strides mean packed. */
@@ -47,7 +49,7 @@ typedef struct ucudnn_conv_params {
 
 typedef struct ucudnn_plan_options {
   int policy;                     /* UCUDNN_UNDIVIDED / POWER_OF_TWO / ALL */
-  int optimizer;                  /* UCUDNN_DP or UCUDNN_ILP */
+  int optimizer;                  /* UCUDNN_DP, UCUDNN_ILP or UCUDNN_SHARED */
   const int *micro_batch_sizes;   /* explicit candidate sizes (overrides policy), or NULL */
   int n_micro_batch_sizes;
   size_t workspace_limit;         /* bytes, per kernel (DP) */

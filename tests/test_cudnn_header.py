@@ -62,7 +62,8 @@ def test_c_api_enums_match_python():
     assert {v: k for k, v in POLICY_CODES.items()} == {
         "undivided": values["UCUDNN_UNDIVIDED"], "powerOfTwo": values["UCUDNN_POWER_OF_TWO"],
         "all": values["UCUDNN_ALL"]}
-    assert OPTIMIZER_CODES == {values["UCUDNN_DP"]: "dp", values["UCUDNN_ILP"]: "ilp"}
+    assert OPTIMIZER_CODES == {values["UCUDNN_DP"]: "dp", values["UCUDNN_ILP"]: "ilp",
+                               values["UCUDNN_SHARED"]: "shared"}
     assert {s.name: int(s) for s in Status} == {
         n: values["UCUDNN_" + ("OK" if n == "OK" else "ERR_" + n)] for n in Status.__members__}
     assert (values["UCUDNN_FWD"], values["UCUDNN_BWD_DATA"], values["UCUDNN_BWD_FILTER"]) == (0, 1, 2)

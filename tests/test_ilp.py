@@ -39,14 +39,18 @@ def _brute(fronts, budget):
     return best
 
 
+METHODS = pytest.mark.parametrize("method", ["cbc", "enumerate"])
+
+
+@METHODS
 @pytest.mark.parametrize("seed", range(12))
-def test_ilp_equals_brute_force(seed):
+def test_ilp_equals_brute_force(seed, method):
     rng = random.Random(seed)
     fronts = _random_fronts(rng, rng.randint(1, 5))
     lo = sum(min(p.ws_bytes for p in f) for f in fronts.values())
     hi = sum(max(p.ws_bytes for p in f) for f in fronts.values())
     for budget in sorted({lo, (lo + hi) // 2, lo + rng.randint(0, max(0, hi - lo)), hi}):
-        res = solve_workspace_division(fronts, budget)
+        res = solve_workspace_division(fronts, budget, method=method)
         assert set(res.choices) == set(fronts)
         for k, p in res.choices.items():
             assert p in fronts[k]
@@ -55,8 +59,9 @@ def test_ilp_equals_brute_force(seed):
         assert res.status == "Optimal"
 
 
+@METHODS
 @pytest.mark.parametrize("seed", range(8))
-def test_weighted_ilp_equals_brute_force(seed):
+def test_weighted_ilp_equals_brute_force(seed, method):
     """A kernel that runs in w instances (Caffe's groups) pays w times its time and workspace."""
     rng = random.Random(100 + seed)
     fronts = _random_fronts(rng, rng.randint(1, 4))
@@ -68,7 +73,7 @@ def test_weighted_ilp_equals_brute_force(seed):
         best = min(sum(weights[k] * p.time_ms for k, p in zip(keys, combo))
                    for combo in itertools.product(*fronts.values())
                    if sum(weights[k] * p.ws_bytes for k, p in zip(keys, combo)) <= budget)
-        res = solve_workspace_division(fronts, budget, weights=weights)
+        res = solve_workspace_division(fronts, budget, weights=weights, method=method)
         assert res.total_ws_bytes <= budget
         assert res.total_time_ms == pytest.approx(best, abs=1e-9)
     if lo:
@@ -76,6 +81,18 @@ def test_weighted_ilp_equals_brute_force(seed):
             solve_workspace_division(fronts, lo - 1, weights=weights)
     with pytest.raises(IlpError, match="weight must be a positive integer"):
         solve_workspace_division(fronts, hi, weights={keys[0]: 0})
+
+
+def test_auto_enumerates_small_problems_and_calls_cbc_for_large_ones(monkeypatch):
+    from ucudnn.plan import ilp
+    fronts = {"a": [_plan(5, 10), _plan(3, 20)], "b": [_plan(4, 7), _plan(1, 30)]}
+    res = solve_workspace_division(fronts, 40)
+    assert res.n_variables == 0 and res.total_time_ms == 6.0            # enumerated: 5 + 1
+    monkeypatch.setattr(ilp, "ENUMERATE_MAX", 3)
+    res = solve_workspace_division(fronts, 40)
+    assert res.n_variables == 4 and res.total_time_ms == 6.0            # CBC's variables
+    with pytest.raises(IlpError, match="method"):
+        solve_workspace_division(fronts, 40, method="greedy")
 
 
 def test_budget_below_the_smallest_plan():

@@ -41,8 +41,9 @@ _POLICY_ALIASES = {
     "power_of_two": "powerOfTwo", "poweroftwo": "powerOfTwo",
 }
 
-#: Optimizers: per-kernel DP under a limit, or the network ILP under a total budget.
-OPTIMIZERS: Tuple[str, ...] = ("dp", "ilp")
+#: Optimizers: per-kernel DP under a limit, the network ILP under a total budget, or one arena
+#: of that budget that every layer reuses (Note [Shared arena] in ucudnn/plan/network.py).
+OPTIMIZERS: Tuple[str, ...] = ("dp", "ilp", "shared")
 OPTIMIZER_CODES: Dict[int, str] = dict(enumerate(OPTIMIZERS))
 
 #: dtype name -> (cudnnDataType_t, bytes per element)

@@ -9,7 +9,8 @@ Note [plan --json]
     ``ucudnn_version``; ``network`` (net name or file); ``source`` {``kind``: table | cache |
     benchmark | shipped, ``detail``, ``gpu``, ``cudnn_version``, ``dtype``, ``math``,
     ``complete``}; ``batch``; ``policy``; ``sizes`` (explicit list or null); ``optimizer``
-    (dp | ilp); ``limit_bytes``; ``budget_bytes`` (ILP, else null); ``baseline_limit_bytes``
+    (dp | ilp | shared); ``limit_bytes``; ``budget_bytes`` (ILP and shared, else null);
+    ``baseline_limit_bytes``
     (workspace per kernel of the undivided baseline); ``kernels``: a list, one per kernel
     instance, of {``kernel``, ``layer``, ``op``, ``instance``, ``groups`` (Caffe's group count:
     calls of this plan per pass), ``plan`` (Plan.describe(),
@@ -18,9 +19,11 @@ Note [plan --json]
     ``undivided_plan``, ``undivided_time_ms``, ``undivided_ws_bytes``, ``speedup``} (times and
     workspaces of one call);
     ``totals`` {``kernels``, ``undivided_time_ms``, ``time_ms``, ``speedup``, ``ws_bytes``,
-    ``undivided_ws_bytes``}; ``solver`` {``name`` (dp | cbc), ``seconds``, ``status``,
+    ``undivided_ws_bytes``, ``held_bytes`` (what the network holds: the shared arena, else
+    ``ws_bytes``)}; ``solver`` {``name`` (dp | cbc | enumerate), ``seconds``, ``status``,
     ``variables``}; ``ilp`` (null for dp) {``budget_bytes``, ``baseline_limit_bytes``,
-    ``expected_speedup`` (vs. undivided at the same total memory)}; ``notes`` (list of text).
+    ``expected_speedup`` (vs. undivided at the same total memory), ``arena_bytes`` (shared,
+    else null)}; ``notes`` (list of text).
     Times are predicted (sums of benchmarked micro-batch times). Speedups that are undefined
     (zero time) are null; with per-layer limits from a prototxt ``limit_bytes`` and
     ``baseline_limit_bytes`` are null.
@@ -35,7 +38,10 @@ from typing import Dict, List, Optional, Tuple
 from ..vocab import DTYPES, MATH_MODES, OPTIMIZERS, POLICIES, algo_name, format_size
 from . import common as c
 
-HELP = "plan micro-batches for a network (DP per kernel or ILP over the network)"
+HELP = ("plan micro-batches for a network (DP per kernel, ILP over the network, or one shared "
+        "arena)")
+#: Optimizers that take one budget for the whole network.
+NETWIDE = ("ilp", "shared")
 DEFAULTS = {"policy": "powerOfTwo", "limit": "64MiB", "optimizer": "dp", "math": "default"}
 
 
@@ -58,10 +64,13 @@ def add_parser(sub) -> None:
     s.add_argument("--limit", metavar="SIZE", help="workspace per kernel; 64M = 64MiB, sizes "
                    f"are powers of 1024 (default: {DEFAULTS['limit']}; ILP: budget = limit x "
                    "kernels)")
-    s.add_argument("--budget", metavar="SIZE", help="total workspace for the ILP (implies "
-                   "--optimizer ilp; default: limit x kernels)")
+    s.add_argument("--budget", metavar="SIZE", help="total workspace for the ILP or the shared "
+                   "arena (implies --optimizer ilp unless shared is asked; default: limit x "
+                   "kernels)")
     s.add_argument("--optimizer", choices=OPTIMIZERS, help="dp: each kernel within --limit; "
-                   "ilp: all kernels share --budget (default: dp, ilp with --budget)")
+                   "ilp: all kernels divide --budget; shared: every layer reuses one arena of "
+                   "--budget, divided among the kernels that run at the same time (default: dp, "
+                   "ilp with --budget)")
     s.add_argument("--math", help=f"math mode of the benchmarks: {', '.join(MATH_MODES)} "
                    f"(default: {DEFAULTS['math']})")
     s.add_argument("--dtype", default="float32", help="data type of the benchmarks: "
@@ -120,7 +129,7 @@ def _settings(args, layers) -> Tuple[Dict[str, Settings], str, Optional[int], Li
             raise c.CliError(f"--prototxt: {args.prototxt}: its layers ask for optimizers "
                              f"{' and '.join(sorted(asked))}; pass --optimizer")
         optimizer = asked.pop()
-    if budget is None and optimizer != "dp":
+    if budget is None and optimizer in NETWIDE:
         totals = {s.total_workspace for s in ([net_s] if net_s else []) + list(file_s.values())
                   if s.total_workspace > 0}
         if len(totals) > 1:
@@ -129,8 +138,8 @@ def _settings(args, layers) -> Tuple[Dict[str, Settings], str, Optional[int], Li
         budget = totals.pop() if totals else None
     optimizer = optimizer or ("ilp" if budget is not None else DEFAULTS["optimizer"])
     if optimizer == "dp" and budget is not None:
-        raise c.CliError("--budget: only the ilp optimizer takes a total budget "
-                         "(use --optimizer ilp, or --limit for dp)")
+        raise c.CliError("--budget: only the ilp and shared optimizers take a total budget "
+                         "(use --optimizer ilp or shared, or --limit for dp)")
     notes = []
     if file_s:
         taken = [what for what, given in (("policy", policy or sizes), ("limit", limit),
@@ -194,18 +203,18 @@ def _plan(args, layers, settings, optimizer, budget):
     groups: Dict[Settings, list] = {}
     for l in layers:
         groups.setdefault(settings[l.name], []).append(l)
-    if optimizer == "ilp" and len({(s.policy, s.sizes, s.math) for s in groups}) > 1:
+    if optimizer in NETWIDE and len({(s.policy, s.sizes, s.math) for s in groups}) > 1:
         raise c.CliError(f"--prototxt: {args.prototxt}: its layers set different policies, "
-                         "sizes or math modes, which one ILP cannot plan; pass --policy/--sizes/"
-                         "--math to plan them alike, or --optimizer dp")
-    if optimizer == "ilp":
+                         f"sizes or math modes, which one {optimizer} budget cannot plan; pass "
+                         "--policy/--sizes/--math to plan them alike, or --optimizer dp")
+    if optimizer in NETWIDE:
         one = next(iter(groups))
         groups = {one: list(layers)}
     plans, sources, notes, solve_s = [], [], [], 0.0
     for s, group in groups.items():
         # measurements must have been offered the workspace a plan may use
-        need = budget if optimizer == "ilp" and budget is not None else s.limit * (
-            _calls(group) if optimizer == "ilp" else 1)
+        need = budget if optimizer in NETWIDE and budget is not None else s.limit * (
+            _calls(group) if optimizer in NETWIDE else 1)
         try:
             got = gather(group, policy=s.policy, sizes=s.sizes, tables=args.table,
                          cache_path=args.cache, gpu=args.gpu, cudnn_version=args.cudnn_version,
@@ -298,15 +307,18 @@ def _plan_json(plan, args, label, source, layers, solve_s, sizes) -> dict:
         "totals": {"kernels": len(plan.kernels), "undivided_time_ms": plan.baseline_time_ms,
                    "time_ms": plan.time_ms,
                    "speedup": _speedup(plan.baseline_time_ms, plan.time_ms),
-                   "ws_bytes": plan.ws_bytes,
+                   "ws_bytes": plan.ws_bytes, "held_bytes": plan.held_bytes,
                    "undivided_ws_bytes": sum(getattr(k, "groups", 1) * k.baseline.ws_bytes
                                              for k in plan.kernels)},
-        "solver": ({"name": "cbc", "seconds": plan.ilp.solve_seconds, "status": plan.ilp.status,
+        "solver": ({"name": "cbc" if plan.ilp.n_variables else "enumerate",
+                    "seconds": plan.ilp.solve_seconds, "status": plan.ilp.status,
                     "variables": plan.ilp.n_variables} if plan.ilp is not None else
-                   {"name": "dp", "seconds": solve_s, "status": "Optimal", "variables": None}),
+                   {"name": "enumerate" if plan.optimizer == "shared" else "dp",
+                    "seconds": solve_s, "status": "Optimal", "variables": None}),
         "ilp": ({"budget_bytes": plan.budget, "baseline_limit_bytes": plan.baseline_limit,
-                 "expected_speedup": _speedup(plan.baseline_time_ms, plan.time_ms)}
-                if plan.ilp is not None else None),
+                 "expected_speedup": _speedup(plan.baseline_time_ms, plan.time_ms),
+                 "arena_bytes": plan.arena_bytes}
+                if plan.optimizer in NETWIDE else None),
         "notes": list(plan.notes),
     }
 
@@ -348,8 +360,8 @@ def _print(doc, plan) -> None:
                      format_size(k.plan.ws_bytes), f"{k.baseline.time_ms:.3f}",
                      f"{s:.2f}x" if s is not None else "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    limit = (f", limit {_bytes(plan.limit)} per kernel" if plan.ilp is None else
-             f", budget {_bytes(plan.budget)}")
+    limit = (f", budget {_bytes(plan.budget)}" if plan.optimizer in NETWIDE else
+             f", limit {_bytes(plan.limit)} per kernel")
     print(f"network {doc['network']}, batch {doc['batch']}, policy {doc['policy']}"
           + (f" (sizes {','.join(map(str, doc['sizes']))})" if doc["sizes"] else "")
           + f"{limit}, data: {doc['source']['kind']} {doc['source']['detail']}")
@@ -368,10 +380,20 @@ def _print(doc, plan) -> None:
           f"(fastest single algorithm within {base_ws} per kernel; predicted)")
     print(f"planned total:   {t['time_ms']:.3f} ms (predicted)")
     print(f"speedup:         {t['speedup']:.3f}x" if t["speedup"] is not None else "speedup: -")
-    print(f"total workspace: {format_size(t['ws_bytes'])} ({t['ws_bytes']} B) over "
-          f"{t['kernels']} kernels")
+    if plan.arena_bytes is not None:
+        print(f"shared arena:    {format_size(plan.arena_bytes)} ({plan.arena_bytes} B), reused "
+              f"by every layer (kernels' workspace summed: {format_size(t['ws_bytes'])})")
+    else:
+        print(f"total workspace: {format_size(t['ws_bytes'])} ({t['ws_bytes']} B) over "
+              f"{t['kernels']} kernels")
     sv = doc["solver"]
-    if plan.ilp is not None:
+    if plan.optimizer == "shared":
+        print(f"budget:          {format_size(plan.budget)} ({plan.budget} B)")
+        print(f"expected speedup vs undivided at the same total memory "
+              f"({base_ws} per kernel): {doc['ilp']['expected_speedup']:.3f}x")
+        print(f"optimizer:       shared (each layer's concurrent kernels divide the arena, "
+              f"solved exactly), {sv['seconds']:.3f} s")
+    elif plan.ilp is not None:
         print(f"budget:          {format_size(plan.budget)} ({plan.budget} B)")
         print(f"expected speedup vs undivided at the same total memory "
               f"({base_ws} per kernel): {doc['ilp']['expected_speedup']:.3f}x")

@@ -62,7 +62,8 @@ def prepare_kernel(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
     policy = normalise_policy(policy, f"{where}: field 'policy'")
     if isinstance(optimizer, int):
         if optimizer not in OPTIMIZER_CODES:
-            raise PlanError(f"{where}: field 'optimizer': unknown value {optimizer} (0 DP, 1 ILP)")
+            raise PlanError(f"{where}: field 'optimizer': unknown value {optimizer} "
+                            "(0 DP, 1 ILP, 2 SHARED)")
         optimizer = OPTIMIZER_CODES[optimizer]
     if limit < 0:
         raise PlanError(f"{where}: field 'workspace_limit': must not be negative, got {limit}")

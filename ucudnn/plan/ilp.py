@@ -103,12 +103,44 @@ def _status_name(status) -> str:
     return str(name).replace("_", " ")
 
 
+#: Largest number of plan combinations :func:`solve_workspace_division` enumerates instead of
+#: calling CBC (``method="auto"``): a layer's two backward kernels (the shared arena's
+#: problem, Note [Shared arena] in :mod:`ucudnn.plan.network`) have a few hundred.
+ENUMERATE_MAX = 20000
+
+
+def _enumerate(fronts: Mapping[Hashable, Sequence[Plan]], w: Mapping[Hashable, int],
+               budget: int) -> IlpResult:
+    """The same problem solved exactly by merging the fronts one kernel at a time, keeping
+    only combinations that fit the budget and that no other combination beats in both time
+    and workspace."""
+    t0 = time.perf_counter()
+    combos = [(0.0, 0, ())]                     # (time, workspace, choice per kernel so far)
+    for k, front in fronts.items():
+        grown = [(t + w[k] * p.time_ms, ws + w[k] * p.ws_bytes, chosen + (p,))
+                 for t, ws, chosen in combos for p in front if ws + w[k] * p.ws_bytes <= budget]
+        grown.sort(key=lambda c: (c[0], c[1]))
+        combos, least = [], None
+        for c in grown:                         # Pareto front over (time, workspace)
+            if least is None or c[1] < least:
+                combos.append(c)
+                least = c[1]
+    best = combos[0]                            # fastest; the budget check above made it fit
+    choices = dict(zip(fronts, best[2]))
+    return IlpResult(choices, budget, time.perf_counter() - t0, "Optimal", 0, dict(w))
+
+
 def solve_workspace_division(fronts: Mapping[Hashable, Sequence[Plan]], budget: int, *,
                              weights: Mapping[Hashable, int] | None = None,
-                             msg: bool = False, time_limit: float | None = None) -> IlpResult:
+                             msg: bool = False, time_limit: float | None = None,
+                             method: str = "auto") -> IlpResult:
     """Choose one plan per kernel from ``fronts`` minimising total time within ``budget`` bytes.
 
-    ``weights[k]``: instances of kernel k (default 1), each with its own workspace."""
+    ``weights[k]``: instances of kernel k (default 1), each with its own workspace.
+    ``method``: ``cbc`` (the ILP), ``enumerate`` (exact, for small problems) or ``auto``
+    (enumerate up to :data:`ENUMERATE_MAX` combinations, else CBC)."""
+    if method not in ("auto", "cbc", "enumerate"):
+        raise IlpError(f"method: {method!r} is not auto, cbc or enumerate")
     if budget < 0:
         raise IlpError(f"workspace_budget: must not be negative, got {budget}")
     w = {k: 1 for k in fronts}
@@ -127,6 +159,11 @@ def solve_workspace_division(fronts: Mapping[Hashable, Sequence[Plan]], budget: 
     if need > budget:
         raise IlpError(f"workspace_budget: {format_size(budget)} ({budget} B) is below the "
                        f"smallest total workspace of any plan, {format_size(need)} ({need} B)")
+    combinations = 1
+    for f in fronts.values():
+        combinations *= len(f)
+    if method == "enumerate" or (method == "auto" and combinations <= ENUMERATE_MAX):
+        return _enumerate(fronts, w, budget)
     try:
         import pulp
     except ImportError as e:  # pragma: no cover - pulp is a dependency

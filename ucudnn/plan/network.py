@@ -20,6 +20,21 @@ Note [Layers, groups and counts]
     weighed by ``groups`` in time and workspace; totals (``time_ms``, ``ws_bytes``, the
     baseline) count every group call. The ILP's default budget is ``limit`` x the number of
     group calls, as Caffe's ``PlanNetwork`` sums ``workspace_limit`` x groups.
+
+Note [Shared arena]
+    Caffe runs a net's layers one after another, so a convolution's workspace lies idle except
+    while its own layer runs. The ``shared`` optimizer gives the whole ``budget`` to every
+    layer as one arena that all layers reuse; only kernels that run AT THE SAME TIME need
+    disjoint parts of it. In Caffe's cuDNN layer those are the kernels of one phase: the
+    forward pass runs the G group calls of ``fwd`` on G streams at once; the backward pass runs
+    the G calls of ``bwd_filter`` and the G calls of ``bwd_data`` on 2G streams at once (the
+    bias gradient needs no workspace); the layer waits for all of them before the next layer.
+    So each phase of each layer divides the budget among its concurrent calls (the same
+    division as the ILP, per phase: :func:`~ucudnn.plan.ilp.solve_workspace_division`, exact
+    by enumeration for these small problems), and the arena is the largest phase's total.
+    Its time is never worse than the ILP's at the same budget: the ILP's choices for one
+    phase fit the budget, so they are among the choices the phase's division considers.
+    The default budget is ``limit`` x group calls, so settings compare at equal memory.
 """
 from __future__ import annotations
 
@@ -33,7 +48,10 @@ from .dp import (Plan, PlanError, candidate_sizes, desirable_set, normalise_poli
                  plan_kernel, undivided_plan)
 from .ilp import IlpResult, solve_workspace_division
 from .table import OPS, KernelBench, read_text
-from ..vocab import InputError
+from ..vocab import OPTIMIZERS, InputError
+
+#: Kernels of one layer that Caffe runs at the same time (Note [Shared arena]).
+PHASES = (("fwd",), ("bwd_filter", "bwd_data"))
 
 __all__ = ["LayerSpec", "read_layers", "write_layers", "KernelPlan", "NetworkPlan",
            "plan_network", "LayerError"]
@@ -196,6 +214,8 @@ class NetworkPlan:
     baseline_limit: int
     ilp: Optional[IlpResult] = None
     notes: List[str] = field(default_factory=list)
+    #: ``shared``: bytes of the one arena every layer reuses (Note [Shared arena])
+    arena_bytes: Optional[int] = None
 
     @property
     def time_ms(self) -> float:
@@ -212,8 +232,13 @@ class NetworkPlan:
 
     @property
     def ws_bytes(self) -> int:
-        """Total workspace: one slot per group call of every kernel."""
+        """Sum of the kernels' workspace: one slot per group call of every kernel."""
         return sum(k.groups * k.plan.ws_bytes for k in self.kernels)
+
+    @property
+    def held_bytes(self) -> int:
+        """Workspace the network holds: the shared arena, else the sum of the kernels'."""
+        return self.arena_bytes if self.arena_bytes is not None else self.ws_bytes
 
     @property
     def n_calls(self) -> int:
@@ -230,12 +255,15 @@ def plan_network(layers: Sequence[LayerSpec], benches: Mapping[Tuple[str, str], 
     ``benches[layer_name, op]``: the benchmark of the layer's kernel (one group's call).
     ``optimizer="dp"``: each kernel within ``limit`` bytes per group call. ``optimizer="ilp"``:
     one ``budget`` for all group calls (default ``limit`` x number of group calls), one plan per
-    kernel for all its groups. The baseline is the undivided plan at ``limit`` (ILP: at
-    ``budget`` / number of group calls, the same total memory).
+    kernel for all its groups. ``optimizer="shared"``: one arena of ``budget`` bytes (same
+    default) that every layer reuses (Note [Shared arena]). The baseline is the undivided plan
+    at ``limit`` (ILP and shared: at ``budget`` / number of group calls, the same total
+    memory).
     """
     policy = normalise_policy(policy)
-    if optimizer not in ("dp", "ilp"):
-        raise PlanError(f"optimizer: unknown optimizer {optimizer!r} (expected dp or ilp)")
+    if optimizer not in OPTIMIZERS:
+        raise PlanError(f"optimizer: unknown optimizer {optimizer!r} (expected "
+                        f"{', '.join(OPTIMIZERS)})")
     instances = [(l, op, i) for l in layers for op in l.ops for i in range(l.count)]
     for l in layers:
         for op in l.ops:
@@ -249,7 +277,7 @@ def plan_network(layers: Sequence[LayerSpec], benches: Mapping[Tuple[str, str], 
     else:
         if budget is None:
             if limit is None:
-                raise PlanError("workspace_budget: the ILP optimizer needs a budget "
+                raise PlanError(f"workspace_budget: the {optimizer} optimizer needs a budget "
                                 "(or a per-layer limit to multiply by the number of kernels)")
             budget = limit * n_calls
         baseline_limit = budget // n_calls if n_calls else budget
@@ -268,6 +296,7 @@ def plan_network(layers: Sequence[LayerSpec], benches: Mapping[Tuple[str, str], 
 
     kernels: List[KernelPlan] = []
     ilp = None
+    arena = None
     baseline: Dict[Tuple[str, str], Plan] = {}
 
     def base(l, op):
@@ -283,6 +312,27 @@ def plan_network(layers: Sequence[LayerSpec], benches: Mapping[Tuple[str, str], 
                                    strict=strict, name=f"layer {l.name!r} op {op}")
                 kernels += [KernelPlan(l.name, op, i, plan, base(l, op), l.groups)
                             for i in range(l.count)]
+    elif optimizer == "shared":
+        arena = 0
+        planned = []
+        for l in layers:
+            chosen = {}
+            for phase in PHASES:
+                ops = [op for op in phase if op in l.ops]
+                fronts = {op: desirable_set(benches[l.name, op], l.n, policy, cands,
+                                            strict=strict, name=f"layer {l.name!r} op {op}")
+                          for op in ops}
+                try:
+                    res = solve_workspace_division(fronts, budget,
+                                                   weights={op: l.groups for op in ops})
+                except PlanError as e:
+                    raise PlanError(f"layer {l.name!r} ({' + '.join(ops)} run at once, "
+                                    f"{l.groups} group call(s) each): {e}") from None
+                chosen.update(res.choices)
+                arena = max(arena, res.total_ws_bytes)
+            planned.append((l, chosen))
+        kernels = [KernelPlan(l.name, op, i, chosen[op], base(l, op), l.groups)
+                   for l, chosen in planned for op in l.ops for i in range(l.count)]
     else:
         fronts = {}
         cache: Dict[Tuple[str, str], List[Plan]] = {}
@@ -297,4 +347,5 @@ def plan_network(layers: Sequence[LayerSpec], benches: Mapping[Tuple[str, str], 
         ilp = solve_workspace_division(fronts, budget, weights=weights)
         kernels = [KernelPlan(l.name, op, i, ilp.choices[l.name, op, i], base(l, op), l.groups)
                    for l, op, i in instances]
-    return NetworkPlan(kernels, policy, optimizer, limit, budget, baseline_limit, ilp, notes)
+    return NetworkPlan(kernels, policy, optimizer, limit, budget, baseline_limit, ilp, notes,
+                       arena)

@@ -1,0 +1,136 @@
+"""The shared-arena optimizer (Note [Shared arena] in ucudnn/plan/network.py) against brute
+force, the ILP and unlimited workspace."""
+import itertools
+import json
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))     # --import-mode=importlib
+from planner_brute import random_bench  # noqa: E402
+from ucudnn.plan.dp import PlanError, desirable_set  # noqa: E402
+from ucudnn.plan.network import PHASES, LayerSpec, plan_network, read_layers  # noqa: E402
+from ucudnn.plan.table import group_by_kernel, read_table  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED = REPO / "ucudnn" / "data" / "h200"
+MiB = 1 << 20
+
+
+def _random_network(rng, n_layers, n=8, zero_ws=1.0):
+    layers, benches = [], {}
+    for i in range(n_layers):
+        g = rng.randint(1, 2)
+        l = LayerSpec(f"L{i}", n, 3 * g, 8, 8, 4 * g, 3, 3, pad=1, groups=g,
+                      count=rng.randint(1, 2), bwd_data=i > 0)
+        layers.append(l)
+        for op in l.ops:
+            benches[l.name, op] = random_bench(rng, n, zero_ws=zero_ws,
+                                               sizes=[1, 2, 4, 8] if rng.random() < 0.5 else None)
+    return layers, benches
+
+
+def _brute(layers, benches, budget):
+    """(time, arena): every layer's phases chosen by trying every combination of plans."""
+    total, arena = 0.0, 0
+    for l in layers:
+        for phase in PHASES:
+            ops = [op for op in phase if op in l.ops]
+            fronts = [desirable_set(benches[l.name, op], l.n, "powerOfTwo") for op in ops]
+            best = min(((sum(l.groups * p.time_ms for p in combo),
+                         sum(l.groups * p.ws_bytes for p in combo))
+                        for combo in itertools.product(*fronts)
+                        if sum(l.groups * p.ws_bytes for p in combo) <= budget),
+                       default=None)
+            assert best is not None, "budget below the smallest plan"
+            total += l.count * best[0]
+            arena = max(arena, best[1])
+    return total, arena
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_shared_equals_brute_force_and_beats_the_ilp(seed):
+    rng = random.Random(300 + seed)
+    layers, benches = _random_network(rng, rng.randint(1, 4))
+    for limit in (2, 8, 20, 60):
+        ilp = plan_network(layers, benches, limit=limit, optimizer="ilp")
+        shared = plan_network(layers, benches, limit=limit, optimizer="shared")
+        assert shared.budget == ilp.budget == limit * ilp.n_calls      # equal memory
+        t, arena = _brute(layers, benches, shared.budget)
+        assert shared.time_ms == pytest.approx(t, abs=1e-9)
+        assert shared.arena_bytes <= shared.budget
+        assert shared.held_bytes == shared.arena_bytes
+        # the arena is the largest phase: each phase's kernels fit it at once
+        for l in layers:
+            for phase in PHASES:
+                used = sum(k.groups * k.plan.ws_bytes for k in shared.kernels
+                           if k.layer == l.name and k.op in phase and k.instance == 0)
+                assert used <= shared.arena_bytes
+        # never slower than the ILP at the same memory (Note [Shared arena])
+        assert shared.time_ms <= ilp.time_ms + 1e-9
+        assert [(k.layer, k.op, k.instance) for k in shared.kernels] == \
+            [(k.layer, k.op, k.instance) for k in ilp.kernels]
+        unlimited = plan_network(layers, benches, limit=1 << 40)
+        assert shared.time_ms >= unlimited.time_ms - 1e-9
+
+
+def _least_workspace_per_phase(layers, benches):
+    need = {}
+    for l in layers:
+        for phase in PHASES:
+            ops = [op for op in phase if op in l.ops]
+            need[l.name, phase] = sum(
+                l.groups * desirable_set(benches[l.name, op], l.n, "powerOfTwo")[0].ws_bytes
+                for op in ops)
+    return need
+
+
+def test_budget_below_a_phase_names_the_layer():
+    for seed in range(100):         # a network whose least plans need some workspace
+        layers, benches = _random_network(random.Random(seed), 2, zero_ws=0.0)
+        need = _least_workspace_per_phase(layers, benches)
+        if max(need.values()):
+            break
+    (name, phase), most = max(need.items(), key=lambda kv: kv[1])
+    assert most > 0
+    with pytest.raises(PlanError, match=f"layer '{name}'.*run at once"):
+        plan_network(layers, benches, budget=most - 1, optimizer="shared")
+    assert plan_network(layers, benches, budget=1 << 30,
+                        optimizer="shared").arena_bytes <= 1 << 30
+
+
+@pytest.mark.parametrize("net", ["alexnet", "resnet18"])
+def test_shared_on_the_h200_tables(net):
+    """Issue 11's premise on the shipped H200 data: at 8 MiB x calls, one shared arena plans
+    far faster convolutions than the ILP at the same memory, close to unlimited workspace,
+    while holding a small fraction of unlimited's memory."""
+    layers = read_layers(SHIPPED / f"{net}_layers.csv")
+    benches = group_by_kernel(read_table(SHIPPED / f"{net}_bench.csv"))
+    ilp = plan_network(layers, benches, limit=8 * MiB, optimizer="ilp")
+    shared = plan_network(layers, benches, limit=8 * MiB, optimizer="shared")
+    unlimited = plan_network(layers, benches, limit=1 << 40)
+    assert shared.held_bytes <= 8 * MiB * ilp.n_calls
+    assert shared.time_ms < ilp.time_ms
+    assert shared.time_ms <= 1.25 * unlimited.time_ms
+    assert shared.held_bytes < unlimited.ws_bytes / 5
+
+
+def test_cli_plans_a_shared_arena(capsys):
+    from ucudnn.cli import main
+    assert main(["plan", "--net", "alexnet", "--optimizer", "shared", "--limit", "8MiB",
+                 "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["optimizer"] == "shared" and doc["budget_bytes"] == 8 * MiB * 23   # group calls
+    assert doc["ilp"]["arena_bytes"] == doc["totals"]["held_bytes"] <= doc["budget_bytes"]
+    assert doc["totals"]["held_bytes"] < doc["totals"]["ws_bytes"]
+    assert main(["plan", "--net", "alexnet", "--optimizer", "shared", "--budget", "64MiB"]) == 0
+    out = capsys.readouterr().out
+    assert "shared arena:" in out and "budget:          64.0MiB" in out
+    # every layer has zero-workspace algorithms: even 1 KiB plans (slowly)
+    assert main(["plan", "--net", "alexnet", "--optimizer", "shared", "--budget", "1KiB",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["totals"]["held_bytes"] <= 1024
+    assert main(["plan", "--net", "alexnet", "--optimizer", "dp", "--budget", "1GiB"]) == 2
+    assert "ilp and shared" in capsys.readouterr().err
