@@ -170,7 +170,7 @@ layer { name: "c" type: "Convolution" bottom: "x" top: "c" phase: TEST loss_weig
 layer { name: "e" type: "Deconvolution" exclude { phase: TEST } }
 layer { name: "a" type: "Accuracy" accuracy_param { top_k: 5 axis: 2 ignore_label: 3 } }
 layer { name: "bn" type: "BatchNorm" batch_norm_param { use_global_stats: true
-  moving_average_fraction: 0.9 eps: 0.001 } }
+  moving_average_fraction: 0.9 eps: 0.001 engine: CUDNN } }
 layer { name: "b" type: "Bias" bias_param { axis: 0 num_axes: 2 filler { value: 1 } } }
 layer { name: "cl" type: "Clip" clip_param { min: -1 max: 1 } }
 layer { name: "cc" type: "Concat" concat_param { axis: 2 concat_dim: 2 } }

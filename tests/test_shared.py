@@ -134,3 +134,49 @@ def test_cli_plans_a_shared_arena(capsys):
     assert json.loads(capsys.readouterr().out)["totals"]["held_bytes"] <= 1024
     assert main(["plan", "--net", "alexnet", "--optimizer", "dp", "--budget", "1GiB"]) == 2
     assert "ilp and shared" in capsys.readouterr().err
+
+
+def test_prototxt_writes_shared_net_wide_and_refuses_it_per_layer(tmp_path, capsys):
+    from ucudnn.caffe import proto as cp
+    from ucudnn.caffe.prototxt import load_prototxt
+    from ucudnn.cli import main
+    src = REPO / "ucudnn" / "data" / "nets" / "alexnet.prototxt"
+    out = tmp_path / "shared.prototxt"
+    assert main(["prototxt", str(src), "-o", str(out), "--optimizer", "shared",
+                 "--budget", "184MiB"]) == 0
+    text = out.read_text()
+    assert "optimizer: SHARED" in text and "total_workspace: 192937984" in text
+    net = load_prototxt(out)
+    assert net.net_ucudnn.optimizer == "shared"
+    assert {s.optimizer for s in net.ucudnn.values()} == {"shared"}
+    # the plan CLI takes it from the prototxt
+    assert main(["plan", "--prototxt", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["optimizer"] == "shared" and doc["budget_bytes"] == 192937984
+    # on one layer only: refused, naming the layer and the field (Caffe stops on it too)
+    assert main(["prototxt", str(src), "-o", str(tmp_path / "x.prototxt"), "--optimizer",
+                 "shared", "--layers", "conv2"]) == 2
+    assert "net-wide" in capsys.readouterr().err
+    pb2 = cp.load_caffe_pb2()
+    bad = cp.read_net(pb2, str(src))
+    cp.set_ucudnn_param(bad, policy="all")
+    bad.layer[1].ucudnn_param.optimizer = bad.ucudnn_param.Optimizer.Value("SHARED")
+    with pytest.raises(cp.PrototxtError, match=r"layer 'conv1'.*ucudnn_param.optimizer.*net-wide"):
+        cp.write_net(bad, str(tmp_path / "bad.prototxt"))
+
+
+def test_records_count_the_shared_arena_once():
+    """A net's workspace from plan records: DP/ILP kernels each hold their own; SHARED kernels
+    hold the arena, the largest pass of one layer (slots rounded up to 256 B)."""
+    from ucudnn.caffe.records import KernelPlan, PlanSummary
+    def k(layer, op, ws, inst=1, opt="shared"):
+        return KernelPlan(layer=layer, op=op, instances=inst, batch=8, plan="8x1:algo0",
+                          chunks=[], predicted_ms=1.0, ws_bytes=ws, stage="ilp", optimizer=opt)
+    s = PlanSummary(kernels={
+        "a/fwd": k("a", "fwd", 1000), "a/bwd_filter": k("a", "bwd_filter", 700),
+        "a/bwd_data": k("a", "bwd_data", 300),
+        "b/fwd": k("b", "fwd", 512, inst=2), "b/bwd_filter": k("b", "bwd_filter", 100, inst=2)})
+    # a: fwd 1024, bwd 768 + 512 = 1280; b: fwd 1024, bwd 512 -> the arena is 1280
+    assert s.workspace_bytes() == 1280
+    s.kernels["c/fwd"] = k("c", "fwd", 4000, opt="dp")
+    assert s.workspace_bytes() == 1280 + 4000

@@ -63,7 +63,7 @@ __all__ = ["PrototxtError", "CaffeProtoError", "OWNED_PROTO", "find_caffe_proto"
 #: CLI/planner policy names -> UcudnnParameter.Policy names
 POLICY_NAMES = {"undivided": "UNDIVIDED", "powerOfTwo": "POWER_OF_TWO", "all": "ALL"}
 _MATH_NAMES = {"default": "DEFAULT_MATH", "tensor_op": "TENSOR_OP", "fma": "FMA"}
-_OPTIMIZER_NAMES = {"dp": "DP", "ilp": "ILP"}
+_OPTIMIZER_NAMES = {"dp": "DP", "ilp": "ILP", "shared": "SHARED"}
 
 _HERE = Path(__file__).resolve().parent
 #: ucudnn's own subset of Caffe's net messages (Note [Where the Caffe classes come from])
@@ -214,6 +214,21 @@ def check_ucudnn_param(p, where: str) -> None:
                             f"got {bad[0]}")
 
 
+def check_shared_is_net_wide(net, where: str) -> None:
+    """Refuse ``optimizer: SHARED`` on a layer of a net that does not set it: the shared arena
+    is one for the whole net (Note [Shared arena in Caffe], caffe_patch/0002), and Caffe
+    stops on it too."""
+    shared = net.ucudnn_param.Optimizer.Value("SHARED") if hasattr(
+        net.ucudnn_param, "Optimizer") else None
+    if shared is None or net.ucudnn_param.optimizer == shared:
+        return
+    for layer in net.layer:
+        if layer.HasField("ucudnn_param") and layer.ucudnn_param.optimizer == shared:
+            raise PrototxtError(f"{where}: layer {layer.name!r}: field "
+                                "'ucudnn_param.optimizer' SHARED is net-wide (one arena that "
+                                "every layer reuses): set it in the net's ucudnn_param")
+
+
 def write_net(net, path) -> None:
     """Write ``net`` as prototxt (no comments, Note [Strict and lenient reading]) atomically:
     a temporary file, then a rename. Refuses an invalid ucudnn_param
@@ -225,6 +240,7 @@ def write_net(net, path) -> None:
     for layer in net.layer:
         if layer.HasField("ucudnn_param"):
             check_ucudnn_param(layer.ucudnn_param, f"{path}: layer {layer.name!r}")
+    check_shared_is_net_wide(net, path)
     write_text(path, text_format.MessageToString(net, as_utf8=True))
 
 
@@ -261,6 +277,9 @@ def set_ucudnn_param(net, *, policy: Optional[str] = None, optimizer: Optional[s
         if missing:
             raise PrototxtError(f"--layers: no layer named {', '.join(missing)} in the net")
         targets = [by_name[n].ucudnn_param for n in names]
+        if optimizer == "shared":
+            raise PrototxtError("--optimizer shared: the shared arena is net-wide; set it "
+                                "without --layers")
     for p in targets:
         if policy is not None:
             p.policy = _enum_value(p.Policy, POLICY_NAMES, policy, "--policy")

@@ -31,7 +31,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..plan.network import LayerSpec
 from ..vocab import MATH_MODES, OPTIMIZERS, POLICY_CODES
-from .proto import (PrototxtError, check_ucudnn_param, load_caffe_pb2, merged_ucudnn_param,
+from .proto import (PrototxtError, check_shared_is_net_wide, check_ucudnn_param,
+                    load_caffe_pb2, merged_ucudnn_param,
                     parse_net, read_text)
 
 __all__ = ["PrototxtError", "UcudnnSettings", "PrototxtNet", "parse_net_text", "conv_layers",
@@ -58,9 +59,9 @@ _PHASES = ("TRAIN", "TEST")
 class UcudnnSettings:
     """A UcudnnParameter in the planner's vocabulary (names of :mod:`ucudnn.vocab`)."""
     policy: str                 # "undivided" | "powerOfTwo" | "all"
-    optimizer: str              # "dp" | "ilp"
+    optimizer: str              # "dp" | "ilp" | "shared"
     workspace_limit: int        # bytes per kernel (DP)
-    total_workspace: int        # bytes for the net's kernels (ILP); 0: limit x kernels
+    total_workspace: int        # bytes for the net's kernels (ILP, shared); 0: limit x kernels
     micro_batch_sizes: Tuple[int, ...]  # explicit candidates; () : the policy's
     math: str                   # "default" | "tensor_op" | "fma"
     benchmark_repeats: int
@@ -504,6 +505,7 @@ def ucudnn_settings(net, phase: str = "TRAIN", source: str = "<prototxt>"
     None where none is set (the layer runs as stock Caffe). Invalid values (a negative
     workspace) are errors naming the layer and field."""
     _check_phase_batch(phase, None)
+    check_shared_is_net_wide(net, source)
     net_s = (UcudnnSettings.from_message(net.ucudnn_param, f"{source}: net")
              if net.HasField("ucudnn_param") else None)
     per_layer = {}

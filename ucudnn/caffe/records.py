@@ -149,6 +149,7 @@ class KernelPlan:
     sizes_benchmarked: Optional[int] = None
     sizes_cached: Optional[int] = None
     replans: int = 0
+    optimizer: Optional[str] = None     # "dp" | "ilp" | "shared"
 
     @classmethod
     def from_record(cls, rec: dict) -> "KernelPlan":
@@ -160,7 +161,7 @@ class KernelPlan:
                    undivided_ms=und.get("predicted_ms"), bench_s=rec.get("bench_s"),
                    plan_s=rec.get("plan_s"), sizes=rec.get("sizes"),
                    sizes_benchmarked=rec.get("sizes_benchmarked"),
-                   sizes_cached=rec.get("sizes_cached"))
+                   sizes_cached=rec.get("sizes_cached"), optimizer=rec.get("optimizer"))
 
 
 @dataclass
@@ -187,7 +188,19 @@ class PlanSummary:
         return sum((k.predicted_ms or 0.0) * k.instances for k in self.kernels.values())
 
     def workspace_bytes(self) -> Optional[int]:
-        return sum(k.ws_bytes * k.instances for k in self.kernels.values()) or None
+        """Workspace the net holds: each DP/ILP kernel's own (every instance), plus the shared
+        arena -- the largest set of kernels that run at once in one layer (Note [Shared arena]
+        in ucudnn/plan/network.py; slots rounded up to 256 B as Caffe carves them)."""
+        from ..plan.network import PHASES
+        own = sum(k.ws_bytes * k.instances for k in self.kernels.values()
+                  if k.optimizer != "shared")
+        phases: Dict[tuple, int] = {}
+        for k in self.kernels.values():
+            if k.optimizer == "shared":
+                phase = next(i for i, p in enumerate(PHASES) if k.op in p)
+                slot = -(-k.ws_bytes // 256) * 256
+                phases[k.layer, phase] = phases.get((k.layer, phase), 0) + slot * k.instances
+        return (own + max(phases.values(), default=0)) or None
 
 
 def kernel_plans(records: Iterable[dict]) -> List[KernelPlan]:

@@ -19,7 +19,8 @@ def add_parser(sub) -> None:
     s.add_argument("--optimizer", help=f"{' or '.join(OPTIMIZERS)} (default: ilp when --budget "
                    "is given)")
     s.add_argument("--limit", metavar="SIZE", help="per-kernel workspace limit, e.g. 64MiB")
-    s.add_argument("--budget", metavar="SIZE", help="total workspace of the net (ILP)")
+    s.add_argument("--budget", metavar="SIZE", help="total workspace of the net (ILP, or the "
+                   "arena of the shared optimizer)")
     s.add_argument("--sizes", metavar="LIST", help="explicit micro-batch sizes, e.g. 32,64")
     s.add_argument("--math", help="math mode: default, tensor_op, fma")
     s.add_argument("--repeats", type=int, help="cudnnFind repetitions per size")
