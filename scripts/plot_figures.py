@@ -68,6 +68,8 @@ def main(argv=None):
         for net in sorted({r["net"] for r in doc["points"].values()
                            if r.get("status") == "ok"}):
             plots.reproduce_stacked(doc, net, out(f"{net}_caffe_time_layers.png"))
+            if any(plots.time_memory_points(doc, net)):
+                plots.reproduce_time_vs_memory(doc, net, out(f"{net}_time_vs_memory.png"))
             if plots.layer_type_bars(doc, net, 64 << 20):
                 plots.reproduce_layer_types(doc, net, out(f"{net}_layer_types.png"))
             if any(r.get("setting") == "ilp" and r.get("status") == "ok" and r["net"] == net

@@ -135,4 +135,32 @@ def test_plot_figures_script_on_committed_results(tmp_path):
     assert {"alexnet_caffe_time_layers.png", "resnet18_caffe_time_layers.png",
             "cifar10_caffe_time_layers.png", "overhead.png", "caffe_measured_vs_predicted.png",
             "alexnet_caffe_ilp_vs_dp.png", "resnet18_caffe_ilp_vs_dp.png",
-            "cifar10_caffe_ilp_vs_dp.png"} <= set(names) and len(names) == 15
+            "cifar10_caffe_ilp_vs_dp.png", "alexnet_time_vs_memory.png",
+            "resnet18_time_vs_memory.png", "cifar10_time_vs_memory.png"} <= set(names)
+    assert len(names) == 18
+
+
+def test_time_against_memory_figure(tmp_path):
+    """Issue 11's figure: every setting's iteration time against the workspace held and the
+    peak GPU memory; stock Caffe's workspace from peak memory (Note [Shared arena at stock
+    memory])."""
+    from ucudnn.experiments import plots
+    MIB = 1 << 20
+
+    def pt(setting, ms, limit, ws, peak):
+        return {"net": "alexnet", "setting": setting, "limit_bytes": limit, "status": "ok",
+                "median_ms": ms, "workspace_bytes": ws, "peak_gpu_memory_bytes": peak}
+    from ucudnn.experiments.grid import point_of
+    pts = [pt("caffe", 55.0, None, None, 3000 * MIB),
+           pt("undivided", 50.0, 8 * MIB, 20 * MIB, 2900 * MIB),
+           pt("undivided", 46.0, 64 * MIB, 300 * MIB, 3180 * MIB),
+           pt("shared", 22.0, 8 * MIB, 170 * MIB, 3050 * MIB),
+           pt("shared_stock", 23.0, 120 * MIB, 118 * MIB, 2999 * MIB),
+           pt("unlimited", 20.0, 1 << 62, 3300 * MIB, 6200 * MIB)]
+    doc = {"points": {point_of(r).key: r for r in pts}}
+    assert len(doc["points"]) == len(pts)
+    got = {p["setting"] + str(p["limit_bytes"]): p for p in plots.time_memory_points(doc, "alexnet")}
+    assert got["caffeNone"]["workspace_bytes"] == (3000 - (2900 - 20)) * MIB
+    out = tmp_path / "tvm.png"
+    plots.reproduce_time_vs_memory(doc, "alexnet", str(out))
+    assert out.stat().st_size > 10000

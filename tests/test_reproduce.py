@@ -17,7 +17,7 @@ MIB = 1 << 20
 
 
 def test_grid_order_and_keys():
-    pts = rp.grid(["alexnet", "resnet18"], [64 * MIB, 8 * MIB])
+    pts = rp.grid(["alexnet", "resnet18"], [64 * MIB, 8 * MIB], shared=False)
     keys = [p.key for p in pts]
     assert len(pts) == 2 * (2 + 2 * 4)
     assert keys[:6] == ["alexnet/caffe/-", "alexnet/unlimited/-", "alexnet/undivided/64.0MiB",
@@ -25,7 +25,12 @@ def test_grid_order_and_keys():
     assert len(set(keys)) == len(keys)
     assert rp.Point("a", "unlimited", rp.UNLIMITED).policy == "undivided"
     assert rp.Point("a", "caffe").policy is None
-    assert len(rp.grid(["alexnet"], [MIB], ilp=False, unlimited=False, stock=False)) == 3
+    assert len(rp.grid(["alexnet"], [MIB], ilp=False, unlimited=False, stock=False,
+                       shared=False)) == 3
+    # the shared arena at every limit, then once at stock Caffe's memory, last of the net
+    keys = [p.key for p in rp.grid(["alexnet"], [64 * MIB, 8 * MIB])]
+    assert keys[5:7] == ["alexnet/ilp/64.0MiB", "alexnet/shared/64.0MiB"]
+    assert keys[-2:] == ["alexnet/shared/8.0MiB", "alexnet/shared_stock/-"]
 
 
 def test_results_file_is_written_atomically_and_checked(tmp_path):
@@ -44,7 +49,7 @@ def test_results_file_is_written_atomically_and_checked(tmp_path):
 
 
 def test_pending_skips_measured_points():
-    pts = rp.grid(["alexnet"], [MIB], ilp=False, unlimited=False, stock=False)
+    pts = rp.grid(["alexnet"], [MIB], ilp=False, unlimited=False, stock=False, shared=False)
     doc = {"points": {pts[0].key: {"status": "ok"}, pts[1].key: {"status": "failed"}}}
     assert rp.pending(pts, doc) == pts[2:]
     assert rp.pending(pts, doc, retry_failed=True) == pts[1:]
@@ -69,7 +74,13 @@ def test_predicted_mode_from_shipped_data(tmp_path):
     with open(tmp_path / "points.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert {r["setting"] for r in rows} == {"caffe", "unlimited", "undivided", "powerOfTwo", "all",
-                                            "ilp"}
+                                            "ilp", "shared", "shared_stock"}
+    # the shared arena at the ILP's budget: never slower than the ILP, holding less
+    shared, ilp = pts["alexnet/shared/64.0MiB"], pts["alexnet/ilp/64.0MiB"]
+    assert shared["status"] == "predicted" and shared["optimizer"] == "shared"
+    assert shared["predicted_conv_ms"] <= ilp["predicted_conv_ms"]
+    assert shared["workspace_bytes"] <= shared["ilp_budget_bytes"] == ilp["ilp_budget_bytes"]
+    assert pts["alexnet/shared_stock/-"]["status"] == "skipped"
     table = rp.format_summary(doc)
     assert "predicted" in table and "alexnet" in table
     # resuming runs nothing
@@ -157,7 +168,7 @@ def test_caffe_mode_records_failures_and_resumes(tmp_path, monkeypatch, patched_
     monkeypatch.setenv("UCUDNN_CAFFE_PROTO",
                        str(patched_caffe_source / "src" / "caffe" / "proto" / "caffe.proto"))
     out = tmp_path / "out"
-    opts = rp.Options(out=out, nets=["alexnet"], limits=[8 * MIB], pytorch=False,
+    opts = rp.Options(out=out, nets=["alexnet"], limits=[8 * MIB], pytorch=False, shared=False,
                       caffe=_fake_caffe(tmp_path, "powerOfTwo"), prototxt_dir=REPO / "ucudnn" / "data" / "nets")
     doc = rp.run(opts, say=lambda m: None)
     pts = doc["points"]
@@ -194,7 +205,8 @@ def test_caffe_mode_records_failures_and_resumes(tmp_path, monkeypatch, patched_
 
     # resume: nothing runs again but the failed point with retry_failed, which now passes
     opts.caffe = _fake_caffe(tmp_path, "no-such-setting")
-    assert rp.pending(rp.grid(["alexnet"], [8 * MIB]), rp.load_results(out / "reproduce.json")) == []
+    assert rp.pending(rp.grid(["alexnet"], [8 * MIB], shared=False),
+                      rp.load_results(out / "reproduce.json")) == []
     opts.retry_failed = True
     doc = rp.run(opts, say=lambda m: None)
     assert all(r["status"] == "ok" for r in doc["points"].values())
@@ -274,6 +286,7 @@ def test_repeats_run_in_rounds_and_resume_adds_processes(tmp_path, monkeypatch,
                        str(patched_caffe_source / "src" / "caffe" / "proto" / "caffe.proto"))
     out = tmp_path / "out"
     opts = rp.Options(out=out, nets=["alexnet"], limits=[8 * MIB], policies=["undivided", "all"],
+                      shared=False,
                       ilp=False, unlimited=False, pytorch=False, repeats=2,
                       caffe=_fake_caffe(tmp_path, "no-such-setting"),
                       prototxt_dir=REPO / "ucudnn" / "data" / "nets")
@@ -386,7 +399,7 @@ def test_old_results_still_load_and_summarise(tmp_path):
 # -- BatchNorm engines (caffe_patch/0004, Note [BatchNorm engines]) ---------------------------
 
 def test_grid_adds_cudnn_batchnorm_points_only_for_nets_with_batchnorm():
-    pts = rp.grid(["alexnet", "resnet18"], [MIB], ["undivided"], ilp=True,
+    pts = rp.grid(["alexnet", "resnet18"], [MIB], ["undivided"], ilp=True, shared=False,
                   bn_engines=rp.BN_ENGINES, has_batchnorm={"resnet18"}.__contains__)
     keys = [p.key for p in pts]
     assert keys == ["alexnet/caffe/-", "alexnet/unlimited/-", "alexnet/undivided/1.0MiB",
@@ -470,3 +483,62 @@ def test_time_by_kind_of_layer_and_speedup_within_one_engine(tmp_path):
     cud = next(r for r in rows if r["setting"] == "all" and r["bn_engine"] == "cudnn")
     assert float(cud["vs_pytorch"]) == pytest.approx(60 / 47)
     assert float(cud["speedup_vs_undivided"]) == pytest.approx(2.0)
+
+
+# -- the shared arena in the grid (issue 11) ---------------------------------------------------
+
+def test_shared_points_write_the_net_wide_arena(tmp_path):
+    from ucudnn.caffe.proto import load_caffe_pb2, read_net
+    pb2 = load_caffe_pb2()
+    src = REPO / "ucudnn" / "data" / "nets" / "alexnet.prototxt"
+    dest = tmp_path / "s.prototxt"
+    rp.variant_prototxt(pb2, src, rp.Point("alexnet", "shared", 8 * MIB), dest, None, "all")
+    u = read_net(pb2, str(dest)).ucudnn_param
+    assert (u.optimizer, u.workspace_limit, u.total_workspace) == (
+        u.Optimizer.Value("SHARED"), 8 * MIB, 0)              # budget: limit x kernels
+    assert u.policy == u.Policy.Value("ALL")                 # the ILP's policy
+    rp.variant_prototxt(pb2, src, rp.Point("alexnet", "shared_stock", 123 * MIB), dest, None,
+                        "powerOfTwo")
+    u = read_net(pb2, str(dest)).ucudnn_param
+    assert (u.optimizer, u.total_workspace) == (u.Optimizer.Value("SHARED"), 123 * MIB)
+    with pytest.raises(ValueError, match="no budget"):
+        rp.variant_prototxt(pb2, src, rp.Point("alexnet", "shared_stock"), dest, None, "all")
+
+
+def test_stock_workspace_from_peak_memory():
+    """Note [Shared arena at stock memory]: stock's workspace = its peak minus the net's memory
+    without workspace, which an undivided point (peak - its workspace) gives."""
+    doc = {"points": {}}
+    p = rp.Point("resnet18", "shared_stock", bn="cudnn")
+    _, why = rp.with_stock_budget(p, doc)
+    assert "needs the measured peak GPU memory" in why
+    add = lambda **r: doc["points"].__setitem__(                       # noqa: E731
+        rp.Point(r["net"], r["setting"], r.get("limit_bytes"), r["bn_engine"]).key,
+        dict(r, status="ok"))
+    add(net="resnet18", setting="caffe", bn_engine="cudnn", peak_gpu_memory_bytes=9000 * MIB)
+    add(net="resnet18", setting="undivided", limit_bytes=64 * MIB, bn_engine="cudnn",
+        peak_gpu_memory_bytes=8900 * MIB, workspace_bytes=300 * MIB)
+    add(net="resnet18", setting="undivided", limit_bytes=8 * MIB, bn_engine="cudnn",
+        peak_gpu_memory_bytes=8700 * MIB, workspace_bytes=50 * MIB)
+    add(net="resnet18", setting="caffe", bn_engine="caffe", peak_gpu_memory_bytes=1 * MIB)
+    ws, how = rp.stock_workspace(doc, "resnet18", "cudnn")
+    assert ws == (9000 - (8700 - 50)) * MIB and "undivided 8.0MiB" in how   # the least workspace
+    q, why = rp.with_stock_budget(p, doc)
+    assert why is None and q.limit == ws and q.key == p.key == "resnet18/shared_stock/-/cudnn-bn"
+    # a stock peak below the net's own memory is refused, not turned into a budget
+    assert rp.stock_workspace(doc, "resnet18", "caffe")[0] is None
+
+
+def test_peak_gpu_memory_without_nvml_is_none(monkeypatch):
+    import builtins
+    from ucudnn.experiments.gpu_memory import PeakGpuMemory
+    real = builtins.__import__
+
+    def no_nvml(name, *a, **k):
+        if name == "pynvml":
+            raise ImportError("no pynvml here")
+        return real(name, *a, **k)
+    monkeypatch.setattr(builtins, "__import__", no_nvml)
+    with PeakGpuMemory() as m:
+        m.watch(os.getpid())
+    assert m.peak_bytes is None and "NVML unavailable" in m.error

@@ -19,6 +19,7 @@ from typing import Dict, List, Optional
 from ..caffe.log import CaffeLogError, parse_caffe_time
 from ..caffe.records import ENV as RECORDS_ENV
 from ..caffe.records import RecordError, read_records, summarize
+from .gpu_memory import PeakGpuMemory
 from .grid import Point
 
 #: The folder holding the ``ucudnn`` package: Caffe's embedded interpreter imports the same.
@@ -43,8 +44,12 @@ def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Op
         if layer.type == "BatchNorm" and bn_engine_field:
             layer.batch_norm_param.engine = getattr(pb2.BatchNormParameter, point.bn.upper())
     if point.setting != "caffe":
-        if point.setting == "ilp":
-            set_ucudnn_param(net, policy=ilp_policy, optimizer="ilp", limit=point.limit)
+        if point.setting in ("ilp", "shared"):
+            set_ucudnn_param(net, policy=ilp_policy, optimizer=point.setting, limit=point.limit)
+        elif point.setting == "shared_stock":
+            if point.limit is None:
+                raise ValueError("shared_stock: no budget (stock Caffe's workspace not measured)")
+            set_ucudnn_param(net, policy=ilp_policy, optimizer="shared", budget=point.limit)
         else:
             set_ucudnn_param(net, policy=point.policy, optimizer="dp", limit=point.limit)
         if cache_path:
@@ -89,18 +94,23 @@ def run_caffe_time(caffe: str, model: Path, iterations: int, gpu: int, log_path:
     if records_path.exists():
         records_path.unlink()            # a retried point's earlier process
     t0 = time.perf_counter()
-    try:
-        res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             env=e, timeout=timeout)
-        text, rc = res.stdout, res.returncode
-    except subprocess.TimeoutExpired as ex:
-        out = ex.stdout or ""
-        text = out.decode(errors="replace") if isinstance(out, bytes) else out
-        rc = None
+    with PeakGpuMemory() as memory:        # Note [Measured memory]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env=e)
+        memory.watch(proc.pid)
+        try:
+            text, _ = proc.communicate(timeout=timeout)
+            rc = proc.returncode
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            text, _ = proc.communicate()
+            rc = None
     wall = time.perf_counter() - t0
     log_path.write_text(text, encoding="utf-8")
     rec = {"command": " ".join(shlex.quote(c) for c in cmd), "wall_s": round(wall, 3),
-           "log": log_path.name}
+           "log": log_path.name, "peak_gpu_memory_bytes": memory.peak_bytes}
+    if memory.error:
+        rec["peak_gpu_memory_error"] = memory.error
     if records_path.exists():
         rec["records"] = records_path.name
     if rc != 0:

@@ -10,8 +10,24 @@ from ..vocab import UNLIMITED, format_size
 NETS = ("alexnet", "resnet18", "cifar10")
 POLICIES = ("undivided", "powerOfTwo", "all")
 LIMITS = ("8MiB", "64MiB", "512MiB")
-#: Settings in the order tables and figures show them within a limit.
-SETTINGS = ("caffe", "unlimited", *POLICIES, "ilp")
+#: Settings in the order tables and figures show them within a limit. ``shared``: the shared
+#: arena at limit x kernels; ``shared_stock``: the shared arena at the workspace memory stock
+#: Caffe holds, measured (Note [Shared arena at stock memory]).
+SETTINGS = ("caffe", "unlimited", *POLICIES, "ilp", "shared", "shared_stock")
+#: Settings planned with one budget for the net (the ILP's policy, ``--ilp-policy``).
+NETWIDE = ("ilp", "shared", "shared_stock")
+
+# Note [Shared arena at stock memory]
+#     Issue 11 asks for the shared arena at the workspace memory that stock Caffe holds,
+#     measured. Stock Caffe writes no plan records, so its workspace is measured as the
+#     difference of peak GPU memory (Note [Measured memory]): a ucudnn point of the same net
+#     and BatchNorm engine whose workspace is known from its plan records (undivided at the
+#     smallest limit: the least workspace) gives the net's memory without workspace,
+#     ``base = peak - workspace``; stock's workspace is ``peak(stock) - base``. The
+#     ``shared_stock`` point runs after both (last of its net) with that budget as
+#     ``total_workspace`` (its ``limit_bytes``). The ucudnn process holds a little more than
+#     stock besides workspace (the core's cuDNN handle), so the estimate errs low, which only
+#     makes the comparison harder for the arena.
 #: What results of schema 1 (before 2026-12) stored as the limit of ``unlimited`` points.
 LEGACY_UNLIMITED = 1 << 40
 #: BatchNorm engines (Note [BatchNorm engines]): ``caffe`` is BVLC's layer -- the paper's
@@ -52,7 +68,8 @@ class Point:
 
     @property
     def key(self) -> str:
-        lim = "-" if self.limit is None or is_unlimited(self.limit) else format_size(self.limit)
+        lim = ("-" if self.limit is None or is_unlimited(self.limit)
+               or self.setting == "shared_stock" else format_size(self.limit))
         return f"{self.net}/{self.setting}/{lim}" + ("" if self.bn == "caffe" else f"/{self.bn}-bn")
 
     @property
@@ -69,7 +86,7 @@ class Point:
 
 def grid(nets: Sequence[str], limits: Sequence[int], policies: Sequence[str] = POLICIES, *,
          ilp: bool = True, unlimited: bool = True, stock: bool = True,
-         bn_engines: Sequence[str] = ("caffe",),
+         shared: bool = True, bn_engines: Sequence[str] = ("caffe",),
          has_batchnorm: Callable[[str], bool] = lambda net: False) -> List[Point]:
     """The points, in the order they run: per network the cheap settings first, so that
     an interrupted run has the baselines; the BatchNorm engines other than ``caffe`` only for
@@ -87,6 +104,10 @@ def grid(nets: Sequence[str], limits: Sequence[int], policies: Sequence[str] = P
                 points += [Point(net, p, limit, bn=bn) for p in policies]
                 if ilp:
                     points.append(Point(net, "ilp", limit, bn=bn))
+                if shared:
+                    points.append(Point(net, "shared", limit, bn=bn))
+            if shared and stock and "undivided" in policies and limits:
+                points.append(Point(net, "shared_stock", None, bn=bn))
     return points
 
 

@@ -16,7 +16,7 @@ from ..plan.network import LayerSpec, plan_network
 from ..plan.table import KernelBench
 from ..vocab import algo_name, format_size
 from .grid import bn_engine, is_unlimited, point_order
-from .results import point_conv_ms
+from .results import point_conv_ms, stock_workspace
 
 __all__ = ["kernel_algorithms", "desirable_set_scatter", "measured_vs_predicted",
            "stacked_layers", "ilp_vs_dp", "load_bench_core", "reproduce_stacked",
@@ -484,6 +484,70 @@ def reproduce_layer_types(doc: dict, net: str, out: str, limit: int = 64 << 20):
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.grid(axis="y", lw=0.3)
     ax.set_title(f"{net}: time by kind of layer (bold: measured iteration, median)", fontsize=10)
+    return _save(fig, out)
+
+
+SETTING_STYLE = {"caffe": ("stock Caffe", "#000000", "X"), "unlimited": ("unlimited", "#777777", "*"),
+                 "undivided": ("undivided", "#4477aa", "o"), "powerOfTwo": ("powerOfTwo", "#66ccee", "s"),
+                 "all": ("all", "#228833", "D"), "ilp": ("ILP", "#ccbb44", "^"),
+                 "shared": ("shared arena", "#ee6677", "v"),
+                 "shared_stock": ("shared arena at stock's memory", "#aa3377", "P")}
+
+
+def time_memory_points(doc: dict, net: str, bn: str = "caffe") -> List[dict]:
+    """The points of :func:`reproduce_time_vs_memory`: ``setting``, ``limit_bytes``,
+    ``median_ms``, ``workspace_bytes`` (stock Caffe: measured from peak memory, Note [Shared
+    arena at stock memory]) and ``peak_gpu_memory_bytes``."""
+    out = []
+    for r in _measured(doc, net, bn):
+        ws = r.get("workspace_bytes")
+        if r["setting"] == "caffe":
+            ws = stock_workspace(doc, net, bn)[0]
+        out.append({"setting": r["setting"], "limit_bytes": r.get("limit_bytes"),
+                    "median_ms": r["median_ms"], "workspace_bytes": ws,
+                    "peak_gpu_memory_bytes": r.get("peak_gpu_memory_bytes")})
+    return out
+
+
+def reproduce_time_vs_memory(doc: dict, net: str, out: str, bn: str = "caffe"):
+    """The trade-off the paper is about: iteration time (caffe time, median) against the
+    workspace the net holds (left) and the peak GPU memory of the Caffe process (right), for
+    every setting and limit (Note [Measured memory])."""
+    plt = _plt()
+    pts = time_memory_points(doc, net, bn)
+    if not pts:
+        raise ValueError(f"no measured points for {net!r}")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.6), sharey=True)
+    for ax, field, xlabel in ((axes[0], "workspace_bytes", "workspace held (MiB, log)"),
+                              (axes[1], "peak_gpu_memory_bytes",
+                               "peak GPU memory of the process (GiB)")):
+        scale = (1 << 20) if field == "workspace_bytes" else (1 << 30)
+        shown = set()
+        if all(p.get(field) is None for p in pts):
+            ax.text(0.5, 0.5, "not recorded in these results", transform=ax.transAxes,
+                    ha="center", fontsize=9, color="#777777")
+        for p in pts:
+            if p.get(field) is None:
+                continue
+            name, color, marker = SETTING_STYLE.get(p["setting"], (p["setting"], "#999999", "."))
+            ax.scatter(p[field] / scale, p["median_ms"], color=color, marker=marker, s=42,
+                       label=None if name in shown else name, zorder=3)
+            shown.add(name)
+            lim = p.get("limit_bytes")
+            if lim and not is_unlimited(lim) and p["setting"] != "shared_stock":
+                ax.annotate(format_size(lim).replace(".0", ""), (p[field] / scale, p["median_ms"]),
+                            textcoords="offset points", xytext=(4, 3), fontsize=6, color=color)
+        if field == "workspace_bytes":
+            ax.set_xscale("symlog", linthresh=1.0)
+        ax.set_xlabel(xlabel)
+        ax.grid(lw=0.3)
+    axes[0].set_ylabel("ms per iteration (forward + backward, median)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    axes[1].legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                   borderaxespad=0)
+    engine = "" if bn == "caffe" else f", {bn} BatchNorm"
+    fig.suptitle(f"{net}{engine}: time against memory per setting (labels: per-kernel limit)",
+                 fontsize=10)
     return _save(fig, out)
 
 

@@ -18,6 +18,9 @@ def predict_point(point: Point, ilp_policy: str) -> dict:
     bench = base / f"{point.net}_bench.csv"
     if point.setting == "caffe":
         return {"status": "skipped", "error": "stock Caffe has no ucudnn plan to predict"}
+    if point.setting == "shared_stock":
+        return {"status": "skipped", "error": "its budget is stock Caffe's measured workspace "
+                "(Note [Shared arena at stock memory]): a GPU run measures it"}
     if not bench.is_file():
         return {"status": "skipped",
                 "error": f"no shipped benchmark data for {point.net} (ucudnn/data/h200)"}
@@ -25,9 +28,9 @@ def predict_point(point: Point, ilp_policy: str) -> dict:
         layers = read_layers(p)
     benches = group_by_kernel(parse_table(bench.read_text(encoding="utf-8"), source=str(bench)))
     t0 = time.perf_counter()
-    if point.setting == "ilp":
+    if point.setting in ("ilp", "shared"):
         plan = plan_network(layers, benches, policy=ilp_policy, limit=point.limit,
-                            optimizer="ilp", strict=False)
+                            optimizer=point.setting, strict=False)
     else:
         plan = plan_network(layers, benches, policy=point.policy, limit=point.limit,
                             optimizer="dp", strict=False)
@@ -37,6 +40,6 @@ def predict_point(point: Point, ilp_policy: str) -> dict:
                         "predicted_ms": k.plan.time_ms, "ws_bytes": k.plan.ws_bytes}
                for k in plan.kernels}
     return {"status": "predicted", "source": "predicted from ucudnn/data/h200 (no GPU run)",
-            "predicted_conv_ms": plan.time_ms, "workspace_bytes": plan.ws_bytes,
+            "predicted_conv_ms": plan.time_ms, "workspace_bytes": plan.held_bytes,
             "kernels": kernels, "plan_s": solve, "notes": plan.notes,
-            "ilp_budget_bytes": plan.budget if point.setting == "ilp" else None}
+            "ilp_budget_bytes": plan.budget if point.setting in ("ilp", "shared") else None}

@@ -31,16 +31,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Sequence
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from ..vocab import CAFFE_COMMIT, UNLIMITED, parse_size
 from .caffe_run import fill_once, plan_record, run_caffe_time, timing_record, variant_prototxt
-from .grid import (BN_ENGINES, LEGACY_UNLIMITED, LIMITS, NETS, POLICIES, SETTINGS, Point,
-                   grid, is_unlimited, limit_label, point_order)
+from .grid import (BN_ENGINES, LEGACY_UNLIMITED, LIMITS, NETS, NETWIDE, POLICIES, SETTINGS,
+                   Point, grid, is_unlimited, limit_label, point_order)
 from .predict import predict_point
 from .results import (REPEAT_FIELDS, SCHEMA, ReproduceError, conv_ms, load_results,
                       measured_repeats, merge_repeats, pending, point_conv_ms, runs_needed,
-                      save_results, speedup, starts_afresh, type_ms, upgrade, vs_pytorch)
+                      save_results, speedup, starts_afresh, stock_workspace, type_ms, upgrade,
+                      vs_pytorch)
 from .summary import POINT_COLUMNS, format_summary, summary_line, write_csv
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     # re-exported from grid, results, caffe_run, predict, summary
     "NETS", "POLICIES", "LIMITS", "SETTINGS", "BN_ENGINES", "UNLIMITED", "LEGACY_UNLIMITED", "Point", "grid",
     "is_unlimited", "limit_label", "point_order", "has_batchnorm", "has_cudnn_batchnorm",
+    "stock_workspace", "with_stock_budget",
     "type_ms", "SCHEMA", "REPEAT_FIELDS", "load_results",
     "save_results", "upgrade", "pending", "measured_repeats", "merge_repeats", "conv_ms",
     "point_conv_ms", "speedup", "vs_pytorch", "variant_prototxt", "fill_once",
@@ -100,6 +102,7 @@ class Options:
     ilp_policy: str = "powerOfTwo"
     unlimited: bool = True
     stock: bool = True
+    shared: bool = True
     iterations: int = 20
     gpu: int = 0
     timeout: float = 900.0
@@ -173,6 +176,18 @@ def metadata(opts: Options, mode: str) -> dict:
     return meta
 
 
+def with_stock_budget(p: Point, doc: dict) -> Tuple[Point, Optional[str]]:
+    """``p`` (a ``shared_stock`` point) with its budget (Note [Shared arena at stock memory]),
+    or ``(p, why not)``; a point measured before keeps its budget."""
+    rec = doc["points"].get(p.key) or {}
+    if rec.get("status") == "ok" and rec.get("limit_bytes"):
+        return dataclasses.replace(p, limit=rec["limit_bytes"]), None
+    ws, how = stock_workspace(doc, p.net, p.bn)
+    if ws is None:
+        return p, how
+    return dataclasses.replace(p, limit=ws), None
+
+
 def has_cudnn_batchnorm(meta: dict) -> bool:
     """The Caffe binary of ``meta`` carries caffe_patch/0004 (cuDNN BatchNorm), by the patch
     stamp of the source tree it was built from."""
@@ -218,7 +233,8 @@ def run(opts: Options, say: Callable[[str], None] = print) -> dict:
                 + "): no cuDNN BatchNorm points")
         bn_engines = [b for b in bn_engines if b == "caffe"]
     points = grid(opts.nets, opts.limits, opts.policies, ilp=opts.ilp,
-                  unlimited=opts.unlimited, stock=opts.stock, bn_engines=bn_engines,
+                  unlimited=opts.unlimited, stock=opts.stock, shared=opts.shared,
+                  bn_engines=bn_engines,
                   has_batchnorm=bn_nets.__contains__)
     repeats = 1 if mode == "predict" else opts.repeats
     todo = pending(points, doc, opts.retry_failed, repeats)
@@ -259,6 +275,14 @@ def run_point(opts: Options, pb2, p: Point, doc: dict, rec: Optional[dict]) -> d
     with this process added to its repeats (Note [Repeats])."""
     run_index = len(doc["runs"]) - 1
     out = Path(opts.out)
+    if p.setting == "shared_stock" and not opts.predict:
+        p, why = with_stock_budget(p, doc)
+        if why:
+            new = {"status": "failed", "error": why}
+            new.update({"net": p.net, "setting": p.setting, "limit_bytes": None,
+                        "bn_engine": p.bn, "policy": opts.ilp_policy, "optimizer": "shared",
+                        "run": run_index})
+            return new
     if opts.predict:
         new = predict_point(p, opts.ilp_policy)
     else:
@@ -288,8 +312,11 @@ def run_point(opts: Options, pb2, p: Point, doc: dict, rec: Optional[dict]) -> d
             new = dict(rec, status="failed", error=f"repeat {len(prior) + 1}: {new['error']}",
                        log_tail=new.get("log_tail"))
     new.update({"net": p.net, "setting": p.setting, "limit_bytes": p.limit, "bn_engine": p.bn,
-                "policy": p.policy if p.setting != "ilp" else opts.ilp_policy,
-                "optimizer": "ilp" if p.setting == "ilp" else "dp"})
+                "policy": p.policy if p.setting not in NETWIDE else opts.ilp_policy,
+                "optimizer": {"ilp": "ilp", "shared": "shared",
+                              "shared_stock": "shared"}.get(p.setting, "dp")})
+    if p.setting == "shared_stock" and not opts.predict and "stock_workspace" not in new:
+        new["stock_workspace"] = stock_workspace(doc, p.net, p.bn)[1]
     new.setdefault("run", run_index)
     return new
 

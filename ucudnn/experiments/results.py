@@ -15,7 +15,8 @@ Note [Results schema]
     vocab.UNLIMITED; schema 1 stored 1 << 40, read as unlimited too), ``status`` (``ok``,
     ``failed``, ``predicted``, ``skipped``), ``error``/``log_tail`` when failed; measured:
     ``median_ms``, ``mean_ms``, ``forward_ms``, ``backward_ms``, ``conv_ms``, ``type_ms``
-    (per kind of layer, :func:`type_ms`) and ``layers``
+    (per kind of layer, :func:`type_ms`), ``peak_gpu_memory_bytes`` (the most GPU memory
+    any of its processes held, Note [Measured memory]) and ``layers``
     (medians over ``repeats``, Note [Repeats]), ``min_ms``/``max_ms``; from the first
     process's plan records (Note [Plan records]): ``kernels`` (``layer/op`` ->
     :class:`~ucudnn.caffe.records.KernelPlan` fields: ``instances``, ``batch``, ``plan``,
@@ -52,10 +53,10 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..plan.table import write_text
-from ..vocab import InputError
+from ..vocab import InputError, format_size
 from .grid import Point, bn_engine
 
 SCHEMA = 2
@@ -131,6 +132,7 @@ def runs_needed(rec: Optional[dict], retry_failed: bool, repeats: int) -> int:
 
 # per Caffe process of a point (Note [Repeats]); the point's are medians over these
 REPEAT_FIELDS = ("median_ms", "mean_ms", "forward_ms", "backward_ms", "conv_ms", "layers",
+                 "peak_gpu_memory_bytes",
                  "iteration_ms", "wall_s", "log", "records", "run", "command")
 
 
@@ -154,6 +156,8 @@ def merge_repeats(first: dict, repeats: List[dict]) -> dict:
         rec[f] = med(f)
     medians = [r["median_ms"] for r in repeats]
     rec["min_ms"], rec["max_ms"] = min(medians), max(medians)
+    peaks = [r["peak_gpu_memory_bytes"] for r in repeats if r.get("peak_gpu_memory_bytes")]
+    rec["peak_gpu_memory_bytes"] = max(peaks) if peaks else None   # the most any process held
     layers = []
     for i, layer in enumerate(repeats[0].get("layers") or []):
         same = [r["layers"][i] for r in repeats
@@ -221,3 +225,26 @@ def vs_pytorch(doc: dict, rec: dict) -> Optional[float]:
     if rec.get("status") != "ok" or torch.get("status") != "ok":
         return None
     return rec["median_ms"] / torch["median_ms"]
+
+
+def stock_workspace(doc: dict, net: str, bn: str) -> Tuple[Optional[int], str]:
+    """(stock Caffe's workspace in bytes, how it was measured) from peak GPU memory (Note
+    [Shared arena at stock memory]); (None, why not)."""
+    pts = doc["points"]
+    stock = pts.get(Point(net, "caffe", bn=bn).key, {})
+    refs = sorted((r for r in pts.values() if r.get("net") == net and bn_engine(r) == bn
+                   and r.get("setting") == "undivided" and r.get("status") == "ok"
+                   and r.get("peak_gpu_memory_bytes") and r.get("workspace_bytes") is not None),
+                  key=lambda r: r["limit_bytes"])
+    if not stock.get("peak_gpu_memory_bytes") or not refs:
+        return None, (f"needs the measured peak GPU memory of {net}'s stock point and of an "
+                      "undivided point (NVML: nvidia-ml-py)")
+    ref = refs[0]
+    base = ref["peak_gpu_memory_bytes"] - ref["workspace_bytes"]
+    ws = stock["peak_gpu_memory_bytes"] - base
+    how = (f"stock peak {stock['peak_gpu_memory_bytes']} B - (undivided "
+           f"{format_size(ref['limit_bytes'])} peak {ref['peak_gpu_memory_bytes']} B - its "
+           f"workspace {ref['workspace_bytes']} B)")
+    if ws <= 0:
+        return None, f"stock Caffe's workspace measured as {ws} B <= 0: {how}"
+    return ws, how

@@ -13,7 +13,8 @@ POINT_COLUMNS = ("net", "setting", "policy", "optimizer", "bn_engine", "limit_by
                  "median_ms",
                  "min_ms", "max_ms", "processes", "mean_ms", "forward_ms", "backward_ms",
                  "speedup_vs_undivided", "conv_ms", "conv_speedup_vs_undivided", "vs_pytorch",
-                 "predicted_conv_ms", "workspace_bytes", "bench_s", "plan_s", "ilp_solve_s")
+                 "predicted_conv_ms", "workspace_bytes", "peak_gpu_memory_bytes", "bench_s",
+                 "plan_s", "ilp_solve_s")
 
 
 def spread(rec: dict) -> str:
