@@ -9,7 +9,8 @@
 #   PREFIX/pristine/    unmodified upstream tree (never edited)
 #   PREFIX/src/         patched copy of pristine/ (recreated when the series changes)
 #   PREFIX/build/       CMake build tree (--build-dir to override)
-#   PREFIX/deps/        (--offline only) .deb packages extracted into a local prefix
+#   PREFIX/deps/        (--offline only) .deb packages extracted into a local prefix, and
+#                       libboost_python3X built from the bundle's Boost.Python sources
 #
 # Run `scripts/build_caffe.sh --help` for the options.
 set -euo pipefail
@@ -57,6 +58,7 @@ CONFIGURE_ONLY=0
 BUILD_TESTS=1
 CUDA_ROOT="${CUDA_HOME:-/usr/local/cuda}"
 PYTHON_EXE=""
+BOOST_PYTHON_SRC=""
 EXTRA_CMAKE_ARGS=()
 
 usage() {
@@ -75,7 +77,12 @@ Source (default: --fetch auto = Debian source package, then git):
                            git:    git clone ${CAFFE_GIT_URL} @ ${CAFFE_COMMIT:0:12}
   --offline DIR          build from a folder made by scripts/gather_offline.sh
                          (no network: source tarball + glog/gflags/libunwind/boost
-                         .debs extracted into PREFIX/deps)
+                         .debs extracted into PREFIX/deps). pycaffe: when the
+                         bundle has no libboost_python3X for the chosen Python, it
+                         is compiled from DIR/boost-python-src (Boost.Python 1.83
+                         sources) against the bundle's Boost 1.83 headers and that
+                         Python's headers into PREFIX/deps (--jobs in parallel:
+                         27 s on 2 cores) and given to CMake
 
 Locations:
   --prefix DIR           work root (default: third_party/caffe)
@@ -86,6 +93,8 @@ Build:
   --cuda-ptx "LIST"      PTX archs to embed (default: highest of --cuda-arch)
   --jobs N               parallel build jobs (default: nproc = ${JOBS})
   --no-python            do not build pycaffe / the Python layer
+  --boost-python-src DIR Boost.Python sources to compile libboost_python3X from
+                         with --offline (default: the bundle's boost-python-src/)
   --ucudnn-python EXE    Python with the ucudnn package installed (default: python3);
                          Caffe embeds it to plan micro-batches (caffe_patch/0002)
   --no-ucudnn            build without ucudnn (stock cuDNN convolutions)
@@ -127,6 +136,7 @@ while [[ $# -gt 0 ]]; do
     --cuda-ptx)   need_arg "$@"; CUDA_PTX="$2"; shift 2 ;;
     --jobs|-j)    need_arg "$@"; JOBS="$2"; shift 2 ;;
     --no-python)  WITH_PYTHON=0; shift ;;
+    --boost-python-src) need_arg "$@"; BOOST_PYTHON_SRC="$2"; shift 2 ;;
     --ucudnn-python) need_arg "$@"; UCUDNN_PY="$2"; shift 2 ;;
     --no-ucudnn)  WITH_UCUDNN=0; shift ;;
     --no-nccl)    NCCL_MODE=off; shift ;;
@@ -148,6 +158,12 @@ done
 case "$FETCH" in auto|debian|git) ;; *) die "--fetch must be auto, debian or git" ;; esac
 case "$HDF5_MODE" in auto|on|off) ;; *) die "--hdf5 must be auto, on or off" ;; esac
 [[ "$JOBS" =~ ^[0-9]+$ && "$JOBS" -ge 1 ]] || die "--jobs must be a positive integer"
+if [[ -n "$BOOST_PYTHON_SRC" ]]; then
+  [[ -n "$OFFLINE_DIR" ]] || die "--boost-python-src is used with --offline (the bundle's Boost headers)"
+  [[ -f "$BOOST_PYTHON_SRC/SOURCE" ]] ||
+    die "--boost-python-src $BOOST_PYTHON_SRC: no SOURCE file (made by scripts/gather_offline.sh)"
+  BOOST_PYTHON_SRC="$(cd "$BOOST_PYTHON_SRC" && pwd)"
+fi
 for a in $CUDA_ARCH $CUDA_PTX; do
   [[ "$a" =~ ^[0-9]+$ ]] || die "bad CUDA architecture '$a' (use e.g. 90, not sm_90)"
   (( a >= 75 )) || die "CUDA architecture $a is not supported by nvcc 13 (need >= 75)"
@@ -505,18 +521,29 @@ rsync_like_update() {
 
 # ----------------------------------------------------------------------------
 # Python / Boost.Python detection: pycaffe needs libboost_python3X matching
-# the interpreter's major.minor.
+# the interpreter's major.minor. With --offline it comes from the bundle: compiled
+# from its Boost.Python sources (build_boost_python) for the chosen Python.
+BOOST_PYTHON_LIB=""   # set when the library is ours (offline): CMake gets it as a hint
 detect_python() {
   [[ $WITH_PYTHON -eq 1 ]] || { log "pycaffe: disabled (--no-python)"; return; }
-  local candidates=() c ver tag libdirs=()
+  local candidates=() c ver tag libdirs=() bp_src=""
   if [[ -n "$PYTHON_EXE" ]]; then
     candidates=("$PYTHON_EXE")
   else
     candidates=(/usr/bin/python3 "$(command -v python3 || true)")
   fi
   libdirs=(/usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib /usr/local/lib)
-  # offline: Boost comes from the bundle, so Boost.Python must come from it too
-  [[ -n "$OFFLINE_DIR" ]] && libdirs=("$DEPS/usr/lib/x86_64-linux-gnu")
+  if [[ -n "$OFFLINE_DIR" ]]; then
+    # offline: Boost comes from the bundle, so Boost.Python must come from it too
+    libdirs=("$DEPS/usr/lib/x86_64-linux-gnu")
+    bp_src="${BOOST_PYTHON_SRC:-$OFFLINE_DIR/boost-python-src}"
+    if [[ -f "$bp_src/SOURCE" ]]; then
+      bp_src="$(cd "$bp_src" && pwd)"
+    else
+      log "pycaffe: no Boost.Python sources in $bp_src (gather_offline.sh without --no-boost-python makes them)"
+      bp_src=""
+    fi
+  fi
   for c in "${candidates[@]}"; do
     [[ -n "$c" && -x "$c" ]] || continue
     ver="$("$c" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" || continue
@@ -529,10 +556,20 @@ detect_python() {
       log "pycaffe: $c ($ver) has no Python.h (python3-dev missing)"
       continue
     fi
+    if [[ -n "$bp_src" ]]; then
+      # idempotent: reuses an earlier build for the same Python, headers and sources
+      if build_boost_python "$c" "$bp_src"; then
+        PYTHON_EXE="$c"
+        log "pycaffe: ON ($c, Python $ver, $BOOST_PYTHON_LIB built from $bp_src)"
+        return
+      fi
+      continue
+    fi
     local d
     for d in "${libdirs[@]}"; do
       if compgen -G "$d/libboost_python${tag}.so" >/dev/null; then
         PYTHON_EXE="$c"
+        [[ -n "$OFFLINE_DIR" ]] && BOOST_PYTHON_LIB="$d/libboost_python${tag}.so"
         log "pycaffe: ON ($c, Python $ver, $d/libboost_python${tag}.so)"
         return
       fi
@@ -541,7 +578,119 @@ detect_python() {
   done
   WITH_PYTHON=0
   log "pycaffe: OFF -- no python3 with numpy, Python.h and matching Boost.Python"
-  log "         (Debian/Ubuntu: apt-get install python3-dev python3-numpy libboost-python-dev)"
+  if [[ -n "$OFFLINE_DIR" ]]; then
+    log "         (offline: python3-dev and numpy for the node's python3; Boost.Python's sources"
+    log "          come from scripts/gather_offline.sh, boost-python-src/)"
+  else
+    log "         (Debian/Ubuntu: apt-get install python3-dev python3-numpy libboost-python-dev)"
+  fi
+}
+
+# A CMake package boost_python-VER (as Boost's own installs have) for the library built
+# above, so that Boost's CMake package (BoostConfig.cmake, used with --boost-source
+# bundles) finds the component python: one imported target Boost::python.
+write_boost_python_config() {
+  local libdir="$1" soname="$2" bver="$3" d
+  d="$libdir/cmake/boost_python-$bver"
+  mkdir -p "$d"
+  cat > "$d/boost_python-config.cmake" <<EOF
+# Written by scripts/build_caffe.sh: Boost.Python $bver compiled from the offline bundle.
+if(TARGET Boost::python)
+  return()
+endif()
+add_library(Boost::python SHARED IMPORTED)
+set_target_properties(Boost::python PROPERTIES
+  IMPORTED_LOCATION "$libdir/$soname"
+  IMPORTED_SONAME "$soname"
+  INTERFACE_COMPILE_DEFINITIONS "BOOST_PYTHON_NO_LIB;BOOST_PYTHON_DYN_LINK")
+if(TARGET Boost::headers)
+  set_property(TARGET Boost::python APPEND PROPERTY INTERFACE_LINK_LIBRARIES Boost::headers)
+endif()
+EOF
+  cat > "$d/boost_python-config-version.cmake" <<EOF
+set(PACKAGE_VERSION "$bver")
+if(NOT PACKAGE_FIND_VERSION OR PACKAGE_FIND_VERSION VERSION_EQUAL PACKAGE_VERSION)
+  set(PACKAGE_VERSION_COMPATIBLE TRUE)
+  set(PACKAGE_VERSION_EXACT TRUE)
+else()
+  set(PACKAGE_VERSION_COMPATIBLE FALSE)
+endif()
+EOF
+}
+
+# BOOST_VERSION (e.g. 108300) of the Boost headers in include dir $1, empty if none.
+boost_header_version() {
+  [[ -f "$1/boost/version.hpp" ]] || return 0
+  sed -n 's/^#define BOOST_VERSION \([0-9]*\).*/\1/p' "$1/boost/version.hpp" | head -1
+}
+
+# Compile Boost.Python (libboost_python3X) for Python $1 from the sources in $2
+# (gather_offline.sh's boost-python-src/: libs/python/src of the Boost 1.83 source,
+# SOURCE records its version) into $DEPS/usr/lib/x86_64-linux-gnu, as Boost's own
+# builds name it: libboost_python312.so.1.83.0 (its SONAME) + libboost_python312.so.
+# Headers: the Boost headers Caffe is compiled with ($DEPS/usr/include, from the
+# bundle's libboost1.83-dev), else the system's, of the same BOOST_VERSION as the
+# sources. Flags as Boost's b2/CMake builds: BOOST_PYTHON_SOURCE + DYN_LINK, hidden
+# visibility with the library's exports, not linked to libpython (the interpreter or
+# libcaffe provides it). boost_numpy is not built: pycaffe uses NumPy's C API itself.
+# Sets BOOST_PYTHON_LIB; returns 1 (pycaffe off) when no matching headers exist.
+build_boost_python() {
+  local py="$1" src="$2" ver tag want hv binc="" inc pyinc
+  ver="$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+  tag="${ver/./}"
+  want="$(sed -n 's/^boost_version: *//p' "$src/SOURCE")"
+  [[ "$want" =~ ^[0-9]+$ ]] || die "$src/SOURCE names no boost_version"
+  for inc in "$DEPS/usr/include" /usr/include; do
+    [[ -f "$inc/boost/python.hpp" ]] || continue
+    hv="$(boost_header_version "$inc")"
+    if [[ "$hv" == "$want" ]]; then binc="$inc"; break; fi
+    log "Boost.Python: $inc has Boost $hv headers, the sources are $want; not used"
+  done
+  if [[ -z "$binc" ]]; then
+    log "Boost.Python: no Boost headers (with boost/python.hpp) of version $want; cannot build libboost_python$tag"
+    return 1
+  fi
+  pyinc="$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
+  local bver="$((want / 100000)).$((want / 100 % 1000)).$((want % 100))"
+  local libdir="$DEPS/usr/lib/x86_64-linux-gnu"
+  local soname="libboost_python${tag}.so.${bver}"
+  local cxx="${CXX:-g++}"
+  local flags=(-std=c++17 -O2 -DNDEBUG -fPIC -pthread -Wno-deprecated-declarations
+               -fvisibility=hidden -fvisibility-inlines-hidden
+               -DBOOST_PYTHON_SOURCE -DBOOST_PYTHON_DYN_LINK -DBOOST_PYTHON_NO_LIB -DBOOST_ALL_NO_LIB
+               -I"$binc" -I"$pyinc")
+  local stamp="$libdir/.boost_python${tag}.stamp" id
+  id="python=$(readlink -f "$py") $("$py" -c 'import sys; print(sys.version.split()[0])')"$'\n'
+  id+="source=$(sha256_of "$src/SOURCE") $(cd "$src" && find src -name '*.cpp' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)"$'\n'
+  id+="cxx=$("$cxx" -dumpfullversion 2>/dev/null || "$cxx" -dumpversion) ${flags[*]}"
+  if [[ -f "$stamp" && -f "$libdir/$soname" && "$(cat "$stamp")" == "$id" ]]; then
+    BOOST_PYTHON_LIB="$libdir/libboost_python${tag}.so"
+    log "Boost.Python: $libdir/$soname already built (unchanged)"
+    return 0
+  fi
+  local srcs=() f
+  while IFS= read -r f; do srcs+=("$f"); done < <(find "$src/src" -name '*.cpp' | LC_ALL=C sort)
+  [[ ${#srcs[@]} -ge 20 ]] || die "Boost.Python: only ${#srcs[@]} sources in $src/src"
+  # objects are named by basename (compiled in one folder): must be unique
+  [[ -z "$(printf '%s\n' "${srcs[@]##*/}" | sort | uniq -d)" ]] || die "Boost.Python: duplicate source names in $src/src"
+  local obj="$PREFIX/boost-python-build/py$tag" t0=$SECONDS
+  rm -rf "$obj"
+  mkdir -p "$obj" "$libdir"
+  log "Boost.Python $bver: compiling ${#srcs[@]} sources for Python $ver (headers $binc, $pyinc) with -j$JOBS"
+  (cd "$obj" && printf '%s\0' "${srcs[@]}" | xargs -0 -n 1 -P "$JOBS" "$cxx" "${flags[@]}" -c) >&2 ||
+    die "Boost.Python: compiling failed (see above; --no-python builds Caffe without pycaffe)"
+  rm -f "$libdir/$soname" "$libdir/libboost_python${tag}.so" "$stamp"
+  "$cxx" -shared -pthread -Wl,-soname,"$soname" -o "$libdir/$soname" "$obj"/*.o >&2 ||
+    die "Boost.Python: linking $soname failed"
+  ln -s "$soname" "$libdir/libboost_python${tag}.so"
+  # every symbol resolves inside this Python (the interpreter provides libpython's)
+  "$py" -c 'import ctypes, os, sys; ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW)' "$libdir/$soname" ||
+    die "Boost.Python: $libdir/$soname does not load into $py"
+  write_boost_python_config "$libdir" "$soname" "$bver"
+  printf '%s' "$id" > "$stamp"
+  rm -rf "$obj"
+  BOOST_PYTHON_LIB="$libdir/libboost_python${tag}.so"
+  log "Boost.Python: built $libdir/$soname in $((SECONDS - t0)) s"
 }
 
 detect_hdf5() {
@@ -643,6 +792,18 @@ configure_and_build() {
     lib="$("$PYTHON_EXE" -c 'import sysconfig, os; print(os.path.join(sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("LDLIBRARY")))')"
     args+=(-DPYTHON_INCLUDE_DIR="$inc")
     [[ -f "$lib" ]] && args+=(-DPYTHON_LIBRARY="$lib")
+    if [[ -n "$BOOST_PYTHON_LIB" ]]; then
+      # Caffe's Dependencies.cmake asks FindBoost (module mode offline) for the components
+      # python-py<X.Y.Z digits>, python-py<XY>, python-py3, then python; none of them is
+      # searched under the name libboost_python3XX, so the library is given as the cache
+      # variable of the component that matches first (python-pyXY) and of the last
+      # fallback (python). Boost's CMake package (config mode, --boost-source bundles)
+      # finds it through the boost_python config written next to it.
+      local pytag
+      pytag="$("$PYTHON_EXE" -c 'import sys; print("%d%d" % sys.version_info[:2])')"
+      args+=("-DBoost_PYTHON-PY${pytag}_LIBRARY_RELEASE=$BOOST_PYTHON_LIB"
+             "-DBoost_PYTHON_LIBRARY_RELEASE=$BOOST_PYTHON_LIB")
+    fi
   else
     args+=(-DBUILD_python=OFF -DBUILD_python_layer=OFF)
   fi

@@ -15,6 +15,10 @@
 #   boost-src/       only if trixie's Boost binaries need a newer glibc/libstdc++
 #                    than the target has: Boost 1.83 source (built by
 #                    build_caffe.sh --offline with b2)
+#   boost-python-src/ Boost.Python's sources only (libs/python/src without numpy/, from
+#                    trixie's boost1.83 orig tarball, ~0.3 MB): build_caffe.sh --offline
+#                    compiles libboost_python3X for the node's Python (pycaffe) against
+#                    the Boost 1.83 headers; SOURCE names the tarball and its sha256
 #   PACKAGES.txt     package versions and the ELF symbol-version check results
 #   MANIFEST         sha256 of every file above (sha256sum -c format)
 set -euo pipefail
@@ -43,6 +47,7 @@ MAX_GLIBCXX="3.4.33"
 MAX_CXXABI="1.3.15"
 ARCH="amd64"
 FORCE_BOOST_SOURCE=0
+WITH_BOOST_PYTHON=1
 MIRROR=""
 
 usage() {
@@ -60,6 +65,9 @@ Options:
   --max-glibcxx V      newest GLIBCXX_ version of the target's libstdc++ (default ${MAX_GLIBCXX})
   --max-cxxabi V       newest CXXABI_ version of the target's libstdc++ (default ${MAX_CXXABI})
   --boost-source       gather Boost 1.83 source instead of trixie binaries
+  --no-boost-python    leave out Boost.Python's sources (boost-python-src/, ~0.3 MB;
+                       without them build_caffe.sh --offline builds no pycaffe on a
+                       node that lacks libboost_python3X)
   -h, --help           this help
 
 Then: copy DIR to the GPU node and run  scripts/build_caffe.sh --offline DIR
@@ -78,6 +86,7 @@ while [[ $# -gt 0 ]]; do
     --max-glibcxx) MAX_GLIBCXX="${2:?}"; shift 2 ;;
     --max-cxxabi) MAX_CXXABI="${2:?}"; shift 2 ;;
     --boost-source) FORCE_BOOST_SOURCE=1; shift ;;
+    --no-boost-python) WITH_BOOST_PYTHON=0; shift ;;
     -h|--help) usage; exit 0 ;;
     -*) usage >&2; die "unknown option $1" ;;
     *) [[ -z "$OUT" ]] || die "only one DIR allowed"; OUT="$1"; shift ;;
@@ -200,22 +209,71 @@ check_debs_abi() {
   return $ok
 }
 
+# Download trixie's boost1.83 orig tarball (once per run) into $WORK/bsrc; sets BOOST_ORIG.
+BOOST_ORIG=""
+fetch_boost_orig() {
+  if [[ -z "$BOOST_ORIG" ]]; then
+    mkdir -p "$WORK/bsrc"
+    (cd "$WORK/bsrc" && apt_private trixie deb-src -- -q source --download-only boost1.83 >&2) ||
+      die "apt-get source boost1.83 (trixie) failed"
+    BOOST_ORIG="$(find "$WORK/bsrc" -maxdepth 1 -name 'boost1.83_*.orig.tar.*' | head -1)"
+    [[ -n "$BOOST_ORIG" ]] || die "no boost1.83 orig tarball downloaded"
+    log "Boost 1.83 source: $(basename "$BOOST_ORIG") sha256 $(sha256_of "$BOOST_ORIG")"
+  fi
+}
+
 get_boost_source() {
   log "gathering Boost 1.83 source (trixie boost1.83) for a b2 build on the target"
-  mkdir -p "$WORK/bsrc" "$OUT/boost-src"
-  (cd "$WORK/bsrc" && apt_private trixie deb-src -- -q source --download-only boost1.83 >&2) ||
-    die "apt-get source boost1.83 (trixie) failed"
-  local orig
-  orig="$(find "$WORK/bsrc" -maxdepth 1 -name 'boost1.83_*.orig.tar.*' | head -1)"
-  [[ -n "$orig" ]] || die "no boost1.83 orig tarball downloaded"
-  mv "$orig" "$OUT/boost-src/"
-  log "Boost source: $OUT/boost-src/$(basename "$orig")"
+  fetch_boost_orig
+  mkdir -p "$OUT/boost-src"
+  cp "$BOOST_ORIG" "$OUT/boost-src/"
+  log "Boost source: $OUT/boost-src/$(basename "$BOOST_ORIG")"
+}
+
+# Boost.Python's sources only (the whole Boost source is ~80 MB, too big to carry by
+# default): libs/python/src/** without numpy/ (boost_numpy is not built: pycaffe calls
+# NumPy's C API itself; Debian patches only numpy/ for NumPy 2), the library's
+# CMakeLists.txt and Jamfile (the reference for the source list and defines), the licence.
+# Every header it needs is in libboost1.83-dev (boost/python/**), which the node has and
+# the bundle carries.
+get_boost_python_source() {
+  fetch_boost_orig
+  local dst="$OUT/boost-python-src" top
+  rm -rf "$dst" "$WORK/bpx"
+  mkdir -p "$WORK/bpx" "$dst"
+  top="$({ tar -tf "$BOOST_ORIG" || true; } | head -1)"; top="${top%%/*}"
+  [[ -n "$top" ]] || die "cannot list $(basename "$BOOST_ORIG")"
+  # (Debian's orig tarball is the modular layout: headers under libs/*/include)
+  tar -xf "$BOOST_ORIG" -C "$WORK/bpx" "$top/LICENSE_1_0.txt" "$top/libs/config/include/boost/version.hpp" \
+      "$top/libs/python/src" "$top/libs/python/CMakeLists.txt" "$top/libs/python/build/Jamfile" ||
+    die "Boost.Python sources not found in $(basename "$BOOST_ORIG")"
+  local r="$WORK/bpx/$top"
+  rm -rf "$r/libs/python/src/numpy"
+  find "$r/libs/python/src" -type f ! -name '*.cpp' -delete
+  cp -r "$r/libs/python/src" "$dst/src"
+  mkdir -p "$dst/build"
+  cp "$r/libs/python/CMakeLists.txt" "$dst/"
+  cp "$r/libs/python/build/Jamfile" "$dst/build/"
+  cp "$r/LICENSE_1_0.txt" "$dst/"
+  local ver
+  ver="$(sed -n 's/^#define BOOST_VERSION \([0-9]*\).*/\1/p' "$r/libs/config/include/boost/version.hpp")"
+  [[ -n "$ver" ]] || die "no BOOST_VERSION in $(basename "$BOOST_ORIG")"
+  {
+    echo "Boost.Python sources (libs/python/src without numpy/, CMakeLists.txt, build/Jamfile)"
+    echo "from: $(basename "$BOOST_ORIG") sha256 $(sha256_of "$BOOST_ORIG") (Debian trixie boost1.83)"
+    echo "boost_version: $ver"
+    echo "licence: Boost Software License 1.0 (LICENSE_1_0.txt)"
+  } > "$dst/SOURCE"
+  local n
+  n="$(find "$dst/src" -name '*.cpp' | wc -l)"
+  [[ $n -ge 20 ]] || die "only $n Boost.Python sources found"
+  log "Boost.Python sources: $n files in $dst ($(du -sh "$dst" | cut -f1))"
 }
 
 main() {
   get_caffe_source
 
-  rm -rf "$OUT/debs" "$OUT/boost-src"
+  rm -rf "$OUT/debs" "$OUT/boost-src" "$OUT/boost-python-src"
   : > "$WORK/abi.txt"
   log "downloading bookworm packages: ${BOOKWORM_PKGS[*]}"
   download_debs bookworm "${BOOKWORM_PKGS[@]}"
@@ -243,10 +301,17 @@ main() {
     fi
   fi
 
+  local bp_mode="not gathered (--no-boost-python)"
+  if [[ $WITH_BOOST_PYTHON -eq 1 ]]; then
+    get_boost_python_source
+    bp_mode="sources in boost-python-src/ ($(sed -n 's/^from: //p' "$OUT/boost-python-src/SOURCE"))"
+  fi
+
   {
     echo "# Offline bundle for scripts/build_caffe.sh --offline (made $(date -u +%Y-%m-%dT%H:%M:%SZ))"
     echo "# Caffe: $DEB_ORIG_TARBALL sha256 $DEB_ORIG_SHA256 (= BVLC caffe 99bd99795dcdf0b1d3086a8d67ab1782a8a08383)"
     echo "# Boost 1.83: $boost_mode"
+    echo "# Boost.Python 1.83 (pycaffe): $bp_mode"
     echo "# Target limits: GLIBC <= $MAX_GLIBC, GLIBCXX <= $MAX_GLIBCXX, CXXABI <= $MAX_CXXABI"
     echo "# Packages:"
     local deb

@@ -12,9 +12,11 @@
 # Stages (run in the order given):
 #   setup   pip install the wheels and ucudnn (compiles the core for this Python, no
 #           network), then scripts/build_caffe.sh --offline (Caffe + ucudnn_compare + the
-#           patch's gtests and Caffe's convolution gtests)
+#           patch's gtests and Caffe's convolution and batch-norm gtests + pycaffe for the
+#           same Python, its Boost.Python compiled from the bundle's sources)
 #   test    pytest -m gpu --require-gpu: the core, the C API host, the patched Caffe
-#           (tests/test_caffe_gpu.py); a GPU test that would skip fails (Note [Test tiers])
+#           (tests/test_caffe_gpu.py), pycaffe (tests/test_pycaffe_gpu.py); a GPU test that
+#           would skip fails (Note [Test tiers]; so with --no-pycaffe the pycaffe tests fail)
 #   grid    ucudnn reproduce --out OUT (resumes what OUT already holds)
 # Options:
 #   --offline DIR   bundle made by gather_offline.sh (default .offline)
@@ -23,6 +25,7 @@
 #   --jobs N        build jobs (default nproc)
 #   --cache-seed F  copy benchmark cache F to $UCUDNN_CACHE first when that does not exist yet
 #                   (measurements carried from an earlier run skip benchmarking)
+#   --no-pycaffe    build Caffe without pycaffe (build_caffe.sh --no-python)
 #   --             the rest goes to `ucudnn reproduce` (e.g. --nets alexnet --iterations 10)
 # Environment: UCUDNN_CACHE (benchmark cache; default ~/.cache/ucudnn/bench.sqlite).
 set -euo pipefail
@@ -34,6 +37,7 @@ WHEELS=.wheels
 OUT=results/h200
 JOBS="$(nproc)"
 SEED=""
+PYCAFFE=1
 STAGES=()
 GRID_ARGS=()
 while [[ $# -gt 0 ]]; do
@@ -43,9 +47,10 @@ while [[ $# -gt 0 ]]; do
     --out)     OUT="$2"; shift 2 ;;
     --jobs)    JOBS="$2"; shift 2 ;;
     --cache-seed) SEED="$2"; shift 2 ;;
+    --no-pycaffe) PYCAFFE=0; shift ;;
     --)        shift; GRID_ARGS=("$@"); break ;;
     setup|test|grid) STAGES+=("$1"); shift ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^# Environment/p' "$0"; exit 0 ;;
     *) echo "gpu_node.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -72,8 +77,21 @@ for stage in "${STAGES[@]}"; do
       "$PY" -m pip install -q --no-index --no-deps --no-build-isolation .
       "$PY" -P -m ucudnn info
       say "building Caffe from $OFFLINE"
-      scripts/build_caffe.sh --offline "$OFFLINE" --jobs "$JOBS" --ucudnn-python "$PY" \
-        --no-python --cmake-arg -DBUILD_only_tests=ucudnn_conv_layer,convolution_layer
+      # pycaffe for the Python that has ucudnn (import caffe with ucudnn layers needs one
+      # Python for both)
+      pyexe="$(command -v "$PY")"
+      pyargs=(--python "$pyexe")
+      [[ $PYCAFFE -eq 1 ]] || pyargs=(--no-python)
+      scripts/build_caffe.sh --offline "$OFFLINE" --jobs "$JOBS" --ucudnn-python "$PY" "${pyargs[@]}" \
+        --cmake-arg -DBUILD_only_tests=ucudnn_conv_layer,convolution_layer,cudnn_batch_norm_layer,batch_norm_layer
+      if [[ $PYCAFFE -eq 1 ]]; then
+        if [[ -e third_party/caffe/src/python/caffe/_caffe.so ]]; then
+          say "pycaffe: PYTHONPATH=$HERE/third_party/caffe/src/python $pyexe -c 'import caffe'"
+          say "         (tests/test_pycaffe_gpu.py finds it there, or at \$UCUDNN_PYCAFFE)"
+        else
+          say "pycaffe was not built (see build_caffe.sh's 'pycaffe:' lines above)"
+        fi
+      fi
       ;;
     test)
       say "pytest -m gpu"
