@@ -156,6 +156,7 @@ STRICT = "math: FMA exclude_winograd: true benchmark_repeats: 1"
 FMA = f"{STRICT} workspace_limit: {64 * MIB}"
 VARIANTS = [f"policy: UNDIVIDED {FMA}", f"policy: POWER_OF_TWO {FMA}", f"policy: ALL {FMA}",
             f"policy: POWER_OF_TWO optimizer: ILP {FMA}",
+            f"policy: POWER_OF_TWO optimizer: SHARED {FMA}",
             f"policy: POWER_OF_TWO micro_batch_size: 8 micro_batch_size: 4 {STRICT} "
             "workspace_limit: 0"]
 
@@ -189,6 +190,9 @@ BAD = [
     ("micro_batch_size: 0", "ucudnn_param.micro_batch_size"),
     ("benchmark_repeats: 0", "ucudnn_param.benchmark_repeats"),
     ("math: FAST", "math"),
+    # the shared arena is net-wide (Note [Shared arena in Caffe]); a budget no GPU has
+    ("optimizer: SHARED", "ucudnn_param.optimizer"),
+    ("optimizer: ILP total_workspace: 1000000000000000", "ucudnn_param.total_workspace"),
 ]
 
 
@@ -207,6 +211,41 @@ def test_bad_ucudnn_param_stops_naming_layer_and_field(caffe, bad, field):
     errors = [l for l in out.splitlines() if "conv2" in l and field in l]
     assert errors, out[-3000:]
     print(errors[0])
+
+
+@pytest.mark.parametrize("name", ["alexnet", "resnet18"])
+def test_shared_arena_in_caffe_time(caffe, name):
+    """Note [Shared arena in Caffe]: with the net-wide SHARED optimizer the net holds one arena
+    -- the largest pass of one layer, as the plan records say (ucudnn/caffe/records.py) --
+    within the budget (8 MiB x group calls), every layer's passes within it, and the run
+    ends normally."""
+    recs = []
+    model = _net(caffe, name, 64, policy="powerOfTwo", optimizer="shared", limit=8 * MIB)
+    rc, out = _run(caffe, ["caffe", "time", "-model", model, "-iterations", 3, "-gpu", 0],
+                   records=recs)
+    assert rc == 0, out[-4000:]
+    plans = summarize(recs)
+    calls = sum(k.instances for k in plans.kernels.values())
+    arenas = [int(m) for m in re.findall(r"ucudnn: shared arena on GPU 0: (\d+) B", out)]
+    assert arenas, out[-3000:]
+    assert arenas[-1] == plans.workspace_bytes() <= 8 * MIB * calls
+    assert all(k.optimizer == "shared" for k in plans.kernels.values())
+    # the arena is used: some kernel got more than the 8 MiB a DP kernel would
+    assert max(k.ws_bytes for k in plans.kernels.values()) > 8 * MIB
+    t = parse_caffe_time(out)
+    print(f"{name} batch 64, shared arena of {arenas[-1] / MIB:.1f} MiB (budget "
+          f"{8 * calls} MiB): {t.median_ms:.2f} ms per forward-backward")
+
+
+def test_shared_arena_budget_beyond_the_gpu_stops(caffe):
+    model = _net(caffe, "alexnet", 8, policy="powerOfTwo", optimizer="shared",
+                 budget=10 ** 15)
+    rc, out = _run(caffe, ["caffe", "time", "-model", model, "-iterations", 1, "-gpu", 0],
+                   timeout=300)
+    assert rc != 0
+    errors = [l for l in out.splitlines() if "ucudnn_param.total_workspace" in l
+              and "more than the GPU's" in l and "layer conv1" in l]
+    assert errors, out[-3000:]
 
 
 def test_layer_gtests(caffe):
@@ -230,15 +269,19 @@ def _gpu_count():
     return r.stdout.count("GPU ") if r.returncode == 0 else 0
 
 
-def test_multi_gpu_training(caffe, tmp_path):
+@pytest.mark.parametrize("optimizer", ["dp", "shared"])
+def test_multi_gpu_training(caffe, tmp_path, optimizer):
     """`caffe train -gpu 0,1` (NCCL, one solver thread per GPU): every GPU's layers plan in
-    their own thread through the embedded interpreter, and training runs to the end."""
+    their own thread through the embedded interpreter, and training runs to the end; with
+    the shared optimizer, one arena per GPU."""
     if _gpu_count() < 2:
         pytest.skip("needs two GPUs (device kind nvidia-h200-x2)")
     if "USE_NCCL:BOOL=ON" not in (BUILD / "CMakeCache.txt").read_text():
         pytest.skip("Caffe built without NCCL (scripts/build_caffe.sh finds it where installed)")
-    model = _net(caffe, "alexnet", 32, policy="powerOfTwo", limit=64 * MIB)
+    model = _net(caffe, "alexnet", 32, policy="powerOfTwo", limit=64 * MIB, optimizer=optimizer)
     out, recs = _train(caffe, tmp_path, model, "0,1")
+    if optimizer == "shared":
+        assert {int(g) for g in re.findall(r"ucudnn: shared arena on GPU (\d+):", out)} == {0, 1}
     conv1 = [r for r in recs if r["kind"] == "kernel" and (r["layer"], r["op"]) == ("conv1", "fwd")]
     # planned by each GPU's solver thread, on its own device
     assert len({r["thread"] for r in conv1}) >= 2 and {r["device"] for r in conv1} >= {0, 1}

@@ -25,6 +25,9 @@ def add_parser(sub) -> None:
     s.add_argument("--no-ilp", action="store_true", help="leave out the ILP points")
     s.add_argument("--no-unlimited", action="store_true", help="leave out unlimited workspace")
     s.add_argument("--no-stock", action="store_true", help="leave out stock Caffe")
+    s.add_argument("--no-shared", action="store_true",
+                   help="leave out the shared-arena points (at every limit, and at stock "
+                   "Caffe's measured workspace memory)")
     s.add_argument("--iterations", type=int, default=20, help="caffe time iterations")
     s.add_argument("--repeats", type=int, default=3,
                    help="Caffe processes per point, run in rounds; the point's time is their "
@@ -79,7 +82,7 @@ def run(args) -> int:
     opts = rp.Options(
         out=Path(args.out), nets=c.split_list(args.nets), limits=limits, policies=policies,
         ilp=not args.no_ilp, ilp_policy=ilp_policy, unlimited=not args.no_unlimited,
-        stock=not args.no_stock, iterations=args.iterations, repeats=args.repeats, gpu=args.gpu,
+        stock=not args.no_stock, shared=not args.no_shared, iterations=args.iterations, repeats=args.repeats, gpu=args.gpu,
         timeout=args.timeout, caffe=None if predict else caffe, cache_path=args.cache,
         retry_failed=args.retry_failed, predict=predict, pytorch=not args.no_pytorch,
         bn_engines=bn_engines,
