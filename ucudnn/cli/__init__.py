@@ -29,12 +29,12 @@ import traceback
 from typing import List, Optional, Sequence
 
 from ..vocab import InputError
-from . import bench, cache, config, info, plan, prototxt, reproduce
+from . import bench, cache, config, info, plan, prototxt, reproduce, training
 from .common import PROG, CliError, Parser, version
 
 __all__ = ["main", "build_parser", "CliError"]
 
-COMMANDS = (info, bench, plan, cache, prototxt, reproduce, config)
+COMMANDS = (info, bench, plan, cache, prototxt, reproduce, training, config)
 #: options taking a value that may look negative (``--limit -5MiB``): joined as ``--limit=-5MiB``
 #: so that the value's own check reports it, not argparse's "expected one argument"
 _VALUE_OPTIONS = ("--limit", "--budget", "--workspace-cap", "--limits", "--sizes", "--batch",

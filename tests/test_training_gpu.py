@@ -1,0 +1,91 @@
+"""``ucudnn training`` on a GPU through pycaffe: a few dozen iterations of the digits net with
+stock Caffe and ucudnn powerOfTwo, the files it writes, and curves that agree (Note [Training
+equivalence] in ucudnn/experiments/training.py).
+
+Needs a GPU, pycaffe built with the patch series (scripts/gpu_node.sh setup; the folder in
+$UCUDNN_PYCAFFE or third_party/caffe/src/python) and scikit-learn (ucudnn[training]); skipped
+otherwise (a failure under --require-gpu)."""
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ucudnn.experiments import training as tr
+
+pytestmark = pytest.mark.gpu
+
+REPO = Path(__file__).resolve().parents[1]
+ITERATIONS = 40
+
+
+def _gpu_visible():
+    try:
+        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return r.returncode == 0 and "GPU" in r.stdout
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    if not _gpu_visible():
+        pytest.skip("no GPU visible")
+    pytest.importorskip("sklearn", reason="scikit-learn not installed: pip install "
+                        "'ucudnn[training]'")
+    opts = tr.Options(out=tmp_path_factory.mktemp("probe"), nets=["digits"])
+    try:
+        tr._probe(opts)
+    except tr.TrainingError as e:
+        pytest.skip(f"pycaffe does not import (scripts/gpu_node.sh setup builds it): {e}")
+    out = tmp_path_factory.mktemp("training")
+    env = dict(os.environ, UCUDNN_CACHE=str(out / "bench.sqlite"))
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in sys.path if p])
+    r = subprocess.run([sys.executable, "-m", "ucudnn", "training", "--out", str(out),
+                        "--nets", "digits", "--settings", "stock,powerOfTwo",
+                        "--iterations", str(ITERATIONS), "--test-interval", "10",
+                        "--limit", "1MiB"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, env=env, timeout=600)
+    return out, r
+
+
+def test_runs_and_writes_its_files(trained):
+    out, r = trained
+    assert r.returncode == 0, r.stdout[-4000:]
+    for name in ("curves.csv", "metadata.json", "summary.json", "summary.md",
+                 "training_curves.png"):
+        assert (out / name).is_file(), name
+    with open(out / "curves.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["net", "setting", "iteration", "loss", "test_accuracy"]
+    assert len(rows) == 1 + 2 * (ITERATIONS + 1)
+    meta = json.loads((out / "metadata.json").read_text())
+    assert meta["environment"] == {"NVIDIA_TF32_OVERRIDE": "0"}
+    assert meta["device"].get("gpu") and meta["device"].get("cudnn_version")
+    net = meta["nets"]["digits"]
+    assert net["initial_weights_identical"] is True
+    kernels = net["runs"]["powerOfTwo"]["kernels"]
+    # conv1 has no backward-data kernel (its bottom needs no gradient)
+    assert set(kernels) == {"conv1/fwd", "conv1/bwd_filter", "conv2/fwd", "conv2/bwd_data",
+                            "conv2/bwd_filter"}
+    assert {k["math"] for k in kernels.values()} == {"fma"}
+    assert all(k["batch"] == 128 for k in kernels.values())
+    assert "kernels" not in net["runs"]["stock"]
+
+
+def test_curves_agree_with_stock(trained):
+    out, r = trained
+    assert r.returncode == 0, r.stdout[-4000:]
+    s = json.loads((out / "summary.json").read_text())["nets"]["digits"]
+    p = s["powerOfTwo"]
+    assert p["compared_iterations"] == ITERATIONS + 1
+    assert p["rel_loss_diff_iteration0"] <= 1e-5        # same weights and batch: rounding only
+    assert p["max_rel_loss_diff"] <= tr.LOSS_TARGET, p
+    # 512 held-out samples: one sample is 0.2 pp; after 40 iterations a few borderline
+    # samples may flip, so twice issue 13's 0.5 pp (the full run is judged by the summary)
+    assert abs(p["final_accuracy_diff_pp"]) <= 2 * tr.ACCURACY_TARGET_PP, p
+    stock = [r for r in tr.read_curves(out / "curves.csv") if r.setting == "stock"]
+    assert stock[-1].loss < 0.8 * stock[0].loss and s["stock"]["final_accuracy"] > 0.5

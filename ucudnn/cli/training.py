@@ -1,0 +1,145 @@
+"""``ucudnn training``: training curves through pycaffe with and without micro-batching
+(:mod:`ucudnn.experiments.training`)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, TypeVar
+
+from . import common as c
+
+HELP = ("train nets through pycaffe under stock Caffe and ucudnn's settings from the same "
+        "weights and batches, and compare the curves")
+T = TypeVar("T")
+
+
+def add_parser(sub) -> None:
+    from ..experiments.training import DEFAULT_SETTINGS, NETS, SETTINGS
+    s = sub.add_parser("training", help=HELP, description=HELP + ". Settings: " + "; ".join(
+        f"{n}: {x.about}" + ("" if x.available else f" [not available: {x.why_not}]")
+        for n, x in SETTINGS.items()) + ".")
+    s.add_argument("--out", metavar="DIR", default="training-out",
+                   help="results folder (curves.csv, metadata.json, summary.{json,md}, "
+                   "training_curves.png, runs/, logs/, prototxt/); a run with the same folder "
+                   "keeps the settings already trained with the same inputs")
+    s.add_argument("--nets", default=",".join(NETS), help="comma-separated: " + ", ".join(
+        f"{n} ({cfg.about})" for n, cfg in NETS.items()))
+    s.add_argument("--settings", metavar="LIST",
+                   help="comma-separated settings for every net (default: "
+                   + "; ".join(f"{n}: {','.join(v)}" for n, v in DEFAULT_SETTINGS.items())
+                   + ")")
+    s.add_argument("--iterations", metavar="N|NET=N,...",
+                   help="SGD iterations (default: " + ", ".join(
+                       f"{n}={cfg.iterations}" for n, cfg in NETS.items()) + ")")
+    s.add_argument("--test-interval", metavar="N|NET=N,...",
+                   help="held-out accuracy every N iterations (default: " + ", ".join(
+                       f"{n}={cfg.test_interval}" for n, cfg in NETS.items()) + ")")
+    s.add_argument("--limit", metavar="SIZE|NET=SIZE,...",
+                   help="per-kernel workspace limit of the ucudnn settings; the ILP's budget "
+                   "is limit x kernels (default: " + ", ".join(
+                       f"{n}={cfg.limit >> 20}MiB" for n, cfg in NETS.items()) + ")")
+    s.add_argument("--seed", type=int, help="solver random_seed and data seed (default: "
+                   "the nets' own, 1)")
+    s.add_argument("--gpu", type=int, default=0, help="GPU id")
+    s.add_argument("--cpu", action="store_true",
+                   help="Caffe's CPU mode with its own convolution (engine CAFFE): only the "
+                   "stock settings (a check of the pipeline without a GPU)")
+    s.add_argument("--pycaffe", metavar="PATH",
+                   help="folder holding pycaffe's caffe/ package (default: $UCUDNN_PYCAFFE or "
+                   "third_party/caffe/src/python)")
+    s.add_argument("--caffe-build", metavar="DIR",
+                   help="Caffe's build folder: its lib/ on LD_LIBRARY_PATH, its patches and "
+                   "CMake settings in the metadata (default: $UCUDNN_CAFFE_BUILD or "
+                   "third_party/caffe/build)")
+    s.add_argument("--cache", metavar="PATH", help="benchmark cache for the ucudnn settings "
+                   "(default: the core's, $UCUDNN_CACHE or ~/.cache/ucudnn/bench.sqlite)")
+    s.add_argument("--timeout", type=float, default=900, help="seconds per setting")
+    s.add_argument("--force", action="store_true",
+                   help="train every setting again, even those already in --out")
+    s.add_argument("--plot-only", action="store_true",
+                   help="only regenerate summary.{json,md} and the figure from --out's "
+                   "curves.csv")
+    s.set_defaults(func=run)
+
+
+def _per_net(text: Optional[str], nets: List[str], option: str,
+             parse: Callable[[str], T]) -> Dict[str, T]:
+    """``VALUE`` (every net) or ``NET=VALUE,...``."""
+    if text is None:
+        return {}
+    out: Dict[str, T] = {}
+    for part in c.split_list(text):
+        name, sep, value = part.rpartition("=")
+        if sep and name.strip() not in nets:
+            raise c.CliError(f"{option}: {name.strip()!r} is not one of --nets "
+                             f"({', '.join(nets)})")
+        for n in ([name.strip()] if sep else nets):
+            out[n] = parse(value.strip())
+    if not out:
+        raise c.CliError(f"{option}: no value in {text!r}")
+    return out
+
+
+def _int(option: str) -> Callable[[str], int]:
+    def parse(v: str) -> int:
+        try:
+            n = int(v)
+        except ValueError:
+            raise c.CliError(f"{option}: expected a positive integer, got {v!r}") from None
+        return c.positive(n, option)
+    return parse
+
+
+def run(args) -> int:
+    from ..experiments import training as tr
+    if args.plot_only:
+        tr.regenerate(Path(args.out), from_csv=True, say=print)
+        return 0
+    nets = c.split_list(args.nets)
+    if not nets:
+        raise c.CliError("--nets: no net named")
+    for n in nets:
+        if n not in tr.NETS:
+            raise c.CliError(f"--nets: unknown net {n!r} (expected one of "
+                             f"{', '.join(tr.NETS)})")
+    settings = {}
+    if args.settings is not None:
+        chosen = c.split_list(args.settings)
+        if not chosen:
+            raise c.CliError("--settings: no setting named")
+        settings = {n: chosen for n in nets}
+    if args.gpu < 0:
+        raise c.CliError(f"--gpu: must not be negative, got {args.gpu}")
+    if args.timeout <= 0:
+        raise c.CliError(f"--timeout: must be positive, got {args.timeout}")
+    mode = "cpu" if args.cpu else "gpu"
+    if args.cpu and args.settings is None:
+        settings = {n: ["stock", "stock-rerun"] for n in nets}
+    opts = tr.Options(
+        out=Path(args.out), nets=nets, settings=settings,
+        iterations=_per_net(args.iterations, nets, "--iterations", _int("--iterations")),
+        test_interval=_per_net(args.test_interval, nets, "--test-interval",
+                               _int("--test-interval")),
+        limits=_per_net(args.limit, nets, "--limit", lambda v: c.size(v, "--limit")),
+        pycaffe=Path(args.pycaffe) if args.pycaffe else None,
+        caffe_build=Path(args.caffe_build) if args.caffe_build else None,
+        gpu=args.gpu, mode=mode, timeout=args.timeout, force=args.force, seed=args.seed,
+        cache_path=args.cache, argv=["ucudnn", "training", *getattr(args, "argv", [])])
+    tr.check_options(opts)
+    if mode == "gpu":
+        from ..measure.sources import device_status
+        info, reason = device_status()
+        if info is None:
+            raise c.CliError(f"training needs a GPU: none visible ({reason}); --cpu checks "
+                             "the pipeline with the stock settings on the CPU")
+    meta = tr.run(opts, say=lambda m: print(m, flush=True))
+    for net, entry in meta.get("nets", {}).items():
+        for w in entry.get("warnings", []):
+            c.note(f"{net}: {w}")
+        if entry.get("initial_weights_identical") is False:
+            c.note(f"{net}: the settings did not start from the same weights")
+    if meta.get("failed"):
+        print(f"{len(meta['failed'])} run(s) failed: {', '.join(meta['failed'])} (logs under "
+              f"{args.out}/logs)", file=sys.stderr)
+        return 1
+    return 0
