@@ -104,6 +104,40 @@ def test_series_applies_to_pinned_source(tmp_path):
     assert _tree_digest(src) == before
 
 
+def _patch(name_prefix):
+    (p,) = PATCH_DIR.glob(f"{name_prefix}-*.patch")
+    return p
+
+
+@pytest.mark.parametrize("series", [("0001", "0004"), ("0001", "0004", "0002", "0003")],
+                         ids=["0001+0004", "0001+0004+0002+0003"])
+def test_batchnorm_patch_is_independent_of_ucudnn(patched_caffe_source, tmp_path, series):
+    """0004 (BatchNorm through cuDNN) needs only 0001: it applies to the pristine tree with
+    0001 alone, and before 0002/0003 as well as after them (the fixture applies the whole
+    series in order)."""
+    if shutil.which("patch") is None:
+        pytest.skip("patch not installed")
+    src = patched_caffe_source
+    assert (src / "include/caffe/layers/cudnn_batch_norm_layer.hpp").is_file()
+    assert "GetBatchNormLayer" in (src / "src/caffe/layer_factory.cpp").read_text()
+    tree = tmp_path / "tree"
+    shutil.copytree(src.parent / "pristine", tree, symlinks=True)
+    for name in series:
+        res = subprocess.run(["patch", "-p1", "--forward", "--batch", "--no-backup-if-mismatch",
+                              "-i", str(_patch(name))], cwd=tree, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, timeout=300)
+        assert res.returncode == 0, f"{name} after {series[:series.index(name)]}:\n{res.stdout}"
+        assert "fuzz" not in res.stdout, res.stdout
+    assert not list(tree.rglob("*.rej"))
+    proto = (tree / "src/caffe/proto/caffe.proto").read_text()
+    assert "optional Engine engine = 4 [default = DEFAULT];" in proto
+    assert ("message UcudnnParameter" in proto) == ("0002" in series)
+    for rel in ("src/caffe/layers/cudnn_batch_norm_layer.cpp",
+                "src/caffe/layers/cudnn_batch_norm_layer.cu",
+                "src/caffe/test/test_cudnn_batch_norm_layer.cpp"):
+        assert (tree / rel).is_file(), rel
+
+
 @pytest.mark.caffe_build
 def test_full_build(capsys):
     cuda_root = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))

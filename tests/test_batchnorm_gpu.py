@@ -1,0 +1,160 @@
+"""BatchNorm through cuDNN in the patched Caffe (caffe_patch/0004): the gtests (CUDNN engine
+against CAFFE, layer and net, Scale folded), ResNet-18 trained a few steps with either engine
+(the same losses), and `caffe time` of ResNet-18 with either engine (BatchNorm + Scale time
+printed, not asserted).
+
+Needs a Caffe built by scripts/build_caffe.sh (third_party/caffe/build, or the build folder in
+$UCUDNN_CAFFE_BUILD) with 0004 and a GPU; skipped otherwise. Same conventions as
+tests/test_caffe_gpu.py.
+"""
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ucudnn.caffe.log import parse_caffe_time
+
+pytestmark = pytest.mark.gpu
+
+REPO = Path(__file__).resolve().parents[1]
+BUILD = Path(os.environ.get("UCUDNN_CAFFE_BUILD", REPO / "third_party" / "caffe" / "build"))
+RESNET18 = REPO / "ucudnn" / "data" / "nets" / "resnet18.prototxt"
+# the gtest files of 0004 and the layers it changes (scripts/gpu_node.sh builds only the
+# listed ones: -DBUILD_only_tests=...)
+GTEST_FILES = "cudnn_batch_norm_layer,batch_norm_layer,scale_layer,bias_layer"
+
+
+def _gpu_visible():
+    try:
+        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return r.returncode == 0 and "GPU" in r.stdout
+
+
+@pytest.fixture(scope="module")
+def caffe(tmp_path_factory):
+    exe = BUILD / "tools" / "caffe"
+    if not exe.is_file():
+        pytest.skip(f"no patched Caffe at {exe} (scripts/build_caffe.sh builds it)")
+    if not _gpu_visible():
+        pytest.skip("no GPU visible")
+    import ucudnn
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(ucudnn.__file__).parent.parent)]
+                                        + [p for p in sys.path if p])
+    env.setdefault("UCUDNN_CACHE", str(tmp_path_factory.mktemp("cache") / "bench.sqlite"))
+    env["GLOG_logtostderr"] = "1"
+    from ucudnn.caffe.proto import load_caffe_pb2
+    pb2 = load_caffe_pb2()
+    if "engine" not in pb2.BatchNormParameter.DESCRIPTOR.fields_by_name:
+        pytest.skip("ucudnn's caffe_subset.proto has no BatchNormParameter.engine")
+    return {"bin": BUILD / "tools", "env": env, "pb2": pb2,
+            "dir": tmp_path_factory.mktemp("bn_nets")}
+
+
+def _run(caffe, args, timeout=900):
+    r = subprocess.run([str(caffe["bin"] / args[0]), *map(str, args[1:])],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       env=caffe["env"], timeout=timeout)
+    return r.returncode, r.stdout
+
+
+def _resnet18(caffe, batch, engine):
+    """ResNet-18 at mini-batch ``batch`` with every BatchNorm's engine set (``DEFAULT``,
+    ``CAFFE`` or ``CUDNN``); the written path and the number of BatchNorm layers."""
+    from ucudnn.caffe.proto import read_net, write_net
+    pb2 = caffe["pb2"]
+    net = read_net(pb2, str(RESNET18))
+    for shape in net.layer[0].dummy_data_param.shape:
+        shape.dim[0] = batch
+    bns = [l for l in net.layer if l.type == "BatchNorm"]
+    for l in bns:
+        l.batch_norm_param.engine = pb2.BatchNormParameter.Engine.Value(engine)
+    path = caffe["dir"] / f"resnet18_{batch}_{engine}.prototxt"
+    write_net(net, str(path))
+    return path, len(bns)
+
+
+def _folded(out):
+    return re.findall(r"Scale layer (\S+) folded into cuDNN BatchNorm layer (\S+)", out)
+
+
+def test_batchnorm_gtests(caffe):
+    """The gtests of 0004 (CuDNNBatchNorm*: CUDNN against CAFFE per layer and in a net,
+    folding, fallback, a CAFFE-trained model loaded with CUDNN) and Caffe's own BatchNorm,
+    Scale and Bias tests (0004 changes ScaleLayer and BiasLayer::Backward_gpu)."""
+    exe = BUILD / "test" / "test.testbin"
+    if not exe.is_file():
+        pytest.skip(f"{exe} not built (build_caffe.sh without --no-tests)")
+    r = subprocess.run([str(exe), "--gtest_filter=*CuDNNBatchNorm*:*BatchNorm*:*ScaleLayer*:"
+                        "*BiasLayer*", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, env=caffe["env"], timeout=900)
+    print("\n".join(l for l in r.stdout.splitlines() if l.startswith("[  ")))
+    assert r.returncode == 0, r.stdout[-8000:]
+    assert "CuDNNBatchNormNetTest/0.TestFoldedNetMatchesCaffe" in r.stdout, (
+        "the 0004 gtests are not in test.testbin: build with "
+        f"-DBUILD_only_tests=...,{GTEST_FILES} (or all tests)")
+    assert "CuDNNBatchNormLayerTest/0.TestTrainInPlaceMatchesCaffe" in r.stdout
+    assert re.search(r"\[  PASSED  \] \d+ tests", r.stdout)
+
+
+def _losses(out):
+    """iteration -> loss from `caffe train` (display: 1)."""
+    return {int(i): float(v) for i, v in
+            re.findall(r"Iteration (\d+) \(.*\), loss = (\S+)", out)}
+
+
+def test_resnet18_trains_the_same_with_either_engine(caffe, tmp_path):
+    """ResNet-18 (batch 8) trained for 4 SGD steps from the same seed with engine CAFFE and
+    with engine CUDNN (every Scale folded): the same losses. Iteration 0 is one forward
+    pass from identical weights and data; later ones follow the updated weights (which
+    depend on every gradient) and carry cuDNN's non-deterministic convolution gradients."""
+    losses = {}
+    for engine in ("CAFFE", "CUDNN"):
+        model, n_bn = _resnet18(caffe, 8, engine)
+        solver = tmp_path / f"solver_{engine}.prototxt"
+        solver.write_text(f'net: "{model}"\nbase_lr: 0.01\nlr_policy: "fixed"\nmomentum: 0.9\n'
+                          'max_iter: 4\ndisplay: 1\nrandom_seed: 1701\n'
+                          'snapshot_after_train: false\nsolver_mode: GPU\n')
+        rc, out = _run(caffe, ["caffe", "train", "-solver", solver, "-gpu", 0])
+        assert rc == 0, out[-4000:]
+        assert "Optimization Done" in out
+        folded = _folded(out)
+        assert len(folded) == (n_bn if engine == "CUDNN" else 0), folded
+        losses[engine] = _losses(out)
+        assert sorted(losses[engine]) == [0, 1, 2, 3], out[-3000:]
+    print(f"ResNet-18 batch 8 losses: CAFFE {losses['CAFFE']}, CUDNN {losses['CUDNN']}")
+    for it, ref in losses["CAFFE"].items():
+        tol = 1e-4 if it == 0 else 1e-3
+        assert losses["CUDNN"][it] == pytest.approx(ref, rel=tol, abs=tol), it
+
+
+def _bn_scale_ms(t, net_names):
+    """BatchNorm + Scale forward+backward ms per iteration from `caffe time`'s per-layer
+    lines."""
+    return sum(t.layers[n].get("forward", 0.0) + t.layers[n].get("backward", 0.0)
+               for n in net_names if n in t.layers)
+
+
+def test_caffe_time_resnet18_engines(caffe):
+    """`caffe time` of ResNet-18 at batch 256 with engine CAFFE and with the default (CUDNN,
+    Scale folded): both run, the same layers are timed; BatchNorm + Scale time printed."""
+    from ucudnn.caffe.proto import read_net
+    net = read_net(caffe["pb2"], str(RESNET18))
+    bn_scale = [l.name for l in net.layer if l.type in ("BatchNorm", "Scale")]
+    times = {}
+    for engine in ("CAFFE", "DEFAULT"):
+        model, n_bn = _resnet18(caffe, 256, engine)
+        rc, out = _run(caffe, ["caffe", "time", "-model", model, "-iterations", 10,
+                               "-gpu", 0])
+        assert rc == 0, out[-4000:]
+        assert len(_folded(out)) == (n_bn if engine == "DEFAULT" else 0)
+        times[engine] = parse_caffe_time(out)
+    assert set(times["CAFFE"].layers) == set(times["DEFAULT"].layers)
+    for engine, t in times.items():
+        print(f"ResNet-18 batch 256, BatchNorm engine {engine}: {t.median_ms:.1f} ms per "
+              f"iteration, BatchNorm + Scale {_bn_scale_ms(t, bn_scale):.1f} ms")
