@@ -832,15 +832,22 @@ class Options:
                 "seed": cfg.seed if self.seed is None else self.seed}
 
 
+def _caffe_root() -> Path:
+    """Where ``third_party/caffe`` is looked for: the checkout this module runs from (an
+    editable install), else the working directory (an installed package: site-packages holds
+    no Caffe; gpu_node.sh runs from the checkout)."""
+    return (_CHECKOUT or Path.cwd()) / "third_party" / "caffe"
+
+
 def default_pycaffe() -> Path:
-    """``$UCUDNN_PYCAFFE``, else the checkout's ``third_party/caffe/src/python``."""
+    """``$UCUDNN_PYCAFFE``, else ``third_party/caffe/src/python`` (:func:`_caffe_root`)."""
     env = os.environ.get("UCUDNN_PYCAFFE")
-    return Path(env) if env else PACKAGE_ROOT / "third_party" / "caffe" / "src" / "python"
+    return Path(env) if env else _caffe_root() / "src" / "python"
 
 
 def default_caffe_build() -> Path:
     env = os.environ.get("UCUDNN_CAFFE_BUILD")
-    return Path(env) if env else PACKAGE_ROOT / "third_party" / "caffe" / "build"
+    return Path(env) if env else _caffe_root() / "build"
 
 
 def check_options(opts: Options) -> None:
