@@ -662,7 +662,7 @@ build_boost_python() {
   local stamp="$libdir/.boost_python${tag}.stamp" id
   id="python=$(readlink -f "$py") $("$py" -c 'import sys; print(sys.version.split()[0])')"$'\n'
   id+="source=$(sha256_of "$src/SOURCE") $(cd "$src" && find src -name '*.cpp' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)"$'\n'
-  id+="cxx=$("$cxx" -dumpfullversion 2>/dev/null || "$cxx" -dumpversion) ${flags[*]}"
+  id+="cxx=$("$cxx" -dumpfullversion 2>/dev/null || "$cxx" -dumpversion) ${flags[*]} shared-libstdc++"
   if [[ -f "$stamp" && -f "$libdir/$soname" && "$(cat "$stamp")" == "$id" ]]; then
     BOOST_PYTHON_LIB="$libdir/libboost_python${tag}.so"
     log "Boost.Python: $libdir/$soname already built (unchanged)"
@@ -680,8 +680,23 @@ build_boost_python() {
   (cd "$obj" && printf '%s\0' "${srcs[@]}" | xargs -0 -n 1 -P "$JOBS" "$cxx" "${flags[@]}" -c) >&2 ||
     die "Boost.Python: compiling failed (see above; --no-python builds Caffe without pycaffe)"
   rm -f "$libdir/$soname" "$libdir/libboost_python${tag}.so" "$stamp"
-  "$cxx" -shared -pthread -Wl,-soname,"$soname" -o "$libdir/$soname" "$obj"/*.o >&2 ||
+  # Link the SHARED libstdc++ by path: where the toolchain has no libstdc++.so link (the GPU
+  # node's), g++ -shared silently takes libstdc++.a, and that private copy, exported from
+  # libboost_python, then serves glog's streams in pycaffe: a segfault in the first LOG
+  # (google::LogMessage::Init -> std::ostream::_M_insert; seen on the H200 node).
+  local stdcxx
+  stdcxx="$("$cxx" -print-file-name=libstdc++.so.6)"
+  if [[ "$stdcxx" != /* || ! -e "$stdcxx" ]]; then
+    log "Boost.Python: $cxx finds no shared libstdc++.so.6; pycaffe not built"
+    return 1
+  fi
+  "$cxx" -shared -pthread -Wl,-soname,"$soname" -o "$libdir/$soname" "$obj"/*.o "$stdcxx" >&2 ||
     die "Boost.Python: linking $soname failed"
+  if ! ldd "$libdir/$soname" | grep -q 'libstdc++\.so'; then
+    rm -f "$libdir/$soname"
+    log "Boost.Python: $soname does not load the shared libstdc++ (a static copy would break pycaffe); pycaffe not built"
+    return 1
+  fi
   ln -s "$soname" "$libdir/libboost_python${tag}.so"
   # every symbol resolves inside this Python (the interpreter provides libpython's)
   "$py" -c 'import ctypes, os, sys; ctypes.CDLL(sys.argv[1], mode=os.RTLD_NOW)' "$libdir/$soname" ||
@@ -876,6 +891,14 @@ configure_and_build() {
   [[ $WITH_UCUDNN -eq 1 ]] && echo "  compare    : $BUILD_DIR/tools/ucudnn_compare"
   if [[ $WITH_PYTHON -eq 1 ]]; then
     echo "  pycaffe    : $SRC/python (PYTHONPATH=$SRC/python $PYTHON_EXE -c 'import caffe')"
+    # every library pycaffe loads must share the process's libstdc++: a static copy (a
+    # toolchain without libstdc++.so) made caffe.Net segfault in glog on the GPU node
+    local so
+    for so in "$lib" "$SRC"/python/caffe/_caffe*.so; do
+      [[ -e "$so" ]] || continue
+      ldd "$so" 2>/dev/null | grep -q 'libstdc++\.so' ||
+        warn "$so does not load the shared libstdc++ (static copy?): pycaffe may crash"
+    done
   else
     echo "  pycaffe    : not built"
   fi

@@ -171,7 +171,8 @@ def op_group(op):
 
 def profile_by_type(iteration, iterations, device):
     """GPU time per kind of work (:data:`OP_GROUPS`, else ``other``), ms per iteration: the
-    device time of the kernels each aten op launched (self time, so nothing counts twice),
+    device time of the kernels each aten op launched (the ops' self time, so nothing counts
+    twice; the profiler's rows of the kernels themselves are skipped, they repeat it),
     from torch.profiler over ``iterations`` iterations. Kernel time only: unlike Caffe's
     per-layer timer it leaves out the gaps between kernels."""
     from torch.profiler import ProfilerActivity, profile
@@ -183,6 +184,8 @@ def profile_by_type(iteration, iterations, device):
     out["other"] = 0.0
     ops = {}
     for evt in prof.key_averages():
+        if not evt.key.startswith("aten::"):
+            continue        # a kernel's own row: its time is already its aten op's self time
         us = getattr(evt, "self_device_time_total", None)
         if us is None:
             us = getattr(evt, "self_cuda_time_total", 0.0)

@@ -180,3 +180,7 @@ def test_records_count_the_shared_arena_once():
     assert s.workspace_bytes() == 1280
     s.kernels["c/fwd"] = k("c", "fwd", 4000, opt="dp")
     assert s.workspace_bytes() == 1280 + 4000
+    # a net whose plans need no workspace holds 0 B (the stock-memory budget subtracts it);
+    # no kernels at all (stock Caffe): unknown
+    assert PlanSummary(kernels={"d/fwd": k("d", "fwd", 0, opt="dp")}).workspace_bytes() == 0
+    assert PlanSummary().workspace_bytes() is None

@@ -187,11 +187,13 @@ class PlanSummary:
             return None
         return sum((k.predicted_ms or 0.0) * k.instances for k in self.kernels.values())
 
-    def workspace_bytes(self) -> Optional[int]:
+    def workspace_bytes(self) -> Optional[int]:  # None: no kernel (stock Caffe)
         """Workspace the net holds: each DP/ILP kernel's own (every instance), plus the shared
         arena -- the largest set of kernels that run at once in one layer (Note [Shared arena]
         in ucudnn/plan/network.py; slots rounded up to 256 B as Caffe carves them)."""
         from ..plan.network import PHASES
+        if not self.kernels:
+            return None
         own = sum(k.ws_bytes * k.instances for k in self.kernels.values()
                   if k.optimizer != "shared")
         phases: Dict[tuple, int] = {}
@@ -200,7 +202,7 @@ class PlanSummary:
                 phase = next(i for i, p in enumerate(PHASES) if k.op in p)
                 slot = -(-k.ws_bytes // 256) * 256
                 phases[k.layer, phase] = phases.get((k.layer, phase), 0) + slot * k.instances
-        return (own + max(phases.values(), default=0)) or None
+        return own + max(phases.values(), default=0)
 
 
 def kernel_plans(records: Iterable[dict]) -> List[KernelPlan]:

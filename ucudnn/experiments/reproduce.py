@@ -84,7 +84,9 @@ def default_nets_dir() -> Path:
 
 
 def default_pytorch_script() -> Path:
-    return REPO / "scripts" / "time_pytorch.py"
+    """The checkout's ``scripts/time_pytorch.py``; for an installed package (no checkout) the
+    working directory's (gpu_node.sh runs from the checkout)."""
+    return (CHECKOUT or Path.cwd()) / "scripts" / "time_pytorch.py"
 
 
 @dataclasses.dataclass
@@ -328,6 +330,7 @@ def run_pytorch(opts: Options, doc: dict, say: Callable[[str], None]) -> None:
         doc["pytorch"] = {n: {"status": "failed",
                               "error": f"no {script} (a checkout has it; --no-pytorch skips)"}
                           for n in opts.nets}
+        say(f"pytorch: no {script} (a checkout has it; --no-pytorch skips)")
         return
     for net in opts.nets:
         if doc["pytorch"].get(net, {}).get("status") == "ok" and not opts.retry_failed:
