@@ -13,6 +13,7 @@ Note [Test tiers]
     are listed in a section of their own at the end.
 """
 import functools
+import os
 import shutil
 import subprocess
 import sys
@@ -146,10 +147,35 @@ def _gpu_visible() -> bool:
     return True
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def gpu_visible() -> bool:
     """Whether the compiled core sees a usable GPU."""
     return _gpu_visible()
+
+
+#: The build of scripts/build_caffe.sh the Caffe GPU tests run (or $UCUDNN_CAFFE_BUILD).
+CAFFE_BUILD = Path(os.environ.get("UCUDNN_CAFFE_BUILD",
+                                  Path(__file__).resolve().parents[1] / "third_party" / "caffe"
+                                  / "build"))
+
+
+@pytest.fixture(scope="session")
+def caffe_tools(tmp_path_factory, gpu_visible):
+    """The patched Caffe's tools on a GPU: ``{"bin", "build", "env"}``, ``env`` giving Caffe's
+    embedded interpreter this process's ``sys.path`` (the same ucudnn), a fresh benchmark cache
+    unless ``$UCUDNN_CACHE`` names one, and glog on stderr. Skips without a build or a GPU."""
+    exe = CAFFE_BUILD / "tools" / "caffe"
+    if not exe.is_file():
+        pytest.skip(f"no patched Caffe at {exe} (scripts/build_caffe.sh builds it)")
+    if not gpu_visible:
+        pytest.skip("no GPU visible")
+    import ucudnn
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(ucudnn.__file__).parent.parent)]
+                                        + [p for p in sys.path if p])
+    env.setdefault("UCUDNN_CACHE", str(tmp_path_factory.mktemp("cache") / "bench.sqlite"))
+    env["GLOG_logtostderr"] = "1"
+    return {"bin": CAFFE_BUILD / "tools", "build": CAFFE_BUILD, "env": env}
 
 
 @pytest.fixture

@@ -57,3 +57,19 @@ def brute_front(bench, n, sizes) -> List[Tuple[float, int]]:
     front = [(t, w) for t, w in points
              if not any(t2 <= t and w2 <= w and (t2, w2) != (t, w) for t2, w2 in points)]
     return sorted(front, key=lambda p: (p[1], p[0]))
+
+
+def random_network(rng: random.Random, n_layers: int, n: int = 8, zero_ws: float = 1.0):
+    """(layers, benches): ``n_layers`` small convolution layers (1 or 2 groups, 1 or 2
+    identical copies, no backward-data for the first) with :func:`random_bench` tables."""
+    from ucudnn.plan.network import LayerSpec
+    layers, benches = [], {}
+    for i in range(n_layers):
+        g = rng.randint(1, 2)
+        l = LayerSpec(f"L{i}", n, 3 * g, 8, 8, 4 * g, 3, 3, pad=1, groups=g,
+                      count=rng.randint(1, 2), bwd_data=i > 0)
+        layers.append(l)
+        for op in l.ops:
+            benches[l.name, op] = random_bench(rng, n, zero_ws=zero_ws,
+                                               sizes=[1, 2, 4, 8] if rng.random() < 0.5 else None)
+    return layers, benches

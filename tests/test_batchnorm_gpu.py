@@ -10,7 +10,6 @@ tests/test_caffe_gpu.py.
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,33 +26,13 @@ RESNET18 = REPO / "ucudnn" / "data" / "nets" / "resnet18.prototxt"
 GTEST_FILES = "cudnn_batch_norm_layer,batch_norm_layer,scale_layer,bias_layer"
 
 
-def _gpu_visible():
-    try:
-        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return r.returncode == 0 and "GPU" in r.stdout
-
-
 @pytest.fixture(scope="module")
-def caffe(tmp_path_factory):
-    exe = BUILD / "tools" / "caffe"
-    if not exe.is_file():
-        pytest.skip(f"no patched Caffe at {exe} (scripts/build_caffe.sh builds it)")
-    if not _gpu_visible():
-        pytest.skip("no GPU visible")
-    import ucudnn
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(ucudnn.__file__).parent.parent)]
-                                        + [p for p in sys.path if p])
-    env.setdefault("UCUDNN_CACHE", str(tmp_path_factory.mktemp("cache") / "bench.sqlite"))
-    env["GLOG_logtostderr"] = "1"
+def caffe(caffe_tools, tmp_path_factory):
     from ucudnn.caffe.proto import load_caffe_pb2
     pb2 = load_caffe_pb2()
     if "engine" not in pb2.BatchNormParameter.DESCRIPTOR.fields_by_name:
         pytest.skip("ucudnn's caffe_subset.proto has no BatchNormParameter.engine")
-    return {"bin": BUILD / "tools", "env": env, "pb2": pb2,
-            "dir": tmp_path_factory.mktemp("bn_nets")}
+    return dict(caffe_tools, pb2=pb2, dir=tmp_path_factory.mktemp("bn_nets"))
 
 
 def _run(caffe, args, timeout=900):

@@ -9,7 +9,6 @@ import itertools
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,31 +24,11 @@ BUILD = Path(os.environ.get("UCUDNN_CAFFE_BUILD", REPO / "third_party" / "caffe"
 MIB = 1 << 20
 
 
-def _gpu_visible():
-    try:
-        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return r.returncode == 0 and "GPU" in r.stdout
-
-
 @pytest.fixture(scope="module")
-def caffe(tmp_path_factory):
-    exe = BUILD / "tools" / "caffe"
-    if not exe.is_file():
-        pytest.skip(f"no patched Caffe at {exe} (scripts/build_caffe.sh builds it)")
-    if not _gpu_visible():
-        pytest.skip("no GPU visible")
-    import ucudnn
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(ucudnn.__file__).parent.parent)]
-                                        + [p for p in sys.path if p])
-    env.setdefault("UCUDNN_CACHE", str(tmp_path_factory.mktemp("cache") / "bench.sqlite"))
-    env["GLOG_logtostderr"] = "1"
-    env["UCUDNN_LOG"] = "INFO"
+def caffe(caffe_tools, tmp_path_factory):
     from ucudnn.caffe.proto import load_caffe_pb2
-    return {"bin": BUILD / "tools", "env": env, "pb2": load_caffe_pb2(),
-            "dir": tmp_path_factory.mktemp("nets")}
+    return dict(caffe_tools, env=dict(caffe_tools["env"], UCUDNN_LOG="INFO"),
+                pb2=load_caffe_pb2(), dir=tmp_path_factory.mktemp("nets"))
 
 
 def _net(caffe, name, batch, **ucudnn):

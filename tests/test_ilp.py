@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))     # --import-mode=importlib
-from planner_brute import random_bench  # noqa: E402
+from planner_brute import random_network as _random_network  # noqa: E402
 from ucudnn.plan.dp import Chunk, Plan, desirable_set  # noqa: E402
 from ucudnn.plan.ilp import IlpError, solve_workspace_division  # noqa: E402
-from ucudnn.plan.network import LayerSpec, plan_network, read_layers  # noqa: E402
+from ucudnn.plan.network import plan_network, read_layers  # noqa: E402
 from ucudnn.plan.table import group_by_kernel, read_table  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "h200-cudnn9.14"
@@ -105,19 +105,6 @@ def test_budget_below_the_smallest_plan():
         solve_workspace_division({"a": []}, 100)
     res = solve_workspace_division(fronts, 17)
     assert res.total_time_ms == 9.0 and res.total_ws_bytes == 17
-
-
-def _random_network(rng, n_layers, n=8):
-    layers, benches = [], {}
-    for i in range(n_layers):
-        g = rng.randint(1, 2)
-        l = LayerSpec(f"L{i}", n, 3 * g, 8, 8, 4 * g, 3, 3, pad=1, groups=g,
-                      count=rng.randint(1, 2), bwd_data=i > 0)
-        layers.append(l)
-        for op in l.ops:
-            benches[l.name, op] = random_bench(rng, n, zero_ws=1.0,
-                                               sizes=[1, 2, 4, 8] if rng.random() < 0.5 else None)
-    return layers, benches
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -26,7 +26,6 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -157,21 +156,13 @@ print("PYCAFFE_OK loss %.9g" % res["loss"])
 '''
 
 
-def _gpu_visible():
-    try:
-        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return r.returncode == 0 and "GPU" in r.stdout
-
-
 @pytest.fixture(scope="module")
-def pycaffe(tmp_path_factory):
+def pycaffe(tmp_path_factory, gpu_visible):
     if not list((PYCAFFE / "caffe").glob("_caffe*.so")):
         pytest.skip(f"no pycaffe at {PYCAFFE} (scripts/build_caffe.sh builds it where "
                     "Boost.Python for this Python exists or, offline, from the bundle's "
                     "sources; scripts/gpu_node.sh setup)")
-    if not _gpu_visible():
+    if not gpu_visible:
         pytest.skip("no GPU visible")
     import ucudnn
     d = tmp_path_factory.mktemp("pycaffe")

@@ -9,27 +9,14 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))     # --import-mode=importlib
-from planner_brute import random_bench  # noqa: E402
+from planner_brute import random_network as _random_network  # noqa: E402
 from ucudnn.plan.dp import PlanError, desirable_set  # noqa: E402
-from ucudnn.plan.network import PHASES, LayerSpec, plan_network, read_layers  # noqa: E402
+from ucudnn.plan.network import PHASES, plan_network, read_layers  # noqa: E402
 from ucudnn.plan.table import group_by_kernel, read_table  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "ucudnn" / "data" / "h200"
 MiB = 1 << 20
-
-
-def _random_network(rng, n_layers, n=8, zero_ws=1.0):
-    layers, benches = [], {}
-    for i in range(n_layers):
-        g = rng.randint(1, 2)
-        l = LayerSpec(f"L{i}", n, 3 * g, 8, 8, 4 * g, 3, 3, pad=1, groups=g,
-                      count=rng.randint(1, 2), bwd_data=i > 0)
-        layers.append(l)
-        for op in l.ops:
-            benches[l.name, op] = random_bench(rng, n, zero_ws=zero_ws,
-                                               sizes=[1, 2, 4, 8] if rng.random() < 0.5 else None)
-    return layers, benches
 
 
 def _brute(layers, benches, budget):

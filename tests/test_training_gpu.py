@@ -22,17 +22,9 @@ REPO = Path(__file__).resolve().parents[1]
 ITERATIONS = 40
 
 
-def _gpu_visible():
-    try:
-        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return r.returncode == 0 and "GPU" in r.stdout
-
-
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    if not _gpu_visible():
+def trained(tmp_path_factory, gpu_visible):
+    if not gpu_visible:
         pytest.skip("no GPU visible")
     pytest.importorskip("sklearn", reason="scikit-learn not installed: pip install "
                         "'ucudnn[training]'")
