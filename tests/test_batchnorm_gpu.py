@@ -7,7 +7,6 @@ Needs a Caffe built by scripts/build_caffe.sh (third_party/caffe/build, or the b
 $UCUDNN_CAFFE_BUILD) with 0004 and a GPU; skipped otherwise. Same conventions as
 tests/test_caffe_gpu.py.
 """
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -19,7 +18,6 @@ from ucudnn.caffe.log import parse_caffe_time
 pytestmark = pytest.mark.gpu
 
 REPO = Path(__file__).resolve().parents[1]
-BUILD = Path(os.environ.get("UCUDNN_CAFFE_BUILD", REPO / "third_party" / "caffe" / "build"))
 RESNET18 = REPO / "ucudnn" / "data" / "nets" / "resnet18.prototxt"
 # the gtest files of 0004 and the layers it changes (scripts/gpu_node.sh builds only the
 # listed ones: -DBUILD_only_tests=...)
@@ -66,7 +64,7 @@ def test_batchnorm_gtests(caffe):
     """The gtests of 0004 (CuDNNBatchNorm*: CUDNN against CAFFE per layer and in a net,
     folding, fallback, a CAFFE-trained model loaded with CUDNN) and Caffe's own BatchNorm,
     Scale and Bias tests (0004 changes ScaleLayer and BiasLayer::Backward_gpu)."""
-    exe = BUILD / "test" / "test.testbin"
+    exe = caffe["build"] / "test" / "test.testbin"
     if not exe.is_file():
         pytest.skip(f"{exe} not built (build_caffe.sh without --no-tests)")
     r = subprocess.run([str(exe), "--gtest_filter=*CuDNNBatchNorm*:*BatchNorm*:*ScaleLayer*:"

@@ -6,7 +6,6 @@ $UCUDNN_CAFFE_BUILD) and a GPU; skipped otherwise. The embedded interpreter of C
 this process's sys.path, so that it imports the same ucudnn.
 """
 import itertools
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -20,7 +19,6 @@ from ucudnn.caffe.records import kernel_plans, read_records, summarize
 pytestmark = pytest.mark.gpu
 
 REPO = Path(__file__).resolve().parents[1]
-BUILD = Path(os.environ.get("UCUDNN_CAFFE_BUILD", REPO / "third_party" / "caffe" / "build"))
 MIB = 1 << 20
 
 
@@ -230,7 +228,7 @@ def test_shared_arena_budget_beyond_the_gpu_stops(caffe):
 def test_layer_gtests(caffe):
     """The gtests of the patch (workspace allocation fallback with the GPU's memory really
     taken; groups and two bottoms) and Caffe's own cuDNN convolution tests."""
-    exe = BUILD / "test" / "test.testbin"
+    exe = caffe["build"] / "test" / "test.testbin"
     if not exe.is_file():
         pytest.skip(f"{exe} not built (build_caffe.sh without --no-tests)")
     r = subprocess.run([str(exe), "--gtest_filter=UcudnnConvolutionLayerTest*:"
@@ -255,7 +253,7 @@ def test_multi_gpu_training(caffe, tmp_path, optimizer):
     the shared optimizer, one arena per GPU."""
     if _gpu_count() < 2:
         pytest.skip("needs two GPUs (device kind nvidia-h200-x2)")
-    if "USE_NCCL:BOOL=ON" not in (BUILD / "CMakeCache.txt").read_text():
+    if "USE_NCCL:BOOL=ON" not in (caffe["build"] / "CMakeCache.txt").read_text():
         pytest.skip("Caffe built without NCCL (scripts/build_caffe.sh finds it where installed)")
     model = _net(caffe, "alexnet", 32, policy="powerOfTwo", limit=64 * MIB, optimizer=optimizer)
     out, recs = _train(caffe, tmp_path, model, "0,1")

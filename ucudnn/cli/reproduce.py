@@ -62,7 +62,7 @@ def run(args) -> int:
         if b not in rp.BN_ENGINES:
             raise c.CliError(f"--bn-engines: {b!r} is not one of {', '.join(rp.BN_ENGINES)}")
     caffe = args.caffe or os.environ.get("UCUDNN_CAFFE") or str(
-        rp.REPO / "third_party" / "caffe" / "build" / "tools" / "caffe")
+        rp.local_root() / "third_party" / "caffe" / "build" / "tools" / "caffe")
     predict = args.predict
     if not predict:
         if args.caffe and not os.access(args.caffe, os.X_OK):

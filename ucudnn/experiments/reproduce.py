@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..vocab import CAFFE_COMMIT, UNLIMITED, parse_size
 from .caffe_run import fill_once, plan_record, run_caffe_time, timing_record, variant_prototxt
@@ -46,7 +46,7 @@ from .summary import POINT_COLUMNS, format_summary, summary_line, write_csv
 
 __all__ = [
     "Options", "run", "run_point", "run_pytorch", "metadata", "default_nets_dir", "CHECKOUT",
-    "REPO", "ReproduceError",
+    "REPO", "ReproduceError", "local_root", "git", "caffe_patches",
     # re-exported from grid, results, caffe_run, predict, summary
     "NETS", "POLICIES", "LIMITS", "SETTINGS", "BN_ENGINES", "UNLIMITED", "LEGACY_UNLIMITED", "Point", "grid",
     "is_unlimited", "limit_label", "point_order", "has_batchnorm", "has_cudnn_batchnorm",
@@ -83,10 +83,16 @@ def default_nets_dir() -> Path:
     return REPO / "ucudnn" / "data" / "nets"
 
 
+def local_root() -> Path:
+    """Where the checkout's own files (``scripts/``, ``third_party/caffe``) are: the checkout
+    this module runs from, else -- an installed package, whose site-packages hold neither --
+    the working directory (gpu_node.sh runs from the checkout)."""
+    return CHECKOUT or Path.cwd()
+
+
 def default_pytorch_script() -> Path:
-    """The checkout's ``scripts/time_pytorch.py``; for an installed package (no checkout) the
-    working directory's (gpu_node.sh runs from the checkout)."""
-    return (CHECKOUT or Path.cwd()) / "scripts" / "time_pytorch.py"
+    """``scripts/time_pytorch.py`` under :func:`local_root`."""
+    return local_root() / "scripts" / "time_pytorch.py"
 
 
 @dataclasses.dataclass
@@ -139,7 +145,9 @@ class Options:
 
 # --------------------------------------------------------------------------------- metadata
 
-def _git(*args) -> Optional[str]:
+def git(*args) -> Optional[str]:
+    """``git ARGS`` in the checkout holding this module: its output, or None (no checkout, no
+    git, an error)."""
     if CHECKOUT is None:
         return None
     try:
@@ -157,8 +165,8 @@ def metadata(opts: Options, mode: str) -> dict:
     meta = {"options": opts.to_json(), "mode": mode, "ucudnn_version": __version__,
             "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "host": platform.node(), "python": platform.python_version(),
-            "ucudnn_commit": _git("rev-parse", "HEAD"),
-            "ucudnn_dirty": (bool(_git("status", "--porcelain", "--untracked-files=no"))
+            "ucudnn_commit": git("rev-parse", "HEAD"),
+            "ucudnn_dirty": (bool(git("status", "--porcelain", "--untracked-files=no"))
                              if CHECKOUT else None)}
     if opts.argv is not None:
         meta["command"] = " ".join(shlex.quote(a) for a in opts.argv)
@@ -171,11 +179,18 @@ def metadata(opts: Options, mode: str) -> dict:
     if caffe:
         meta["caffe"] = caffe
         meta["caffe_commit"] = CAFFE_COMMIT
-        parents = Path(caffe).resolve().parents
-        stamp = parents[2] / "src" / ".ucudnn-patches" if len(parents) > 2 else None
-        if stamp is not None and stamp.is_file():
-            meta["caffe_patches"] = stamp.read_text(encoding="utf-8").splitlines()
+        parents = Path(caffe).resolve().parents       # BUILD/tools/caffe
+        patches = caffe_patches(parents[1]) if len(parents) > 2 else None
+        if patches is not None:
+            meta["caffe_patches"] = patches
     return meta
+
+
+def caffe_patches(build: Path) -> Optional[List[str]]:
+    """The patch stamp scripts/build_caffe.sh writes into the source tree next to ``build``
+    (``source=...``, then one ``NAME SHA256`` line per patch applied), or None."""
+    stamp = Path(build).parent / "src" / ".ucudnn-patches"
+    return stamp.read_text(encoding="utf-8").splitlines() if stamp.is_file() else None
 
 
 def with_stock_budget(p: Point, doc: dict) -> Tuple[Point, Optional[str]]:

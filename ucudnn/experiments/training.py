@@ -88,6 +88,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..vocab import InputError
+from .reproduce import CHECKOUT, caffe_patches, git, local_root
 
 __all__ = [
     "Setting", "SETTINGS", "DEFAULT_SETTINGS", "NetConfig", "NETS", "CURVE_COLUMNS",
@@ -100,7 +101,6 @@ __all__ = [
 _PACKAGE = Path(__file__).resolve().parents[1]
 #: The folder holding the ``ucudnn`` package: children import the same ucudnn.
 PACKAGE_ROOT = _PACKAGE.parent
-_CHECKOUT = PACKAGE_ROOT if (PACKAGE_ROOT / "pyproject.toml").is_file() else None
 
 #: ``curves.csv``'s columns, exactly.
 CURVE_COLUMNS = ("net", "setting", "iteration", "loss", "test_accuracy")
@@ -833,10 +833,8 @@ class Options:
 
 
 def _caffe_root() -> Path:
-    """Where ``third_party/caffe`` is looked for: the checkout this module runs from (an
-    editable install), else the working directory (an installed package: site-packages holds
-    no Caffe; gpu_node.sh runs from the checkout)."""
-    return (_CHECKOUT or Path.cwd()) / "third_party" / "caffe"
+    """``third_party/caffe`` under :func:`.reproduce.local_root`."""
+    return local_root() / "third_party" / "caffe"
 
 
 def default_pycaffe() -> Path:
@@ -1138,22 +1136,11 @@ def _json_safe(v):
     return v
 
 
-def _git(*args) -> Optional[str]:
-    if _CHECKOUT is None:
-        return None
-    try:
-        r = subprocess.run(["git", "-C", str(_CHECKOUT), *args], capture_output=True,
-                           text=True, timeout=20)
-        return r.stdout.strip() if r.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 def _caffe_build_facts(build: Path) -> dict:
     facts: Dict[str, Any] = {"build": str(build)}
-    stamp = build.parent / "src" / ".ucudnn-patches"
-    if stamp.is_file():
-        facts["patches"] = stamp.read_text(encoding="utf-8").splitlines()
+    patches = caffe_patches(build)
+    if patches is not None:
+        facts["patches"] = patches
     cache = build / "CMakeCache.txt"
     if cache.is_file():
         for line in cache.read_text(encoding="utf-8", errors="replace").splitlines():
@@ -1171,9 +1158,9 @@ def _metadata(opts: Options, probe: dict, runs: Mapping[str, Mapping[str, dict]]
     meta: Dict[str, Any] = {
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(), "python": platform.python_version(),
-        "ucudnn_version": __version__, "ucudnn_commit": _git("rev-parse", "HEAD"),
-        "ucudnn_dirty": (bool(_git("status", "--porcelain", "--untracked-files=no"))
-                         if _CHECKOUT else None),
+        "ucudnn_version": __version__, "ucudnn_commit": git("rev-parse", "HEAD"),
+        "ucudnn_dirty": (bool(git("status", "--porcelain", "--untracked-files=no"))
+                         if CHECKOUT else None),
         "mode": opts.mode, "environment": dict(STRICT_FP32_ENV),
         "strict_fp32": "every setting's process runs with NVIDIA_TF32_OVERRIDE=0 (no TF32 in "
                        "cuDNN or cuBLAS); ucudnn settings with math FMA; stock with cuDNN's "
