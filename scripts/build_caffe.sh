@@ -634,6 +634,30 @@ boost_header_version() {
 # visibility with the library's exports, not linked to libpython (the interpreter or
 # libcaffe provides it). boost_numpy is not built: pycaffe uses NumPy's C API itself.
 # Sets BOOST_PYTHON_LIB; returns 1 (pycaffe off) when no matching headers exist.
+# Note [Shared libstdc++]
+# Every C++ library that pycaffe loads must use the process's one libstdc++.so.6. A
+# toolchain with libstdc++.so.6 but without the libstdc++.so development link (the GPU
+# node's image) makes `g++ -shared ... -lstdc++` silently take libstdc++.a: libcaffe.so,
+# _caffe.so and libboost_python each get a private, exported copy whose iostreams were
+# never initialised, and glog's first LOG from Python segfaults (google::LogMessage::Init ->
+# std::ostream::_M_insert). The `caffe` tool survives because the executable's copy serves
+# everyone. So where the link is missing, we make one in a folder of our own and put that
+# folder first on every link line (-L): -lstdc++ then finds the shared library.
+# Prints that folder (nothing when the toolchain finds libstdc++.so itself).
+shared_libstdcxx_dir() {
+  local cxx="${CXX:-g++}" so6 dir="$PREFIX/stdcxx-link"
+  [[ "$("$cxx" -print-file-name=libstdc++.so)" == /* ]] && return 0
+  so6="$("$cxx" -print-file-name=libstdc++.so.6)"
+  if [[ "$so6" != /* || ! -e "$so6" ]]; then
+    log "$cxx finds neither libstdc++.so nor libstdc++.so.6"
+    return 1
+  fi
+  mkdir -p "$dir"
+  ln -sfn "$(readlink -f "$so6")" "$dir/libstdc++.so"
+  log "$cxx has no libstdc++.so link: linking the shared $so6 through $dir (Note [Shared libstdc++])"
+  echo "$dir"
+}
+
 build_boost_python() {
   local py="$1" src="$2" ver tag want hv binc="" inc pyinc
   ver="$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
@@ -680,10 +704,7 @@ build_boost_python() {
   (cd "$obj" && printf '%s\0' "${srcs[@]}" | xargs -0 -n 1 -P "$JOBS" "$cxx" "${flags[@]}" -c) >&2 ||
     die "Boost.Python: compiling failed (see above; --no-python builds Caffe without pycaffe)"
   rm -f "$libdir/$soname" "$libdir/libboost_python${tag}.so" "$stamp"
-  # Link the SHARED libstdc++ by path: where the toolchain has no libstdc++.so link (the GPU
-  # node's), g++ -shared silently takes libstdc++.a, and that private copy, exported from
-  # libboost_python, then serves glog's streams in pycaffe: a segfault in the first LOG
-  # (google::LogMessage::Init -> std::ostream::_M_insert; seen on the H200 node).
+  # Link the SHARED libstdc++ by path (Note [Shared libstdc++]).
   local stdcxx
   stdcxx="$("$cxx" -print-file-name=libstdc++.so.6)"
   if [[ "$stdcxx" != /* || ! -e "$stdcxx" ]]; then
@@ -830,17 +851,19 @@ configure_and_build() {
   else
     log "ccache: not found (rebuilds will be slower)"
   fi
+  local ldflags="" stdcxx_dir
+  stdcxx_dir="$(shared_libstdcxx_dir)" || die "no shared libstdc++ for ${CXX:-g++} (see above)"
+  [[ -n "$stdcxx_dir" ]] && ldflags="-L$stdcxx_dir"
   if [[ -n "$OFFLINE_DIR" ]]; then
     local libdir="$DEPS/usr/lib/x86_64-linux-gnu"
+    # RPATH (not RUNPATH) so glog finds the bundled libgflags/libunwind too
+    ldflags+="${ldflags:+ }-Wl,--disable-new-dtags -Wl,-rpath,$libdir"
     args+=(
       -DCMAKE_PREFIX_PATH="$DEPS/usr"
       -DGLOG_ROOT_DIR="$DEPS/usr"
       -DGFLAGS_ROOT_DIR="$DEPS/usr"
       -DBOOST_INCLUDEDIR="$DEPS/usr/include"
       -DBOOST_LIBRARYDIR="$libdir"
-      # RPATH (not RUNPATH) so glog finds the bundled libgflags/libunwind too
-      "-DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags -Wl,-rpath,$libdir"
-      "-DCMAKE_SHARED_LINKER_FLAGS=-Wl,--disable-new-dtags -Wl,-rpath,$libdir"
     )
     local boost_cfg
     boost_cfg="$(find "$libdir/cmake" -maxdepth 1 -name 'Boost-*' -type d 2>/dev/null | head -1)"
@@ -851,6 +874,10 @@ configure_and_build() {
       # the .debs' CMake configs need more Boost packages than we carry
       args+=(-DBoost_NO_BOOST_CMAKE=ON)
     fi
+  fi
+  if [[ -n "$ldflags" ]]; then
+    args+=("-DCMAKE_EXE_LINKER_FLAGS=$ldflags" "-DCMAKE_SHARED_LINKER_FLAGS=$ldflags"
+           "-DCMAKE_MODULE_LINKER_FLAGS=$ldflags")
   fi
   detect_ucudnn
   args+=("${UCUDNN_ARGS[@]}")
@@ -891,8 +918,7 @@ configure_and_build() {
   [[ $WITH_UCUDNN -eq 1 ]] && echo "  compare    : $BUILD_DIR/tools/ucudnn_compare"
   if [[ $WITH_PYTHON -eq 1 ]]; then
     echo "  pycaffe    : $SRC/python (PYTHONPATH=$SRC/python $PYTHON_EXE -c 'import caffe')"
-    # every library pycaffe loads must share the process's libstdc++: a static copy (a
-    # toolchain without libstdc++.so) made caffe.Net segfault in glog on the GPU node
+    # every library pycaffe loads must share the process's libstdc++ (Note [Shared libstdc++])
     local so
     for so in "$lib" "$SRC"/python/caffe/_caffe*.so; do
       [[ -e "$so" ]] || continue
