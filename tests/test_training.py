@@ -434,3 +434,14 @@ def test_metadata_checks_weights_plans_and_math(tmp_path):
     assert not any(w.startswith("ilp") for w in d["warnings"])
     assert meta["environment"] == {"NVIDIA_TF32_OVERRIDE": "0"}
     assert meta["command"] == "ucudnn training" and d["runs"]["ilp"]["kernels"]
+
+
+def test_child_env_gives_absolute_paths(tmp_path, monkeypatch):
+    """The child runs in the prototxt folder: a relative --out must still reach the records
+    file (a relative one made every ucudnn run on the H200 'fail' with no plan records)."""
+    from ucudnn.measure.records import ENV
+    monkeypatch.chdir(tmp_path)
+    opts = tr.Options(out=Path("rel-out"), nets=["digits"])
+    env = tr._child_env(opts, Path("rel-out") / "logs" / "x.records.jsonl")
+    assert env[ENV] == str(tmp_path / "rel-out" / "logs" / "x.records.jsonl")
+    assert tr._child_env(opts, None).get(ENV) is None

@@ -18,7 +18,6 @@ from ucudnn.experiments import training as tr
 
 pytestmark = pytest.mark.gpu
 
-REPO = Path(__file__).resolve().parents[1]
 ITERATIONS = 40
 
 
@@ -35,7 +34,10 @@ def trained(tmp_path_factory, gpu_visible):
         pytest.skip(f"pycaffe does not import (scripts/gpu_node.sh setup builds it): {e}")
     out = tmp_path_factory.mktemp("training")
     env = dict(os.environ, UCUDNN_CACHE=str(out / "bench.sqlite"))
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in sys.path if p])
+    # the ucudnn this test imported (installed with its compiled core; the checkout's own
+    # folder has no core when the package was installed without -e, as on the GPU node)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(tr.__file__).resolve().parents[2])]
+                                        + [p for p in sys.path if p])
     r = subprocess.run([sys.executable, "-m", "ucudnn", "training", "--out", str(out),
                         "--nets", "digits", "--settings", "stock,powerOfTwo",
                         "--iterations", str(ITERATIONS), "--test-interval", "10",

@@ -124,7 +124,9 @@ def run(args) -> int:
         pycaffe=Path(args.pycaffe) if args.pycaffe else None,
         caffe_build=Path(args.caffe_build) if args.caffe_build else None,
         gpu=args.gpu, mode=mode, timeout=args.timeout, force=args.force, seed=args.seed,
-        cache_path=args.cache, argv=["ucudnn", "training", *getattr(args, "argv", [])])
+        # absolute: each run's child works in its prototxt folder
+        cache_path=str(Path(args.cache).resolve()) if args.cache else None,
+        argv=["ucudnn", "training", *getattr(args, "argv", [])])
     tr.check_options(opts)
     if mode == "gpu":
         from ..measure.sources import device_status

@@ -42,6 +42,14 @@ Note [Training equivalence]
     algorithms are not even deterministic (atomics), so stock Caffe differs from itself from
     one process to the next; ``stock-rerun`` (a second stock process) measures that floor.
 
+    A second mechanism makes single elements differ by O(1), not by rounding: ReLU's
+    gradient jumps at 0, so a convolution output that one algorithm computes as +1e-7 and
+    another as -1e-7 passes its upstream gradient in one run and none in the other. With
+    millions of outputs per layer a few lie that close to 0 (measured on the H200 through
+    pycaffe: one such flip behind conv1 made the data gradient differ by 2.2e-2, Note
+    [pycaffe comparisons] in tests/test_pycaffe_gpu.py). Every setting that picks another
+    forward algorithm than stock does this, micro-batched or not; SGD then carries it on.
+
     So bitwise equality is not expected. What is expected:
 
     * the same initial weights in every setting (the solver's ``random_seed``; checked: the
@@ -897,7 +905,8 @@ def _child_env(opts: Options, records: Optional[Path]) -> Dict[str, str]:
     e.pop("UCUDNN_RECORDS", None)
     if records is not None:
         from ..caffe.records import ENV as RECORDS_ENV
-        e[RECORDS_ENV] = str(records)
+        # absolute: the child runs in the prototxt folder (its solver's relative paths)
+        e[RECORDS_ENV] = str(Path(records).resolve())
     return e
 
 
