@@ -20,6 +20,18 @@ Note [pycaffe comparisons]
     gradients, so equality is not bitwise. The `caffe` tool's loss (`caffe test`, same
     weights, the inputs through an HDF5Data layer) is printed with 6 significant digits:
     compared within TOOL_RTOL = 2e-5.
+
+    The activations are smooth (TanH, and the Python layer's 2x + tanh x), not ReLU: a
+    ReLU's gradient jumps at 0, so an output that one algorithm computes as +1e-7 and
+    another as -1e-7 passes the whole upstream gradient in one run and none in the other.
+    Measured on the H200 with a ReLU after conv1 (batch 32, 64x56x56): ucudnn's FFT_TILING
+    forward for conv1 instead of stock's implicit GEMM (both within 3e-7 of a float64
+    reference) flipped the mask at a few of its 6.4 M outputs, and the data gradient then
+    differed by 2.2e-2, conv1's weight gradient by 1.8e-3 (max-normalised), identically
+    with CUDA_LAUNCH_BLOCKING=1 and with no memcheck error; with stock's algorithms
+    (workspace_limit 0) or conv1 left stock, nothing differed beyond 1e-5. A flip is a
+    property of the net at that input, not an error of either run: the test net has no
+    ReLU.
 """
 import json
 import os
@@ -47,7 +59,6 @@ BATCH = 32
 STRICT = "math: FMA exclude_winograd: true benchmark_repeats: 1"
 # net-wide ucudnn_param settings; the records must show a divided plan in at least one
 POW2_64M = f"policy: POWER_OF_TWO workspace_limit: {64 * MIB} {STRICT}"
-POW2_8M = f"policy: POWER_OF_TWO workspace_limit: {8 * MIB} {STRICT}"
 ALL_8M = f"policy: ALL workspace_limit: {8 * MIB} {STRICT}"
 
 # ResNet-18's conv2_x shapes (64 channels, 56x56) at batch 32: where the tool's comparison
@@ -60,7 +71,7 @@ force_backward: true
 layer {{ name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
   convolution_param {{ num_output: 64 kernel_size: 3 pad: 1
     weight_filler {{ type: "msra" }} bias_filler {{ type: "constant" value: 0.1 }} }} }}
-layer {{ name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }}
+layer {{ name: "act1" type: "TanH" bottom: "conv1" top: "conv1" }}
 layer {{ name: "conv2" type: "Convolution" bottom: "conv1" top: "conv2"
   convolution_param {{ num_output: 64 kernel_size: 3 pad: 1 group: 2
     weight_filler {{ type: "msra" }} bias_filler {{ type: "constant" value: 0.1 }} }} }}
@@ -182,6 +193,36 @@ def pycaffe(tmp_path_factory, gpu_visible):
     return {"dir": d, "env": env, "inputs": inputs, "runs": iter(range(1 << 30))}
 
 
+@pytest.fixture(scope="module")
+def split_setting(pycaffe):
+    """A net-wide powerOfTwo setting under which conv1 is micro-batched on this GPU.
+
+    Which limit splits a kernel depends on the GPU and cuDNN (on the H200 with cuDNN 9.14
+    neither 8 nor 64 MiB split these shapes at batch 32: every kernel's fastest algorithm
+    either fits whole or is not worth splitting for), so the limit is found here: conv1's
+    kernels are benchmarked (FMA, no Winograd, as the nets run) and planned at limits from
+    2 to 48 MiB; the limit where a split plan gains most over the undivided one is used."""
+    from ucudnn.measure.bench import benchmark_kernel
+    from ucudnn.plan.conv import ConvShape
+    from ucudnn.plan.dp import WINOGRAD_ALGOS, candidate_sizes, plan_kernel, without_algorithms
+    shape = ConvShape(64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1)     # conv1 of NET
+    sizes = candidate_sizes("powerOfTwo", BATCH)
+    best = None
+    for op in ("fwd", "bwd_data", "bwd_filter"):
+        bench = without_algorithms(benchmark_kernel(shape, op, BATCH, sizes, repeats=1,
+                                                    math="fma"), WINOGRAD_ALGOS[op])
+        for mib in (2, 4, 8, 12, 16, 24, 32, 48):
+            plan = plan_kernel(bench, BATCH, "powerOfTwo", mib * MIB)
+            whole = plan_kernel(bench, BATCH, "undivided", mib * MIB)
+            gain = whole.time_ms / plan.time_ms
+            if len(plan.chunks) > 1 and (best is None or gain > best[0]):
+                best = (gain, mib, op, plan.describe())
+    assert best is not None, "no workspace limit from 2 to 48 MiB splits conv1 on this GPU"
+    gain, mib, op, desc = best
+    print(f"split setting: {mib} MiB (conv1 {op}: {desc}, {gain:.2f}x over undivided)")
+    return f"policy: POWER_OF_TWO workspace_limit: {mib * MIB} {STRICT}"
+
+
 def _write_net(pc, tag, ucudnn=None, python_layer=False, hdf5_source=None):
     text = NET.format(ucudnn=f"ucudnn_param {{ {ucudnn} }}" if ucudnn else "",
                       inputs=HDF5_INPUTS.format(source=hdf5_source) if hdf5_source else INPUTS,
@@ -247,7 +288,7 @@ def test_import_caffe_on_gpu(pycaffe):
     assert {"Convolution", "Python", "Input"} <= types, sorted(types)
 
 
-def test_ucudnn_net_equals_stock_and_caffe_tool(pycaffe):
+def test_ucudnn_net_equals_stock_and_caffe_tool(pycaffe, split_setting):
     """(b) forward + backward through pycaffe: ucudnn settings equal stock cuDNN layers; the
     plans were micro-batched somewhere; the `caffe` tool computes the same loss."""
     weights = pycaffe["dir"] / "b.caffemodel"
@@ -258,7 +299,8 @@ def test_ucudnn_net_equals_stock_and_caffe_tool(pycaffe):
     assert recs == [] and weights.is_file(), out[-3000:]
     losses = {"stock": float(ref["loss"])}
     divided = {}
-    for tag, setting in (("pow2_64M", POW2_64M), ("pow2_8M", POW2_8M), ("all_8M", ALL_8M)):
+    for tag, setting in (("pow2_64M", POW2_64M), ("pow2_split", split_setting),
+                         ("all_8M", ALL_8M)):
         recs = []
         model = _write_net(pycaffe, f"b_{tag}", ucudnn=setting)
         out, got = _run_pycaffe(pycaffe, {"model": str(model), "weights": str(weights)},
@@ -303,7 +345,7 @@ def test_ucudnn_net_equals_stock_and_caffe_tool(pycaffe):
         assert abs(tool - losses[tag]) <= TOOL_RTOL * abs(losses[tag]), (tag, tool, losses[tag])
 
 
-def test_python_layer_between_ucudnn_layers(pycaffe):
+def test_python_layer_between_ucudnn_layers(pycaffe, split_setting):
     """(c) conv1, conv2 (ucudnn) -> Python layer -> conv3 (ucudnn): forward and backward through
     pycaffe (the ucudnn layers take the GIL pycaffe holds, the Python layer runs in between)
     equal the stock net."""
@@ -312,7 +354,7 @@ def test_python_layer_between_ucudnn_layers(pycaffe):
                                                                       python_layer=True)),
                                             "weights": str(weights)})
     recs = []
-    model = _write_net(pycaffe, "c_pow2", ucudnn=POW2_64M, python_layer=True)
+    model = _write_net(pycaffe, "c_pow2", ucudnn=split_setting, python_layer=True)
     out, got = _run_pycaffe(pycaffe, {"model": str(model), "weights": str(weights)},
                             records=recs)
     for o in (stock_out, out):
@@ -322,4 +364,4 @@ def test_python_layer_between_ucudnn_layers(pycaffe):
     assert layers == {"conv1", "conv2", "conv3"}, layers
     assert "top/py" in got
     print(f"divided plans: {_divided(recs)}")
-    _compare(ref, got, "pycaffe with a Python layer, powerOfTwo 64 MiB vs stock")
+    _compare(ref, got, "pycaffe with a Python layer, powerOfTwo (split setting) vs stock")
