@@ -190,3 +190,60 @@ def test_records_are_json_without_nan(tmp_path):
     rw.append_record({"kind": "ilp", "budget_bytes": 1, "solve_s": 0.0, "members": [],
                       "undivided_ms": rw._num(float("nan"))}, path=str(path))
     assert json.loads(path.read_text())["undivided_ms"] is None
+
+
+# ------------------------------------------------------------------ the pruned search at run time
+
+def test_pruned_search_at_run_time(tmp_path, monkeypatch):
+    """Note [Pruned search at run time]: a kernel of policy ``all`` replayed from the H200 table
+    of ResNet-18's l1_3x3 forward (every size 1..256 recorded): with ``UCUDNN_SEARCH=pruned``
+    the plan is the exhaustive one's (within 1 %) from a fraction of the sizes, re-plans use
+    the sizes measured, the records say which search ran; the ILP still measures every size."""
+    import lzma
+    from ucudnn.measure import bench
+    from ucudnn.plan.dp import plan_kernel
+    from ucudnn.plan.table import group_by_kernel, parse_table
+    from ucudnn.vocab import InputError
+    data = Path(__file__).resolve().parent / "data" / "h200_all_sizes" / "resnet18_bench.csv.xz"
+    with lzma.open(data, "rt") as f:
+        table = group_by_kernel(parse_table(f.read(), source=data.name))[("l1_3x3", "fwd")]
+    asked = []
+
+    def replay(kern, sizes, *, repeats=3, cache_path=None, workspace_cap=None, progress=None):
+        asked.extend(sizes)
+        for b in sizes:
+            progress(b)
+        return {b: table[b] for b in sizes}
+
+    monkeypatch.setattr(bench, "measure", replay)
+    path = tmp_path / "records.jsonl"
+    monkeypatch.setenv(rw.ENV, str(path))
+    limit = 8 << 20
+    full = plan_kernel(table, 256, "all", limit)
+
+    monkeypatch.setenv(runtime.SEARCH_ENV, "pruned")
+    k = FakeKernel("l1_3x3", "fwd", n=256)
+    runtime.prepare_kernel(k, policy="all", optimizer=0, limit=limit)
+    assert full.time_ms <= k.plan.time_ms <= 1.01 * full.time_ms
+    assert len(asked) == len(set(asked)) <= 64                  # of 256
+    rec = rr.read_records(path)[0]
+    assert rec["kind"] == "bench" and rec["search"] == "pruned"
+    assert rec["sizes"] == rec["sizes_benchmarked"] == len(asked) and rec["search_rounds"] >= 1
+    runtime.replan_kernel(k, 1 << 20)
+    assert {c.batch for c in k.plan.chunks} <= set(asked) and k.workspace_size <= 1 << 20
+
+    asked.clear()
+    monkeypatch.setenv(runtime.SEARCH_ENV, "exhaustive")
+    k = FakeKernel("l1_3x3", "fwd", n=256)
+    runtime.prepare_kernel(k, policy="all", optimizer=0, limit=limit)
+    assert sorted(asked) == list(range(1, 257)) and k.plan.time_ms == full.time_ms
+
+    asked.clear()                      # the ILP needs every limit's optimum: all sizes
+    monkeypatch.setenv(runtime.SEARCH_ENV, "pruned")
+    runtime.prepare_kernel(FakeKernel("l1_3x3", "fwd", n=256), policy="all", optimizer=1,
+                           limit=limit)
+    assert len(asked) == 256
+
+    monkeypatch.setenv(runtime.SEARCH_ENV, "fastest")
+    with pytest.raises(InputError, match="UCUDNN_SEARCH: unknown search 'fastest'"):
+        runtime.prepare_kernel(FakeKernel("c"), policy="all", optimizer=0, limit=limit)

@@ -55,11 +55,10 @@ def _replay(net, limit_mib, op):
 
 NETS = ("alexnet", "resnet18")
 # (net, limit MiB, op) where some kernel's pruned plan is more than 1 % slower than the
-# exhaustive one (worst gap as measured on 2026-11-30): the bounds of Note [Pruned search] do
-# not hold on these tables (cuDNN's time and workspace jump between neighbouring sizes).
-MISSES = {("alexnet", 64, "fwd"): 3.7, ("alexnet", 64, "bwd_filter"): 2.2,
-          ("resnet18", 8, "fwd"): 5.8, ("resnet18", 8, "bwd_data"): 12.3,
-          ("resnet18", 64, "fwd"): 7.3, ("resnet18", 64, "bwd_data"): 17.9,
+# exhaustive one (worst gap as measured with the defaults, dense 16 and window 6): the bounds
+# of Note [Pruned search] do not hold on these tables (cuDNN's time and workspace jump
+# between neighbouring sizes). The nets' totals are within 1 % nevertheless (below).
+MISSES = {("resnet18", 64, "fwd"): 5.3, ("resnet18", 64, "bwd_data"): 12.7,
           ("resnet18", 64, "bwd_filter"): 6.5}
 
 
@@ -95,9 +94,46 @@ def test_pruned_never_worse_than_power_of_two_and_measures_few_sizes(net, limit,
     assert mean_calls <= 0.25 * N
 
 
+@pytest.mark.parametrize("limit", LIMITS)
+@pytest.mark.parametrize("net", NETS)
+def test_net_plan_within_one_percent_of_all(net, limit):
+    """Issue 14's criterion: the net's predicted convolution time (every kernel times its
+    group calls and identical layers, as the planner sums it) from the pruned search is within
+    1 % of the exhaustive `all` plan's (measured with the defaults: 0.00-0.25 %)."""
+    from ucudnn.measure import shipped
+    layers = {l.name: l for l in shipped.layers(net)}
+    full = pruned = 0.0
+    for layer, op_full, _, op_pruned, _ in [r for op in OPS for r in _replay(net, limit, op)]:
+        w = layers[layer].groups * layers[layer].count
+        full += w * op_full.time_ms
+        pruned += w * op_pruned.time_ms
+    print(f"{net} {limit} MiB: pruned {pruned:.3f} ms, all {full:.3f} ms "
+          f"(+{100 * (pruned / full - 1):.2f} %)")
+    assert full <= pruned <= 1.01 * full
+
+
+@pytest.mark.parametrize("net", NETS)
+def test_pruned_search_costs_a_tenth_of_all(net):
+    """A cudnnFind at size b costs about in proportion to b (results/h200/cold_planning/):
+    the sizes measured, weighted by size, against all sizes 1..N of every kernel, for the
+    three limits planned one by one (measured: 7.9 % for both nets)."""
+    asked = total = 0
+    for limit in LIMITS:
+        for op in OPS:
+            for (layer, o), bench in _table(net).items():
+                if o != op:
+                    continue
+                replay = Replay(bench)
+                plan_pruned(replay, N, limit * MiB, name=layer)
+                asked += sum(replay.asked)
+                total += N * (N + 1) // 2
+    print(f"{net}: {100 * asked / total:.1f} % of exhaustive `all`, weighted by size")
+    assert asked <= 0.10 * total
+
+
 def test_most_kernels_within_one_percent():
-    """What the pruned search achieves across both nets and the three limits (measured
-    2026-11-30: 128 of 138 kernel-limit pairs within 1 %)."""
+    """What the pruned search achieves across both nets and the three limits, kernel by
+    kernel (measured with the defaults: 134 of 138 kernel-limit pairs within 1 %)."""
     within = total = 0
     for net in NETS:
         for limit in LIMITS:
@@ -105,7 +141,7 @@ def test_most_kernels_within_one_percent():
                 for _, full, _, pruned, _ in _replay(net, limit, op):
                     total += 1
                     within += pruned.time_ms <= 1.01 * full.time_ms
-    assert within >= 0.9 * total, (within, total)
+    assert within >= 0.95 * total, (within, total)
 
 
 def test_cifar10_needs_a_table():
@@ -130,8 +166,9 @@ def test_smooth_table_is_exact_with_few_sizes(limit):
     replay = Replay(bench)
     plan, res = plan_pruned(replay, N, limit, window=0)
     assert plan.time_ms == pytest.approx(plan_kernel(bench, N, "all", limit).time_ms)
-    # affine times tie many plans, so with tol 0 the search needs up to 166 sizes here
-    assert res.calls <= (9 if limit in (0, 10**9) else 170)
+    # where one algorithm is best everywhere the start sizes certify the plan; otherwise
+    # affine times tie many plans, so with tol 0 the search needs up to 177 sizes here
+    assert res.calls <= (len(start_sizes(N)) if limit in (0, 10**9) else 180)
     assert res.gap(limit) <= 1e-9
 
 
@@ -195,5 +232,7 @@ def test_errors():
         pruned_sizes(lambda sizes: {}, 8, [0])
     with pytest.raises(PlanError, match="positive integer"):
         start_sizes(0)
-    assert start_sizes(256) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
-    assert start_sizes(12) == [1, 2, 4, 8, 12]
+    assert start_sizes(256) == list(range(1, 17)) + [32, 64, 128, 256]
+    assert start_sizes(256, dense=0) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    assert start_sizes(12) == list(range(1, 13))
+    assert start_sizes(12, dense=2) == [1, 2, 4, 8, 12]

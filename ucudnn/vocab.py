@@ -45,6 +45,8 @@ _POLICY_ALIASES = {
 #: of that budget that every layer reuses (Note [Shared arena] in ucudnn/plan/network.py).
 OPTIMIZERS: Tuple[str, ...] = ("dp", "ilp", "shared")
 OPTIMIZER_CODES: Dict[int, str] = dict(enumerate(OPTIMIZERS))
+#: how policy ``all`` finds its sizes: every size, or the pruned search (Note [Pruned search])
+SEARCHES: Tuple[str, ...] = ("exhaustive", "pruned")
 
 #: dtype name -> (cudnnDataType_t, bytes per element)
 DTYPES: Dict[str, Tuple[int, int]] = {"float32": (0, 4), "float64": (1, 8), "float16": (2, 2),

@@ -10,6 +10,21 @@ Every benchmark, every plan a kernel is given and every ILP solve is appended to
 :mod:`ucudnn.caffe.records`): what programs read. The log lines (``UCUDNN_LOG=INFO``) say the
 same for people, with cuDNN's algorithm names.
 
+Note [Pruned search at run time]
+    With ``UCUDNN_SEARCH=pruned`` a DP kernel of policy ``all`` (no explicit sizes) is not
+    benchmarked at every size 1..N: ``ucudnn.plan.search.pruned_sizes`` asks for the sizes
+    whose result could still change the plan at its limit (Note [Pruned search]), each
+    through the cache like any benchmark, and the kernel is planned over the sizes measured
+    (``strict=False``); a later re-plan under a smaller limit uses the same sizes. The ILP
+    and the shared arena need every limit's optimum (the desirable set), so they measure
+    all sizes as before. ``exhaustive`` (the default until the cold-planning times are
+    measured on the GPU host, issue 14) measures every size. Each round of the search is one
+    benchmark call, and a call pays its own set-up (the workspace offered to cudnnFind, up
+    to 8 GiB, allocated, and the buffers for its largest size filled on the host; in the
+    per-call profile, results/h200/cold_planning/, that set-up grows with the size): a
+    search of many rounds should keep them for the whole search, which the core does not
+    do yet.
+
 Note [Falling back]
     A plan can fail to resolve (cuDNN rejects an algorithm for this exact descriptor, or needs
     more workspace than the cache said). The failing (size, algorithm) is then dropped from the
@@ -27,10 +42,25 @@ from typing import List, Optional, Sequence
 from ..plan.dp import (WINOGRAD_ALGOS, PlanError, candidate_sizes, desirable_set, plan_kernel,
                  undivided_plan, without_algorithms)
 from ..plan.ilp import solve_workspace_division
-from ..vocab import OPTIMIZER_CODES, InputError, algo_name, format_size, normalise_policy
+from ..vocab import (OPTIMIZER_CODES, SEARCHES, InputError, algo_name, format_size,
+                     normalise_policy)
 from . import records
 
 log = logging.getLogger("ucudnn")
+
+#: the environment variable that picks the search over micro-batch sizes for policy ``all``
+SEARCH_ENV = "UCUDNN_SEARCH"
+
+
+def search_mode(value: Optional[str] = None) -> str:
+    """``value``, else ``$UCUDNN_SEARCH``, else ``exhaustive`` (Note [Pruned search at run
+    time]); an unknown name is an :class:`InputError` naming the variable."""
+    where = "search" if value is not None else SEARCH_ENV
+    v = (value if value is not None else os.environ.get(SEARCH_ENV, "")).strip().lower()
+    v = v or "exhaustive"
+    if v not in SEARCHES:
+        raise InputError(f"{where}: unknown search {v!r} (expected {', '.join(SEARCHES)})")
+    return v
 
 
 def _log_from_environment() -> None:
@@ -54,10 +84,12 @@ _log_from_environment()
 def prepare_kernel(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
                    sizes: Optional[Sequence[int]] = None, repeats: int = 3,
                    cache_path: Optional[str] = None, workspace_cap: Optional[int] = None,
-                   exclude_winograd: bool = False):
+                   exclude_winograd: bool = False, search: Optional[str] = None):
     """Benchmark ``kern`` and plan it (DP within ``limit``) or prepare it for the ILP.
 
-    ``exclude_winograd``: plan without the Winograd algorithms (the cache keeps them)."""
+    ``exclude_winograd``: plan without the Winograd algorithms (the cache keeps them).
+    ``search``: ``exhaustive`` or ``pruned`` (default ``$UCUDNN_SEARCH``; Note [Pruned search
+    at run time])."""
     where = f"layer {kern.name!r}"
     policy = normalise_policy(policy, f"{where}: field 'policy'")
     if isinstance(optimizer, int):
@@ -67,18 +99,38 @@ def prepare_kernel(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
         optimizer = OPTIMIZER_CODES[optimizer]
     if limit < 0:
         raise PlanError(f"{where}: field 'workspace_limit': must not be negative, got {limit}")
+    search = search_mode(search)
+    pruned = search == "pruned" and policy == "all" and sizes is None and optimizer == "dp"
     cands = candidate_sizes(policy, kern.n, sizes)
     from .bench import measure
     measured: List[int] = []
+    excluded = WINOGRAD_ALGOS[kern.op] if exclude_winograd else frozenset()
+
+    def measure_sizes(want):
+        return measure(kern, want, repeats=repeats, cache_path=cache_path,
+                       workspace_cap=workspace_cap, progress=measured.append)
+
     t0 = time.perf_counter()
-    kern.bench = measure(kern, cands, repeats=repeats, cache_path=cache_path,
-                         workspace_cap=workspace_cap, progress=measured.append)
-    if exclude_winograd:
-        kern.bench = without_algorithms(kern.bench, WINOGRAD_ALGOS[kern.op])
+    rounds = None
+    if pruned:
+        from ..plan.search import pruned_sizes
+        # every size asked stays a key (the search needs one), without the excluded algorithms
+        res = pruned_sizes(lambda want: {b: [p for p in perfs if p.algo not in excluded]
+                                         for b, perfs in measure_sizes(want).items()},
+                           kern.n, [limit], name=where)
+        kern.bench, cands, rounds = res.bench, res.measured, len(res.rounds)
+    else:
+        kern.bench = measure_sizes(cands)
+        if exclude_winograd:
+            kern.bench = without_algorithms(kern.bench, excluded)
     t1 = time.perf_counter()
-    kern.settings = {"policy": policy, "sizes": sizes, "limit": limit, "optimizer": optimizer}
+    kern.settings = {"policy": policy, "sizes": sizes, "limit": limit, "optimizer": optimizer,
+                     "search": "pruned" if pruned else "exhaustive",
+                     # pruned: plan over the sizes measured (the others were ruled out)
+                     "strict": not pruned}
     bench = {"bench_s": t1 - t0, "sizes": len(cands), "sizes_benchmarked": len(set(measured)),
-             "sizes_cached": len(cands) - len(set(measured))}
+             "sizes_cached": len(cands) - len(set(measured)),
+             "search": kern.settings["search"], "search_rounds": rounds}
     if records.records_path():
         records.append_record({"kind": "bench", **records.kernel_fields(kern),
                                **records.settings_fields(kern), "repeats": repeats,
@@ -114,7 +166,8 @@ def _apply(kern, limit: int, first=None):
     s = kern.settings
     where = f"layer {kern.name!r}"
     while True:
-        plan = first or plan_kernel(kern.bench, kern.n, s["policy"], limit, s["sizes"], name=where)
+        plan = first or plan_kernel(kern.bench, kern.n, s["policy"], limit, s["sizes"],
+                                    strict=s.get("strict", True), name=where)
         first = None
         try:
             kern.set_plan(plan)

@@ -7,7 +7,8 @@ pure (on a GPU it is ``Kernel.benchmark`` through the cache, in tests a replay o
 table that counts the sizes asked for).
 
 Note [Pruned search]
-    Measured sizes M start as the powers of two and N (``start_sizes``). For an unmeasured size
+    Measured sizes M start as every size up to ``DENSE`` (16), the powers of two and N
+    (``start_sizes``). For an unmeasured size
     b let lo < b < hi be its nearest measured neighbours. Two assumptions about one algorithm a
     (an (algo, math) pair) bound its time at b from below:
 
@@ -31,9 +32,15 @@ Note [Pruned search]
     the unmeasured sizes of its lower-bound plan.
 
     When the bounds are met, a local search measures the unmeasured sizes within ``window``
-    (4) of each size of each limit's measured plan, and repeats the whole until nothing is
+    (6) of each size of each limit's measured plan, and repeats the whole until nothing is
     left to measure. The powers of two are measured first, so the result is never slower
     than the powerOfTwo plan.
+
+    Why the small sizes are all measured: a cudnnFind at size b costs about in proportion to
+    b (the per-size profile on the H200, results/h200/cold_planning/), so sizes 1..16 cost
+    136 / 32,896 = 0.4 % of measuring all 256 sizes, and they are where the bounds fail most
+    (narrow sweet spots such as l1_3x3 fwd at 11-15, and the per-sample bound (P) is
+    weakest where a few samples underfill the GPU).
 
     Where it can be wrong: the bounds are physical tendencies, not laws. (P) fails at wave
     quantisation (a size just above a multiple of the GPU's tile waves costs almost a whole
@@ -46,15 +53,20 @@ Note [Pruned search]
     (tests/test_search.py) checks the result against the exhaustive plan on the recorded H200
     tables of AlexNet and ResNet-18 at 8, 64 and 512 MiB.
 
-    Measured there (2026-11-30, tests/data/h200_all_sizes): 13-39 of 256 sizes per kernel on
-    average (5-15 %), 128 of 138 kernel-limit pairs within 1 % of exhaustive `all`, but 10
-    are not (worst 17.9 %, ResNet-18 l4_down bwd_data at 64 MiB): on cuDNN 9.14 all three
+    Measured there (tests/data/h200_all_sizes, the replay test): on cuDNN 9.14 all three
     assumptions fail often. Some algorithms are 1.5-2x slower at exactly 16, 32, 64, 128 than
     at the sizes around them (so the powers of two are the worst place to start from), time
     and workspace both drop between neighbouring sizes where cuDNN switches inner kernels
     (l3_3x3 fwd algo 1: 34.8 MiB at 64, 29.8 MiB at 72), and narrow sweet spots (l1_3x3 fwd:
-    sizes 11-15) hide between measured sizes. Denser start grids (ratio 1.15-1.5), a weaker
-    (P) and wider windows were tried and trade calls for fewer misses without closing them.
+    sizes 11-15) hide between measured sizes. What matters for a net is the sum over its
+    kernels (each weighted by its group calls and identical layers): with the defaults
+    (dense 16, window 6) the pruned plans of AlexNet and ResNet-18 at 8, 64 and 512 MiB are
+    within 0.25 % of the exhaustive ones (0.00-0.25 %), measuring sizes that cost 7.9 % of
+    measuring all of them (weighted by size). Single kernels still miss: 4 of 138
+    kernel-limit pairs are more than 1 % slower (worst 12.7 %), small kernels whose loss the
+    net's total hardly sees. (Before: powers of two to start and window 4, 6.3 % of the cost,
+    ResNet-18 at 8 MiB 1.56 % slower, 10 kernels missed by up to 17.8 %; denser geometric
+    grids (ratio 1.15-1.5) and a weaker (P) traded calls for misses without closing them.)
 
     The network ILP needs the desirable set (Note [Desirable set] in :mod:`ucudnn.plan.dp`),
     i.e. the optimum at every limit at once. T_lb(L) and T_ub(L) are step functions of L that
@@ -72,20 +84,23 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 from .dp import Plan, PlanError, best_algorithms, min_partition, plan_kernel
 from .table import AlgoPerf
 
-__all__ = ["start_sizes", "lower_bounds", "pruned_sizes", "plan_pruned", "PrunedResult"]
+__all__ = ["start_sizes", "lower_bounds", "pruned_sizes", "plan_pruned", "PrunedResult",
+           "DENSE", "WINDOW"]
 
 Measure = Callable[[List[int]], Mapping[int, Sequence[AlgoPerf]]]
 INF = float("inf")
 PER_SAMPLE_SLACK = 0.0
-WINDOW = 4
+WINDOW = 6
+DENSE = 16
 
 
-def start_sizes(n: int, ratio: float = 2.0) -> List[int]:
-    """The first sizes measured: a geometric grid (default the powers of two) below ``n``,
-    and ``n``; with ratio 2 the pruned plan is never slower than the powerOfTwo plan."""
+def start_sizes(n: int, ratio: float = 2.0, dense: int = DENSE) -> List[int]:
+    """The first sizes measured: every size up to ``dense``, a geometric grid (default the
+    powers of two) below ``n``, and ``n``; with ratio 2 the pruned plan is never slower than
+    the powerOfTwo plan."""
     if not isinstance(n, int) or n < 1:
         raise PlanError(f"batch: mini-batch size must be a positive integer, got {n!r}")
-    out, x = set(), 1.0
+    out, x = set(range(1, min(dense, n) + 1)), 1.0
     while x < n:
         out.add(int(round(x)))
         x = max(x * ratio, x + 1)

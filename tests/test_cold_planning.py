@@ -1,0 +1,85 @@
+"""scripts/cold_planning.py on a CPU: the core's Kernel and the benchmark replaced by a replay
+of the H200 tables of every size (tests/data/h200_all_sizes), so the script's plumbing (the
+runtime's planning, the plan records it counts, the CSV row) runs as on the GPU host."""
+import csv
+import importlib.util
+import lzma
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from ucudnn.measure import bench
+from ucudnn.plan.table import group_by_kernel, parse_table
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@lru_cache(maxsize=None)
+def _table(net):
+    path = REPO / "tests" / "data" / "h200_all_sizes" / f"{net}_bench.csv.xz"
+    with lzma.open(path, "rt") as f:
+        return group_by_kernel(parse_table(f.read(), source=path.name))
+
+
+class ReplayKernel:
+    """What the runtime uses of a core Kernel; its benchmark comes from the table."""
+
+    def __init__(self, shape, op, n, dtype, math, name, instances=1):
+        self.shape, self.op, self.n, self.name = shape, op, n, name
+        self.dtype, self.math, self.device, self.instances = dtype, math, 0, instances
+        self.plan = self.bench = self.settings = self.desirable = self.timing = None
+        self.workspace_size = 0
+
+    def set_plan(self, plan):
+        self.plan, self.workspace_size = plan, plan.ws_bytes
+
+    def workspace_for(self, batch, algo, math):
+        return next(p.ws_bytes for p in self.bench[batch] if p.algo == algo)
+
+
+class ReplayCore:
+    Kernel = ReplayKernel
+
+
+@pytest.fixture
+def script(monkeypatch):
+    asked = []
+
+    def measure(kern, sizes, *, repeats=3, cache_path=None, workspace_cap=None,
+                progress=None):
+        table = _table("resnet18")[kern.name, kern.op]
+        for b in sizes:
+            asked.append(b)
+            progress(b)
+        return {b: table[b] for b in sizes}
+
+    monkeypatch.setattr(bench, "core", lambda: ReplayCore)
+    monkeypatch.setattr(bench, "measure", measure)
+    monkeypatch.setattr(bench, "device_info", lambda: {"gpu": "replayed H200"})
+    spec = importlib.util.spec_from_file_location("cold_planning",
+                                                  REPO / "scripts" / "cold_planning.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod, asked
+
+
+def test_pruned_and_exhaustive_rows(script, tmp_path, capsys):
+    mod, asked = script
+    out = tmp_path / "cold.csv"
+    for search in ("pruned", "exhaustive"):
+        asked.clear()
+        assert mod.main(["--net", "resnet18", "--policy", "all", "--search", search,
+                         "--limit", "64MiB", "--csv", str(out)]) == 0
+    with open(out, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["search"] for r in rows] == ["pruned", "exhaustive"]
+    pruned, full = rows
+    kernels = len(_table("resnet18"))          # every kernel the net plans (cold pass)
+    assert int(full["sizes_benchmarked"]) == 256 * kernels
+    assert int(pruned["sizes_benchmarked"]) <= 0.25 * 256 * kernels
+    # the net's predicted time: the pruned plans within 1 % of the exhaustive ones
+    assert float(full["predicted_ms"]) <= float(pruned["predicted_ms"]) \
+        <= 1.01 * float(full["predicted_ms"])
+    assert all(r["gpus"] == "1" and r["limit_bytes"] == str(64 << 20) for r in rows)
+    assert "replayed H200: cold" in capsys.readouterr().out
