@@ -417,3 +417,55 @@ def test_plan_benchmarks_in_the_asked_dtype(fake_gpu, tmp_path, capsys):
     n = len(fake_gpu.calls)
     assert main(["plan", "--net", "alexnet", "--batch", "8", "--dtype", "float64"]) == 0
     assert len(fake_gpu.calls) == n and "data: cache" in capsys.readouterr().out
+
+
+def test_bench_shards_and_devices(fake_gpu, tmp_path, monkeypatch, capsys):
+    """Note [Benchmarks over several GPUs]: --shard i/N measures one of N disjoint,
+    equal-cost shares; --devices starts one `ucudnn bench --shard i/N` per GPU (here run in
+    this process by a stand-in for Popen, which records each child's GPU) and, with --csv,
+    reads the table back from the shared cache without measuring again."""
+    import types
+
+    from ucudnn.cli import main
+    from ucudnn.measure import shipped
+    from ucudnn.measure.sources import kernel_cost, shard_kernels
+    from ucudnn.plan.dp import candidate_sizes
+    layers = shipped.layers("resnet18")
+    sizes_of = lambda l: candidate_sizes("all", l.n)                 # noqa: E731
+    shards = shard_kernels(layers, ("fwd", "bwd_data", "bwd_filter"), sizes_of, 2)
+    every = [(l.name, op) for l in layers for op in l.ops]
+    assert sorted(shards[0] + shards[1]) == sorted(every) and not set(shards[0]) & set(shards[1])
+    cost = {(l.name, op): kernel_cost(l, op, sizes_of(l)) for l in layers for op in l.ops}
+    loads = [sum(cost[k] for k in s) for s in shards]
+    assert max(loads) <= 1.1 * min(loads)                   # ResNet-18 splits evenly
+    assert shard_kernels(layers, ("fwd", "bwd_data", "bwd_filter"), sizes_of, 2) == shards
+
+    cache = tmp_path / "c.sqlite"
+    assert main(["bench", "--net", "alexnet", "--cache", str(cache), "--shard", "0/2"]) == 0
+    first = len(fake_gpu.calls)
+    assert 0 < first < 14
+
+    children = []
+
+    def popen(cmd, env):
+        assert cmd[1:4] == ["-m", "ucudnn", "bench"] and "--devices" not in cmd
+        assert "--csv" not in cmd
+        children.append((env["CUDA_VISIBLE_DEVICES"], cmd[cmd.index("--shard") + 1]))
+        rc = main(cmd[3:])                                 # the child, in this process
+        return types.SimpleNamespace(wait=lambda: rc, returncode=rc)
+
+    monkeypatch.setattr("subprocess.Popen", popen)
+    out = tmp_path / "t.csv"
+    assert main(["bench", "--net", "alexnet", "--cache", str(cache), "--devices", "2,3",
+                 "--csv", str(out)]) == 0
+    assert children == [("2", "0/2"), ("3", "1/2")]
+    assert len(fake_gpu.calls) == 14                      # shard 0 was cached: shard 1 only
+    assert len(read_table(out)) == 14 * 9 * 2             # read back, nothing measured
+    assert "2 GPUs done" in capsys.readouterr().err
+
+    monkeypatch.setattr("subprocess.Popen", lambda cmd, env: types.SimpleNamespace(
+        wait=lambda: 3, returncode=3))
+    assert main(["bench", "--net", "alexnet", "--cache", str(cache), "--devices", "0,1"]) == 1
+    assert "bench --devices: failed on GPU 0 (exit status 3), GPU 1" in capsys.readouterr().err
+    for bad in (["--devices", "0,0"], ["--devices", "0", "--shard", "0/1"], ["--shard", "1/1"]):
+        assert main(["bench", "--net", "alexnet", *bad]) == 2

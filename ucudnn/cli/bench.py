@@ -1,4 +1,17 @@
-"""``ucudnn bench``: benchmark convolution kernels on this GPU into the cache."""
+"""``ucudnn bench``: benchmark convolution kernels on this GPU into the cache.
+
+Note [Benchmarks over several GPUs]
+    ``--devices 0,1`` starts one ``ucudnn bench ... --shard i/N`` process per GPU with
+    ``CUDA_VISIBLE_DEVICES`` set to it, so each process's core sees one GPU (its own handles,
+    buffers and benchmark lock) and nothing in the core has to choose devices. The kernels are
+    split into N shares of about equal cost (``ucudnn.measure.sources.shard_kernels``: a
+    cudnnFind's time grows with the micro-batch size and the convolution's work per sample,
+    results/h200/cold_planning/), the same split in every process. All write into the one
+    SQLite cache, which takes concurrent writers. Entries are keyed by GPU model, so the GPUs
+    must be of one model for the measurements to serve each other. With ``--csv`` the parent
+    reads the table back from the cache afterwards. Caffe's own planning does not spread yet:
+    a two-GPU ``caffe train`` still benchmarks per solver (issue 14). Not yet run on a GPU
+    host (tested with a stand-in for the processes, tests/test_cli.py)."""
 from __future__ import annotations
 
 from ..vocab import DTYPES, MATH_MODES, OPS
@@ -28,13 +41,80 @@ def add_parser(sub) -> None:
     s.add_argument("--csv", metavar="OUT", help="also write the measurements as a table "
                    "(default: none)")
     s.add_argument("--force", action="store_true", help="measure again what is cached")
+    s.add_argument("--devices", metavar="LIST", help="GPUs to spread the kernels over, e.g. "
+                   "0,1: one process per GPU (CUDA_VISIBLE_DEVICES), each measuring its share "
+                   "into the same cache (default: the current GPU only)")
+    s.add_argument("--shard", metavar="I/N", help="measure only the I-th of N equal-cost shares "
+                   "of the kernels (what each process of --devices runs)")
     s.set_defaults(func=run)
+
+
+def _shard(text):
+    try:
+        i, n = (int(x) for x in str(text).split("/"))
+    except ValueError:
+        i = n = -1
+    if not 0 <= i < n:
+        raise c.CliError(f"--shard: expected I/N with 0 <= I < N, got {text!r}")
+    return i, n
+
+
+def _devices(text):
+    out = []
+    for part in str(text).split(","):
+        try:
+            v = int(part.strip())
+        except ValueError:
+            v = -1
+        if v < 0 or v in out:
+            raise c.CliError(f"--devices: expected distinct GPU indices such as 0,1, got {text!r}")
+        out.append(v)
+    return out
+
+
+def _spread(args, devices) -> int:
+    """Note [Benchmarks over several GPUs]: one child ``ucudnn bench --shard i/N`` per GPU."""
+    import os
+    import subprocess
+    import sys
+    import time
+    argv, skip = [], False
+    for a in args.argv:                         # the same command without --devices / --csv
+        if skip:
+            skip = False
+            continue
+        if a in ("--devices", "--csv"):
+            skip = True
+            continue
+        if a.startswith(("--devices=", "--csv=")):
+            continue
+        argv.append(a)
+    procs, t0 = [], time.perf_counter()
+    for i, dev in enumerate(devices):
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(dev))
+        cmd = [sys.executable, "-m", "ucudnn", "bench", *argv, "--shard", f"{i}/{len(devices)}"]
+        c.say(f"GPU {dev}: {' '.join(cmd[2:])}")
+        procs.append((dev, subprocess.Popen(cmd, env=env)))
+    failed = []
+    for dev, p in procs:
+        if p.wait() != 0:
+            failed.append(f"GPU {dev} (exit status {p.returncode})")
+    c.say(f"{len(devices)} GPUs done in {time.perf_counter() - t0:.1f} s")
+    if failed:
+        # each child said why; what it measured before is in the cache
+        c.say(f"{c.PROG}: error: bench --devices: failed on " + ", ".join(failed))
+        return 1
+    return 0
 
 
 def run(args) -> int:
     from ..measure.sources import benchmark_layers
     from ..plan.table import rows_from_kernel, write_table
     c.need_layers(args)
+    devices = _devices(args.devices) if args.devices is not None else None
+    if devices and args.shard:
+        raise c.CliError("--shard: not with --devices (each of its processes gets one)")
+    shard = _shard(args.shard) if args.shard else None
     policy = c.policy(args.policy) if args.policy else "powerOfTwo"
     sizes = c.sizes(args.sizes)
     ops = c.ops(args.ops)
@@ -44,10 +124,17 @@ def run(args) -> int:
     if args.csv:
         c.output_file(args.csv, "--csv")
     layers, _, _ = c.load_layers(args, None)
+    if devices:
+        rc = _spread(args, devices)
+        if rc or not args.csv:
+            return rc
+        # everything is in the cache now: the table is read back from it (on this process's
+        # GPU, which must be of the same model: the cache keys on the model)
+        args.force = False
     benches, _ = benchmark_layers(layers, policy=policy, sizes=sizes, ops=ops,
                                   cache_path=args.cache, math=math_mode, dtype=dtype,
                                   repeats=args.repeats, workspace_cap=cap, force=args.force,
-                                  progress=c.say)
+                                  progress=c.say, shard=shard)
     if args.csv:
         rows = [r for (layer, op), b in benches.items() for r in rows_from_kernel(layer, op, b)]
         write_table(args.csv, rows)

@@ -32,8 +32,8 @@ from ..plan.table import OPS, BenchRow, KernelBench, group_by_kernel, read_table
 from ..vocab import InputError
 
 __all__ = ["SourceError", "Source", "Gathered", "device_status", "format_cudnn", "gather",
-           "benchmark_layers", "resolve_device", "import_table", "export_rows", "cache_listing",
-           "shipped_meta"]
+           "benchmark_layers", "shard_kernels", "kernel_cost", "resolve_device", "import_table",
+           "export_rows", "cache_listing", "shipped_meta"]
 
 Benches = Dict[Tuple[str, str], KernelBench]
 Progress = Optional[Callable[[str], None]]
@@ -114,11 +114,14 @@ def _say(progress: Progress, text: str) -> None:
 
 
 def _fill(layers, ops: Sequence[str], sizes_of: Callable, cache, *, math: str, dtype: str,
-          repeats: int, workspace_cap: Optional[int], force: bool, progress: Progress) -> Benches:
-    """Measure what ``cache`` lacks on this GPU; ``{(layer, op): {batch: [AlgoPerf]}}``."""
+          repeats: int, workspace_cap: Optional[int], force: bool, progress: Progress,
+          only=None) -> Benches:
+    """Measure what ``cache`` lacks on this GPU; ``{(layer, op): {batch: [AlgoPerf]}}``
+    (``only``: the ``(layer, op)`` pairs to do, default all)."""
     bench = _bench()
     t0 = time.perf_counter()
-    kernels = [(l, op) for l in layers for op in ops if op in l.ops]
+    kernels = [(l, op) for l in layers for op in ops if op in l.ops
+               and (only is None or (l.name, op) in only)]
     benches: Benches = {}
     for i, (l, op) in enumerate(kernels, start=1):
         shape = ConvShape.from_layer(l)
@@ -163,18 +166,55 @@ def benchmark_layers(layers, *, policy: str = "powerOfTwo", sizes: Optional[Sequ
                      ops: Sequence[str] = OPS, cache_path=None, math: str = "default",
                      dtype: str = "float32", repeats: int = 3,
                      workspace_cap: Optional[int] = None, force: bool = False,
-                     progress: Progress = None) -> Tuple[Benches, str]:
+                     progress: Progress = None,
+                     shard: Optional[Tuple[int, int]] = None) -> Tuple[Benches, str]:
     """Benchmark ``layers`` on this GPU into the cache (what it lacks; everything with
     ``force``). Returns the benchmarks and the cache's path. :class:`SourceError` without a
-    GPU (the cache is then not created)."""
+    GPU (the cache is then not created). ``shard=(i, n)``: only the kernels that
+    :func:`shard_kernels` gives to shard ``i`` of ``n`` (one GPU's part of ``bench
+    --devices``)."""
     info, reason = device_status()
     if info is None:
         raise SourceError(f"bench needs a GPU: no GPU visible: {reason}")
+    sizes_of = lambda l: candidate_sizes(policy, l.n, sizes)        # noqa: E731
+    kernels = None
+    if shard is not None:
+        i, n = shard
+        kernels = set(shard_kernels(layers, ops, sizes_of, n)[i])
     with _open_cache(cache_path) as cache:
-        benches = _fill(layers, ops, lambda l: candidate_sizes(policy, l.n, sizes), cache,
-                        math=math, dtype=dtype, repeats=repeats, workspace_cap=workspace_cap,
-                        force=force, progress=progress)
+        benches = _fill(layers, ops, sizes_of, cache, math=math, dtype=dtype, repeats=repeats,
+                        workspace_cap=workspace_cap, force=force, progress=progress,
+                        only=kernels)
         return benches, str(cache.path)
+
+
+def kernel_cost(layer, op: str, sizes: Sequence[int]) -> float:
+    """A kernel's benchmark cost, up to a constant: cudnnFind's time at size b grows about in
+    proportion to b (results/h200/cold_planning/) and to the convolution's work per sample
+    (multiply-adds of one group call, times the group calls and identical layers)."""
+    oh = (layer.h + 2 * layer.pad - layer.dilation * (layer.r - 1) - 1) // layer.stride + 1
+    ow = (layer.w + 2 * layer.pad - layer.dilation * (layer.s - 1) - 1) // layer.stride + 1
+    per_sample = (layer.c // layer.groups) * (layer.k // layer.groups) * layer.r * layer.s \
+        * oh * ow
+    return float(per_sample) * sum(sizes)
+
+
+def shard_kernels(layers, ops: Sequence[str], sizes_of: Callable,
+                  n: int) -> List[List[Tuple[str, str]]]:
+    """The kernels ``(layer, op)`` of ``layers`` split into ``n`` shards of about equal
+    :func:`kernel_cost` (largest first, each to the cheapest shard so far); deterministic, so
+    every process of ``bench --devices`` computes the same split."""
+    if not isinstance(n, int) or n < 1:
+        raise InputError(f"shards: need a positive count, got {n!r}")
+    kernels = [(kernel_cost(l, op, sizes_of(l)), l.name, op)
+               for l in layers for op in ops if op in l.ops]
+    shards: List[List[Tuple[str, str]]] = [[] for _ in range(n)]
+    load = [0.0] * n
+    for cost, name, op in sorted(kernels, key=lambda k: (-k[0], k[1], k[2])):
+        i = min(range(n), key=lambda j: (load[j], j))
+        shards[i].append((name, op))
+        load[i] += cost
+    return shards
 
 
 # ---------------------------------------------------------------------------------------------
