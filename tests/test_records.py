@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 
 import ucudnn
-from ucudnn.caffe import records as rr
-from ucudnn.measure import records as rw
-from ucudnn.measure import runtime
-from ucudnn.plan.conv import ConvShape
-from ucudnn.plan.table import AlgoPerf
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))     # --import-mode=importlib
+from fake_kernel import fake_kernel  # noqa: E402
+from ucudnn.caffe import records as rr  # noqa: E402
+from ucudnn.measure import records as rw  # noqa: E402
+from ucudnn.measure import runtime  # noqa: E402
+from ucudnn.plan.table import AlgoPerf  # noqa: E402
 
 ROOT = str(Path(ucudnn.__file__).resolve().parents[1])
 
@@ -79,23 +81,6 @@ def test_threads_and_processes_append_whole_lines(tmp_path):
 
 # ------------------------------------------------------------------ the runtime writes them
 
-class FakeKernel:
-    """What the runtime uses of a core Kernel, without a GPU."""
-
-    def __init__(self, name, op="fwd", n=8, instances=1):
-        self.shape = ConvShape(16, 8, 8, 16, 3, 3, 1, 1)
-        self.op, self.n, self.name, self.dtype, self.math = op, n, name, "float32", "default"
-        self.device, self.instances = 0, instances
-        self.plan = self.bench = self.settings = self.desirable = self.timing = None
-        self.workspace_size = 0
-
-    def set_plan(self, plan):
-        self.plan, self.workspace_size = plan, plan.ws_bytes
-
-    def workspace_for(self, batch, algo, math):
-        return next(p.ws_bytes for p in self.bench[batch] if p.algo == algo)
-
-
 def _fake_measure(kern, sizes, *, repeats=3, cache_path=None, workspace_cap=None,
                   progress=None):
     out = {}
@@ -117,7 +102,7 @@ def records_file(tmp_path, monkeypatch):
 
 
 def test_runtime_records_dp_plan_bench_and_replan(records_file, caplog):
-    k = FakeKernel("conv1", "bwd_filter", n=8, instances=2)
+    k = fake_kernel("conv1", "bwd_filter", n=8, instances=2)
     with caplog.at_level(logging.INFO, logger="ucudnn"):
         runtime.prepare_kernel(k, policy="powerOfTwo", optimizer=0, limit=4096)
         runtime.replan_kernel(k, 0)
@@ -146,7 +131,7 @@ def test_runtime_records_dp_plan_bench_and_replan(records_file, caplog):
 
 def test_runtime_records_the_ilp(records_file):
     pytest.importorskip("pulp")
-    ks = [FakeKernel("conv1", "fwd"), FakeKernel("conv2", "fwd", instances=2)]
+    ks = [fake_kernel("conv1", "fwd"), fake_kernel("conv2", "fwd", instances=2)]
     for k in ks:
         runtime.prepare_kernel(k, policy="powerOfTwo", optimizer=1, limit=0)
     runtime.plan_network_kernels(ks, 3 * 4096, counts=[1, 2])
@@ -170,7 +155,7 @@ def test_no_records_without_the_variable(tmp_path, monkeypatch):
     monkeypatch.setattr(bench, "measure", _fake_measure)
     monkeypatch.delenv(rw.ENV, raising=False)
     monkeypatch.chdir(tmp_path)
-    runtime.prepare_kernel(FakeKernel("c"), policy="undivided", optimizer=0, limit=1 << 20)
+    runtime.prepare_kernel(fake_kernel("c"), policy="undivided", optimizer=0, limit=1 << 20)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -178,7 +163,7 @@ def test_unwritable_records_file_warns_and_planning_goes_on(tmp_path, monkeypatc
     from ucudnn.measure import bench
     monkeypatch.setattr(bench, "measure", _fake_measure)
     monkeypatch.setenv(rw.ENV, str(tmp_path / "no" / "such" / "dir.jsonl"))
-    k = FakeKernel("c")
+    k = fake_kernel("c")
     with caplog.at_level(logging.WARNING, logger="ucudnn"):
         runtime.prepare_kernel(k, policy="undivided", optimizer=0, limit=1 << 20)
     assert k.plan is not None
@@ -222,7 +207,7 @@ def test_pruned_search_at_run_time(tmp_path, monkeypatch):
     full = plan_kernel(table, 256, "all", limit)
 
     monkeypatch.setenv(runtime.SEARCH_ENV, "pruned")
-    k = FakeKernel("l1_3x3", "fwd", n=256)
+    k = fake_kernel("l1_3x3", "fwd", n=256)
     runtime.prepare_kernel(k, policy="all", optimizer=0, limit=limit)
     assert full.time_ms <= k.plan.time_ms <= 1.01 * full.time_ms
     assert len(asked) == len(set(asked)) <= 64                  # of 256
@@ -234,16 +219,16 @@ def test_pruned_search_at_run_time(tmp_path, monkeypatch):
 
     asked.clear()
     monkeypatch.setenv(runtime.SEARCH_ENV, "exhaustive")
-    k = FakeKernel("l1_3x3", "fwd", n=256)
+    k = fake_kernel("l1_3x3", "fwd", n=256)
     runtime.prepare_kernel(k, policy="all", optimizer=0, limit=limit)
     assert sorted(asked) == list(range(1, 257)) and k.plan.time_ms == full.time_ms
 
     asked.clear()                      # the ILP needs every limit's optimum: all sizes
     monkeypatch.setenv(runtime.SEARCH_ENV, "pruned")
-    runtime.prepare_kernel(FakeKernel("l1_3x3", "fwd", n=256), policy="all", optimizer=1,
+    runtime.prepare_kernel(fake_kernel("l1_3x3", "fwd", n=256), policy="all", optimizer=1,
                            limit=limit)
     assert len(asked) == 256
 
     monkeypatch.setenv(runtime.SEARCH_ENV, "fastest")
     with pytest.raises(InputError, match="UCUDNN_SEARCH: unknown search 'fastest'"):
-        runtime.prepare_kernel(FakeKernel("c"), policy="all", optimizer=0, limit=limit)
+        runtime.prepare_kernel(fake_kernel("c"), policy="all", optimizer=0, limit=limit)
