@@ -31,9 +31,11 @@ Note [Plan records]
 
     ``kind: "bench"`` -- one per benchmark of a kernel (before its first plan)::
 
-        sizes               candidate micro-batch sizes
+        sizes               candidate micro-batch sizes (pruned search: the sizes it measured)
         sizes_benchmarked   of them timed now; sizes_cached: read from the benchmark cache
         bench_s             seconds for both; repeats, cache_path, exclude_winograd
+        search              "exhaustive" | "pruned" (Note [Pruned search at run time]);
+                            search_rounds: the pruned search's rounds (null: exhaustive)
 
     ``kind: "kernel"`` -- one per plan a kernel is given; the last of a kernel is the plan it
     runs::
