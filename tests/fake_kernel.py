@@ -13,6 +13,10 @@ class FakeKernel:
         self.dtype, self.math, self.device, self.instances = dtype, math, 0, instances
         self.plan = self.bench = self.settings = self.desirable = self.timing = None
         self.workspace_size = 0
+        self.held = []          # the hold_benchmark_buffers calls, in order
+
+    def hold_benchmark_buffers(self, hold):
+        self.held.append(bool(hold))
 
     def set_plan(self, plan):
         self.plan, self.workspace_size = plan, plan.ws_bytes

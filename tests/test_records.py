@@ -188,6 +188,7 @@ def test_pruned_search_at_run_time(tmp_path, monkeypatch):
     from ucudnn.measure import bench
     from ucudnn.plan.dp import plan_kernel
     from ucudnn.plan.table import group_by_kernel, parse_table
+    from ucudnn.plan.dp import PlanError
     from ucudnn.vocab import InputError
     data = Path(__file__).resolve().parent / "data" / "h200_all_sizes" / "resnet18_bench.csv.xz"
     with lzma.open(data, "rt") as f:
@@ -211,6 +212,7 @@ def test_pruned_search_at_run_time(tmp_path, monkeypatch):
     runtime.prepare_kernel(k, policy="all", optimizer=0, limit=limit)
     assert full.time_ms <= k.plan.time_ms <= 1.01 * full.time_ms
     assert len(asked) == len(set(asked)) <= 64                  # of 256
+    assert k.held == [True, False]        # the benchmark's buffers set up once for the search
     rec = rr.read_records(path)[0]
     assert rec["kind"] == "bench" and rec["search"] == "pruned"
     assert rec["sizes"] == rec["sizes_benchmarked"] == len(asked) and rec["search_rounds"] >= 1
@@ -222,12 +224,20 @@ def test_pruned_search_at_run_time(tmp_path, monkeypatch):
     k = fake_kernel("l1_3x3", "fwd", n=256)
     runtime.prepare_kernel(k, policy="all", optimizer=0, limit=limit)
     assert sorted(asked) == list(range(1, 257)) and k.plan.time_ms == full.time_ms
+    assert k.held == []                   # one benchmark call: nothing to keep
 
     asked.clear()                      # the ILP needs every limit's optimum: all sizes
     monkeypatch.setenv(runtime.SEARCH_ENV, "pruned")
     runtime.prepare_kernel(fake_kernel("l1_3x3", "fwd", n=256), policy="all", optimizer=1,
                            limit=limit)
     assert len(asked) == 256
+
+    # a failed benchmark frees the kept buffers all the same
+    monkeypatch.setattr(bench, "measure", lambda kern, sizes, **kw: {})
+    k = fake_kernel("l1_3x3", "fwd", n=256)
+    with pytest.raises(PlanError, match="returned nothing for micro-batch size"):
+        runtime.prepare_kernel(k, policy="all", optimizer=0, limit=limit)
+    assert k.held == [True, False]
 
     monkeypatch.setenv(runtime.SEARCH_ENV, "fastest")
     with pytest.raises(InputError, match="UCUDNN_SEARCH: unknown search 'fastest'"):

@@ -482,26 +482,45 @@ cdef class Kernel:
         with _device_lock(dev):
             return self._benchmark(sizes, repeats, workspace_cap, progress, time_iters)
 
+    def hold_benchmark_buffers(self, bint hold):
+        """``True``: keep the benchmark's buffers (inputs and outputs for the whole mini-batch,
+        filled once, and the workspace offered to cudnnFind) from one ``benchmark`` call to
+        the next, so that a search measuring in rounds (Note [Pruned search at run time])
+        allocates and fills them once; ``False`` frees them. Each call otherwise sets them up
+        anew for its own largest size."""
+        self._holding = hold
+        if not hold:
+            self._held = None
+
     def _benchmark(self, sizes, int repeats, workspace_cap, progress, int time_iters):
         cdef int bmax = max(sizes)
         cdef Handle handle = _thread_handle()
-        xbuf = DeviceBuffer(self.extent_bytes(0, bmax))
-        ybuf = DeviceBuffer(self.extent_bytes(1, bmax))
-        wbuf = DeviceBuffer(self.filter_bytes)
-        for i, buf in enumerate((xbuf, ybuf, wbuf)):
-            buf.fill_random(self.k.elem_size, 17 + i)
         cdef size_t free_b = 0, total_b = 0
-        check_cuda(rt.cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo")
         cap = 8 << 30 if workspace_cap is None else int(workspace_cap)
-        ws_size = max(0, min(cap, int(free_b) - (512 << 20)))
-        ws = None
-        while ws is None:
-            try:
-                ws = DeviceBuffer(ws_size)
-            except CudaError:
-                if ws_size < (1 << 20):
-                    raise
-                ws_size //= 2
+        held = self._held
+        if held is not None and held[0] >= bmax and held[1] == cap:
+            _, _, xbuf, ybuf, wbuf, ws = held
+            ws_size = ws.nbytes
+        else:
+            self._held = None                   # freed before anything new is allocated
+            samples = self.n if self._holding else bmax
+            xbuf = DeviceBuffer(self.extent_bytes(0, samples))
+            ybuf = DeviceBuffer(self.extent_bytes(1, samples))
+            wbuf = DeviceBuffer(self.filter_bytes)
+            for i, buf in enumerate((xbuf, ybuf, wbuf)):
+                buf.fill_random(self.k.elem_size, 17 + i)
+            check_cuda(rt.cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo")
+            ws_size = max(0, min(cap, int(free_b) - (512 << 20)))
+            ws = None
+            while ws is None:
+                try:
+                    ws = DeviceBuffer(ws_size)
+                except CudaError:
+                    if ws_size < (1 << 20):
+                        raise
+                    ws_size //= 2
+            if self._holding:
+                self._held = (samples, cap, xbuf, ybuf, wbuf, ws)
         # what cudnnFind was really offered: the benchmark cache keys on it (an algorithm
         # missing here may only have lacked workspace)
         self.last_benchmark_workspace = int(ws_size)

@@ -21,9 +21,9 @@ Note [Pruned search at run time]
     measured on the GPU host, issue 14) measures every size. Each round of the search is one
     benchmark call, and a call pays its own set-up (the workspace offered to cudnnFind, up
     to 8 GiB, allocated, and the buffers for its largest size filled on the host; in the
-    per-call profile, results/h200/cold_planning/, that set-up grows with the size): a
-    search of many rounds should keep them for the whole search, which the core does not
-    do yet.
+    per-call profile, results/h200/cold_planning/, that set-up grows with the size), so the
+    kernel keeps them for the whole search (``Kernel.hold_benchmark_buffers``) and frees
+    them after it. Not yet measured on a GPU.
 
 Note [Falling back]
     A plan can fail to resolve (cuDNN rejects an algorithm for this exact descriptor, or needs
@@ -114,10 +114,19 @@ def prepare_kernel(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
     rounds = None
     if pruned:
         from ..plan.search import pruned_sizes
-        # every size asked stays a key (the search needs one), without the excluded algorithms
-        res = pruned_sizes(lambda want: {b: [p for p in perfs if p.algo not in excluded]
-                                         for b, perfs in measure_sizes(want).items()},
-                           kern.n, [limit], name=where)
+        # one set-up of the benchmark's buffers for all rounds (a core Kernel; stand-ins in
+        # tests have none)
+        hold = getattr(kern, "hold_benchmark_buffers", None)
+        if hold is not None:
+            hold(True)
+        try:
+            # every size asked stays a key (the search needs one), without excluded algorithms
+            res = pruned_sizes(lambda want: {b: [p for p in perfs if p.algo not in excluded]
+                                             for b, perfs in measure_sizes(want).items()},
+                               kern.n, [limit], name=where)
+        finally:
+            if hold is not None:
+                hold(False)
         kern.bench, cands, rounds = res.bench, res.measured, len(res.rounds)
     else:
         kern.bench = measure_sizes(cands)
