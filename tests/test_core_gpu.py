@@ -314,3 +314,24 @@ def test_ilp_divides_budget_among_live_kernels(tmp_path):
     y = torch.zeros(64, 64, 28, 28, device="cuda")
     _run(k, x, w, y)
     _close(y, F.conv2d(x.double(), w.double(), padding=1).float(), "ILP plan fwd", 1e-5)
+
+
+def test_held_benchmark_buffers_serve_calls_in_rounds():
+    """Kernel.hold_benchmark_buffers (Note [Pruned search at run time]): sizes measured in
+    rounds with the buffers kept find the same algorithms as one call, offered the same
+    workspace; released, the next call sets up its own again."""
+    N, C, H, W, K, R, S, pad, stride, dil = SHAPES["alexnet_conv3"]
+    shape = ConvShape(C, H, W, K, R, S, pad, pad, stride, stride, dil, dil)
+    kern = _core.Kernel(shape, "fwd", 64, "float32", "fma", "held")
+
+    def algos(res):
+        return {b: {r[0] for r in recs if r[1] == 0} for b, recs in res.items()}
+
+    whole = algos(kern.benchmark([8, 16, 64], 1))
+    offered = kern.last_benchmark_workspace
+    kern.hold_benchmark_buffers(True)
+    rounds = {**algos(kern.benchmark([64], 1)), **algos(kern.benchmark([8, 16], 1))}
+    assert kern.last_benchmark_workspace == offered
+    kern.hold_benchmark_buffers(False)
+    assert rounds == whole
+    assert algos(kern.benchmark([8], 1)) == {8: whole[8]}
