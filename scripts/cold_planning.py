@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ucudnn.vocab import SEARCHES
+
 FIELDS = ["net", "policy", "search", "limit_bytes", "gpus", "cold_s", "warm_s",
           "sizes_benchmarked", "predicted_ms"]
 
@@ -56,8 +58,9 @@ def plan_net(net, policy, search, limit, cache, records):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--net", default="resnet18", help="a shipped net (alexnet, resnet18)")
-    ap.add_argument("--policy", default="all", help="undivided, powerOfTwo, all")
-    ap.add_argument("--search", default="pruned", help="exhaustive or pruned (policy all)")
+    ap.add_argument("--policy", default="all", choices=("undivided", "powerOfTwo", "all"))
+    ap.add_argument("--search", default="pruned", choices=SEARCHES,
+                    help="how policy all finds its sizes")
     ap.add_argument("--limit", default="64MiB", help="workspace per kernel (DP)")
     ap.add_argument("--csv", required=True, help="CSV file to append a row to")
     args = ap.parse_args(argv)

@@ -114,19 +114,14 @@ def prepare_kernel(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
     rounds = None
     if pruned:
         from ..plan.search import pruned_sizes
-        # one set-up of the benchmark's buffers for all rounds (a core Kernel; stand-ins in
-        # tests have none)
-        hold = getattr(kern, "hold_benchmark_buffers", None)
-        if hold is not None:
-            hold(True)
+        kern.hold_benchmark_buffers(True)      # one set-up of the buffers for all rounds
         try:
             # every size asked stays a key (the search needs one), without excluded algorithms
             res = pruned_sizes(lambda want: {b: [p for p in perfs if p.algo not in excluded]
                                              for b, perfs in measure_sizes(want).items()},
                                kern.n, [limit], name=where)
         finally:
-            if hold is not None:
-                hold(False)
+            kern.hold_benchmark_buffers(False)
         kern.bench, cands, rounds = res.bench, res.measured, len(res.rounds)
     else:
         kern.bench = measure_sizes(cands)

@@ -191,9 +191,8 @@ def benchmark_layers(layers, *, policy: str = "powerOfTwo", sizes: Optional[Sequ
 def kernel_cost(layer, op: str, sizes: Sequence[int]) -> float:
     """A kernel's benchmark cost, up to a constant: cudnnFind's time at size b grows about in
     proportion to b (results/h200/cold_planning/) and to the convolution's work per sample
-    (multiply-adds of one group call, times the group calls and identical layers)."""
-    oh = (layer.h + 2 * layer.pad - layer.dilation * (layer.r - 1) - 1) // layer.stride + 1
-    ow = (layer.w + 2 * layer.pad - layer.dilation * (layer.s - 1) - 1) // layer.stride + 1
+    (multiply-adds of the one group call that is benchmarked)."""
+    oh, ow = layer.out_hw
     per_sample = (layer.c // layer.groups) * (layer.k // layer.groups) * layer.r * layer.s \
         * oh * ow
     return float(per_sample) * sum(sizes)
