@@ -10,14 +10,21 @@ plans (every kernel times its group calls and identical layers):
 
     net,policy,search,limit_bytes,gpus,cold_s,warm_s,sizes_benchmarked,predicted_ms
 
+With ``--devices 0,1`` the cold pass is spread over the GPUs the way ``ucudnn bench
+--devices`` spreads a net (Note [Benchmarks over several GPUs]): one child process per GPU
+(``CUDA_VISIBLE_DEVICES``) plans its share of the kernels (``sources.shard_kernels``) into the
+one cache; cold_s is the wall time until the last child is done, and the warm pass (every
+kernel, this process's GPU) reads what they measured.
+
 Needs a GPU. Example (the benchmark cache goes to a fresh temporary folder):
 
     python3 scripts/cold_planning.py --net resnet18 --policy all --search pruned --limit 64MiB \\
-        --csv cold_planning.csv
+        --devices 0,1 --csv cold_planning.csv
 """
 import argparse
 import csv
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,21 +36,31 @@ FIELDS = ["net", "policy", "search", "limit_bytes", "gpus", "cold_s", "warm_s",
           "sizes_benchmarked", "predicted_ms"]
 
 
-def plan_net(net, policy, search, limit, cache, records):
-    """(seconds, sizes benchmarked, predicted ms) of planning every kernel of ``net``; the
-    plan records go to ``records`` (the sizes benchmarked are read from them)."""
+def plan_net(net, policy, search, limit, cache, records, shard=None):
+    """(seconds, sizes benchmarked, predicted ms) of planning every kernel of ``net`` (with
+    ``shard`` = (i, n): only the i-th of n equal-cost shares); the plan records go to
+    ``records`` (the sizes benchmarked are read from them)."""
     from ucudnn.caffe.records import read_records
     from ucudnn.measure import bench as B
     from ucudnn.measure import records as rw
     from ucudnn.measure import runtime, shipped
     from ucudnn.plan.conv import ConvShape
+    from ucudnn.measure.sources import shard_kernels
+    from ucudnn.plan.dp import candidate_sizes
     os.environ[rw.ENV] = str(records)
-    if records.exists():
+    if records.exists() and shard is None:
         records.unlink()
+    layers = shipped.layers(net)
+    mine = None
+    if shard is not None:
+        mine = set(shard_kernels(layers, ("fwd", "bwd_data", "bwd_filter"),
+                                 lambda l: candidate_sizes(policy, l.n), shard[1])[shard[0]])
     t0 = time.perf_counter()
     predicted = 0.0
-    for layer in shipped.layers(net):
+    for layer in layers:
         for op in layer.ops:
+            if mine is not None and (layer.name, op) not in mine:
+                continue
             kern = B.core().Kernel(ConvShape.from_layer(layer), op, layer.n, "float32",
                                    "default", layer.name, layer.groups)
             runtime.prepare_kernel(kern, policy=policy, optimizer=0, limit=limit,
@@ -51,8 +68,28 @@ def plan_net(net, policy, search, limit, cache, records):
             predicted += layer.groups * layer.count * kern.plan.time_ms
     seconds = time.perf_counter() - t0
     benchmarked = sum(r["sizes_benchmarked"] for r in read_records(records)
-                      if r["kind"] == "bench")
+                      if r["kind"] == "bench") if records.exists() else 0
     return seconds, benchmarked, predicted
+
+
+def cold_on_devices(args, devices, cache, records):
+    """Note at the top: one child per GPU plans its share; (wall seconds, sizes benchmarked)."""
+    t0 = time.perf_counter()
+    procs = []
+    for i, dev in enumerate(devices):
+        cmd = [sys.executable, os.path.abspath(__file__), "--net", args.net, "--policy",
+               args.policy, "--search", args.search, "--limit", args.limit,
+               "--shard", f"{i}/{len(devices)}", "--cache", str(cache), "--records",
+               str(records)]
+        procs.append((dev, subprocess.Popen(cmd, env=dict(os.environ,
+                                                           CUDA_VISIBLE_DEVICES=str(dev)))))
+    failed = [f"GPU {dev} (exit status {p.returncode})" for dev, p in procs if p.wait() != 0]
+    seconds = time.perf_counter() - t0
+    if failed:
+        raise SystemExit("cold_planning: failed on " + ", ".join(failed))
+    from ucudnn.caffe.records import read_records
+    return seconds, sum(r["sizes_benchmarked"] for r in read_records(records)
+                        if r["kind"] == "bench")
 
 
 def main(argv=None):
@@ -62,18 +99,46 @@ def main(argv=None):
     ap.add_argument("--search", default="pruned", choices=SEARCHES,
                     help="how policy all finds its sizes")
     ap.add_argument("--limit", default="64MiB", help="workspace per kernel (DP)")
-    ap.add_argument("--csv", required=True, help="CSV file to append a row to")
+    ap.add_argument("--devices", metavar="LIST", help="GPUs to spread the cold pass over, "
+                    "e.g. 0,1 (default: the current GPU only)")
+    ap.add_argument("--csv", help="CSV file to append a row to (required but with --shard)")
+    # what each child of --devices runs: its share, into the parent's cache and records
+    ap.add_argument("--shard", metavar="I/N", help=argparse.SUPPRESS)
+    ap.add_argument("--cache", help=argparse.SUPPRESS)
+    ap.add_argument("--records", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     from ucudnn.measure.bench import device_info
     from ucudnn.vocab import parse_size
     limit = parse_size(args.limit)
+    if args.shard:
+        if not (args.cache and args.records):
+            ap.error("--shard needs --cache and --records")
+        i, n = (int(x) for x in args.shard.split("/"))
+        plan_net(args.net, args.policy, args.search, limit, Path(args.cache),
+                 Path(args.records), shard=(i, n))
+        return 0
+    if not args.csv:
+        ap.error("--csv is required")
+    devices = [int(x) for x in args.devices.split(",")] if args.devices else None
+    if devices is not None and (len(set(devices)) != len(devices) or min(devices) < 0):
+        ap.error(f"--devices: expected distinct GPU indices such as 0,1, got {args.devices!r}")
     with tempfile.TemporaryDirectory(prefix="ucudnn-cold-") as d:
         cache, records = Path(d) / "bench.sqlite", Path(d) / "records.jsonl"
-        cold_s, sizes, predicted = plan_net(args.net, args.policy, args.search, limit, cache,
-                                            records)
-        warm_s, _, _ = plan_net(args.net, args.policy, args.search, limit, cache, records)
+        if devices:
+            cold_s, sizes = cold_on_devices(args, devices, cache, records)
+            records.unlink()
+            warm_s, again, predicted = plan_net(args.net, args.policy, args.search, limit,
+                                                cache, records)
+        else:
+            cold_s, sizes, predicted = plan_net(args.net, args.policy, args.search, limit,
+                                                cache, records)
+            warm_s, again, _ = plan_net(args.net, args.policy, args.search, limit, cache,
+                                        records)
+    if again:       # the warm pass must be served by the cache alone
+        raise SystemExit(f"cold_planning: the warm pass benchmarked {again} sizes again")
     row = {"net": args.net, "policy": args.policy, "search": args.search, "limit_bytes": limit,
-           "gpus": 1, "cold_s": round(cold_s, 2), "warm_s": round(warm_s, 3),
+           "gpus": len(devices) if devices else 1, "cold_s": round(cold_s, 2),
+           "warm_s": round(warm_s, 3),
            "sizes_benchmarked": sizes, "predicted_ms": round(predicted, 3)}
     new = not os.path.exists(args.csv)
     with open(args.csv, "a", newline="") as f:

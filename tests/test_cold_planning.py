@@ -31,19 +31,23 @@ class ReplayCore:
 
 @pytest.fixture
 def script(monkeypatch):
+    """The script with cudnnFind replayed from the table; the benchmark cache is real (it
+    serves identical shapes of other layers and the warm pass, as on the GPU)."""
     asked = []
 
-    def measure(kern, sizes, *, repeats=3, cache_path=None, workspace_cap=None,
-                progress=None):
+    def measure_kernel(kern, sizes, *, repeats=3, workspace_cap=None, progress=None,
+                       time_iters=bench.TIME_ITERS):
         table = _table("resnet18")[kern.name, kern.op]
         for b in sizes:
             asked.append(b)
             progress(b)
-        return {b: table[b] for b in sizes}
+        return bench.Measured({b: table[b] for b in sizes}, 8 << 30,
+                              f"events{time_iters}")
 
     monkeypatch.setattr(bench, "core", lambda: ReplayCore)
-    monkeypatch.setattr(bench, "measure", measure)
-    monkeypatch.setattr(bench, "device_info", lambda: {"gpu": "replayed H200"})
+    monkeypatch.setattr(bench, "measure_kernel", measure_kernel)
+    monkeypatch.setattr(bench, "device_info",
+                        lambda: {"gpu": "replayed H200", "cudnn_version": 91400})
     spec = importlib.util.spec_from_file_location("cold_planning",
                                                   REPO / "scripts" / "cold_planning.py")
     mod = importlib.util.module_from_spec(spec)
@@ -70,3 +74,22 @@ def test_pruned_and_exhaustive_rows(script, tmp_path, capsys):
         <= 1.01 * float(full["predicted_ms"])
     assert all(r["gpus"] == "1" and r["limit_bytes"] == str(64 << 20) for r in rows)
     assert "replayed H200: cold" in capsys.readouterr().out
+
+
+def test_shards_cover_the_net_once(script, tmp_path):
+    """What each child of --devices runs: the two shares plan every kernel exactly once, into
+    one cache and one records file, and the warm pass then benchmarks nothing."""
+    mod, asked = script
+    cache, records = tmp_path / "bench.sqlite", tmp_path / "records.jsonl"
+    for i in range(2):
+        assert mod.main(["--net", "resnet18", "--policy", "powerOfTwo", "--limit", "64MiB",
+                         "--shard", f"{i}/2", "--cache", str(cache), "--records",
+                         str(records)]) == 0
+    from ucudnn.caffe.records import read_records
+    benched = [(r["layer"], r["op"]) for r in read_records(records) if r["kind"] == "bench"]
+    assert sorted(benched) == sorted(_table("resnet18"))     # every kernel, none twice
+    asked.clear()
+    records.unlink()
+    _, again, predicted = mod.plan_net("resnet18", "powerOfTwo", "pruned", 64 << 20, cache,
+                                       records)
+    assert again == 0 and not asked and predicted > 0
