@@ -226,3 +226,17 @@ def fake_gpu(monkeypatch, tmp_path):
     monkeypatch.setattr(ucudnn.measure, "bench", fake, raising=False)
     monkeypatch.setenv("UCUDNN_CACHE", str(tmp_path / "default.sqlite"))
     return fake
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _benchmark_cache_of_the_session(tmp_path_factory):
+    """No test reads or writes the user's benchmark cache (~/.cache/ucudnn): unless
+    ``$UCUDNN_CACHE`` names one, the session gets its own."""
+    if "UCUDNN_CACHE" in os.environ:
+        yield
+        return
+    os.environ["UCUDNN_CACHE"] = str(tmp_path_factory.mktemp("ucudnn-cache") / "bench.sqlite")
+    try:
+        yield
+    finally:
+        os.environ.pop("UCUDNN_CACHE", None)

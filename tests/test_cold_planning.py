@@ -30,7 +30,7 @@ class ReplayCore:
 
 
 @pytest.fixture
-def script(monkeypatch):
+def script(monkeypatch, tmp_path):
     """The script with cudnnFind replayed from the table; the benchmark cache is real (it
     serves identical shapes of other layers and the warm pass, as on the GPU)."""
     asked = []
@@ -44,6 +44,9 @@ def script(monkeypatch):
         return bench.Measured({b: table[b] for b in sizes}, 8 << 30,
                               f"events{time_iters}")
 
+    from ucudnn.measure import records as rw
+    # the script sets $UCUDNN_RECORDS for its runs: restored after the test
+    monkeypatch.setenv(rw.ENV, str(tmp_path / "unused-records.jsonl"))
     monkeypatch.setattr(bench, "core", lambda: ReplayCore)
     monkeypatch.setattr(bench, "measure_kernel", measure_kernel)
     monkeypatch.setattr(bench, "device_info",

@@ -82,7 +82,7 @@ def test_threads_and_processes_append_whole_lines(tmp_path):
 # ------------------------------------------------------------------ the runtime writes them
 
 def _fake_measure(kern, sizes, *, repeats=3, cache_path=None, workspace_cap=None,
-                  progress=None):
+                  progress=None, cache=None):
     out = {}
     for b in sizes:
         # algo 1: fast but needs 1 KiB per sample; algo 0: slow, no workspace
@@ -195,7 +195,8 @@ def test_pruned_search_at_run_time(tmp_path, monkeypatch):
         table = group_by_kernel(parse_table(f.read(), source=data.name))[("l1_3x3", "fwd")]
     asked = []
 
-    def replay(kern, sizes, *, repeats=3, cache_path=None, workspace_cap=None, progress=None):
+    def replay(kern, sizes, *, repeats=3, cache_path=None, workspace_cap=None, progress=None,
+               cache=None):
         asked.extend(sizes)
         for b in sizes:
             progress(b)

@@ -145,14 +145,22 @@ def measure_kernel(kern, sizes, *, repeats=3, workspace_cap=None, progress=None,
 
 def measure(kern, sizes: Iterable[int], *, repeats: int = 3, cache_path=None,
             workspace_cap: Optional[int] = None, progress=None,
-            time_iters: int = TIME_ITERS) -> KernelBench:
+            time_iters: int = TIME_ITERS, cache=None) -> KernelBench:
     """Benchmarks of ``kern`` (a core ``Kernel``) at ``sizes``: from the cache where an entry
     measured with at least ``workspace_cap`` offered (default 8 GiB) and the same timing is
-    present, measured and stored otherwise (stored with what was really offered)."""
+    present, measured and stored otherwise (stored with what was really offered).
+    ``cache``: an open :class:`~ucudnn.measure.cache.BenchCache` to use (and leave open)
+    instead of opening ``cache_path`` for this call (a search measuring in rounds opens it
+    once)."""
     from .cache import BenchCache
     key = cache_key(kern.shape, kern.op, kern.math, kern.dtype, workspace_cap=workspace_cap,
                     time_iters=time_iters)
-    with BenchCache(cache_path) as cache:
-        return cache.fill(key, sizes, lambda missing: measure_kernel(
+
+    def fill(c):
+        return c.fill(key, sizes, lambda missing: measure_kernel(
             kern, missing, repeats=repeats, workspace_cap=workspace_cap, progress=progress,
             time_iters=time_iters), repeats)
+    if cache is not None:
+        return fill(cache)
+    with BenchCache(cache_path) as c:
+        return fill(c)

@@ -106,20 +106,25 @@ def prepare_kernel(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
     measured: List[int] = []
     excluded = WINOGRAD_ALGOS[kern.op] if exclude_winograd else frozenset()
 
-    def measure_sizes(want):
+    def measure_sizes(want, cache=None):
         return measure(kern, want, repeats=repeats, cache_path=cache_path,
-                       workspace_cap=workspace_cap, progress=measured.append)
+                       workspace_cap=workspace_cap, progress=measured.append, cache=cache)
 
     t0 = time.perf_counter()
     rounds = None
     if pruned:
         from ..plan.search import pruned_sizes
-        kern.hold_benchmark_buffers(True)      # one set-up of the buffers for all rounds
+        from .cache import BenchCache
+        # one set-up of the buffers and one opening of the cache for all rounds
+        kern.hold_benchmark_buffers(True)
         try:
-            # every size asked stays a key (the search needs one), without excluded algorithms
-            res = pruned_sizes(lambda want: {b: [p for p in perfs if p.algo not in excluded]
-                                             for b, perfs in measure_sizes(want).items()},
-                               kern.n, [limit], name=where)
+            with BenchCache(cache_path) as cache:
+                # every size asked stays a key (the search needs one), without excluded
+                # algorithms
+                res = pruned_sizes(
+                    lambda want: {b: [p for p in perfs if p.algo not in excluded]
+                                  for b, perfs in measure_sizes(want, cache).items()},
+                    kern.n, [limit], name=where)
         finally:
             kern.hold_benchmark_buffers(False)
         kern.bench, cands, rounds = res.bench, res.measured, len(res.rounds)

@@ -190,15 +190,17 @@ def min_partition(cost: Mapping[int, float], n: int) -> Tuple[float, List[int]]:
     into sizes of ``cost``, and the parts (``inf`` and ``[]`` where none exists). Ties go to
     the larger micro-batch (fewer chunks)."""
     S = sorted(b for b in cost if 1 <= b <= n)
+    pairs = [(b, cost[b]) for b in S]
     INF = float("inf")
     T = [0.0] + [INF] * n
     choice = [0] * (n + 1)
+    k = 0                       # sizes <= m: pairs[:k] (the plain loop a warm search runs most)
     for m in range(1, n + 1):
+        while k < len(S) and S[k] <= m:
+            k += 1
         tm, cm = INF, 0
-        for b in S:
-            if b > m:
-                break
-            t = cost[b] + T[m - b]
+        for b, c in pairs[:k]:
+            t = c + T[m - b]
             # '<=' with ascending b: ties go to the larger micro-batch (fewer chunks)
             if t <= tm:
                 tm, cm = t, b
