@@ -8,7 +8,11 @@ picks the search over micro-batch sizes for policy ``all`` (Note [Pruned search 
 Appends one row per (net, policy, search) to a CSV with the predicted convolution time of the
 plans (every kernel times its group calls and identical layers):
 
-    net,policy,search,limit_bytes,gpus,cold_s,warm_s,sizes_benchmarked,predicted_ms
+    net,policy,search,limit_bytes,gpus,cold_s,warm_s,sizes_benchmarked,predicted_ms,
+    setup_s,warmup_find_s,find_s,retime_s
+
+The last four say where the cold pass's benchmarks spent their time, summed over kernels
+(and GPUs): buffers and workspace, warm-up Finds, Finds, re-timing with CUDA events.
 
 With ``--devices 0,1`` the cold pass is spread over the GPUs the way ``ucudnn bench
 --devices`` spreads a net (Note [Benchmarks over several GPUs]): one child process per GPU
@@ -32,8 +36,20 @@ from pathlib import Path
 
 from ucudnn.vocab import SEARCHES
 
+PARTS = ("setup", "warmup_find", "find", "retime")
 FIELDS = ["net", "policy", "search", "limit_bytes", "gpus", "cold_s", "warm_s",
-          "sizes_benchmarked", "predicted_ms"]
+          "sizes_benchmarked", "predicted_ms"] + [f"{p}_s" for p in PARTS]
+
+
+def benchmark_parts(records):
+    """Seconds per part of the core's benchmarks (PARTS), summed over the bench records."""
+    from ucudnn.caffe.records import read_records
+    out = dict.fromkeys(PARTS, 0.0)
+    for r in read_records(records):
+        if r["kind"] == "bench":
+            for p in PARTS:
+                out[p] += (r.get("benchmark_seconds") or {}).get(p, 0.0)
+    return out
 
 
 def plan_net(net, policy, search, limit, cache, records, shard=None):
@@ -126,12 +142,14 @@ def main(argv=None):
         cache, records = Path(d) / "bench.sqlite", Path(d) / "records.jsonl"
         if devices:
             cold_s, sizes = cold_on_devices(args, devices, cache, records)
+            parts = benchmark_parts(records)
             records.unlink()
             warm_s, again, predicted = plan_net(args.net, args.policy, args.search, limit,
                                                 cache, records)
         else:
             cold_s, sizes, predicted = plan_net(args.net, args.policy, args.search, limit,
                                                 cache, records)
+            parts = benchmark_parts(records)
             warm_s, again, _ = plan_net(args.net, args.policy, args.search, limit, cache,
                                         records)
     if again:       # the warm pass must be served by the cache alone
@@ -139,7 +157,8 @@ def main(argv=None):
     row = {"net": args.net, "policy": args.policy, "search": args.search, "limit_bytes": limit,
            "gpus": len(devices) if devices else 1, "cold_s": round(cold_s, 2),
            "warm_s": round(warm_s, 3),
-           "sizes_benchmarked": sizes, "predicted_ms": round(predicted, 3)}
+           "sizes_benchmarked": sizes, "predicted_ms": round(predicted, 3),
+           **{f"{p}_s": round(v, 2) for p, v in parts.items()}}
     new = not os.path.exists(args.csv)
     with open(args.csv, "a", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS)
@@ -148,7 +167,8 @@ def main(argv=None):
         w.writerow(row)
     print(f"{args.net} {args.policy} ({args.search}, {args.limit}) on "
           f"{device_info().get('gpu')}: cold {cold_s:.1f} s ({sizes} sizes benchmarked), "
-          f"warm {warm_s:.2f} s, predicted {predicted:.2f} ms")
+          f"warm {warm_s:.2f} s, predicted {predicted:.2f} ms; benchmarks: "
+          + ", ".join(f"{p} {v:.1f} s" for p, v in parts.items()))
     return 0
 
 

@@ -14,6 +14,8 @@ class FakeKernel:
         self.plan = self.bench = self.settings = self.desirable = self.timing = None
         self.workspace_size = 0
         self.held = []          # the hold_benchmark_buffers calls, in order
+        self.benchmark_seconds = {"setup": 0.0, "warmup_find": 0.0, "find": 0.0,
+                                  "retime": 0.0}
 
     def hold_benchmark_buffers(self, hold):
         self.held.append(bool(hold))

@@ -92,8 +92,10 @@ cdef class Kernel:
     cdef public int instances   # runs of this kernel per pass, each on its own workspace
     cdef public object plan, bench, settings, desirable, timing
     cdef readonly object last_benchmark_workspace   # bytes offered to cudnnFind last time
+    cdef readonly object benchmark_seconds   # where benchmark calls spent their time (sums)
     cdef bint _holding          # hold_benchmark_buffers(True): keep them between calls
     cdef object _held           # (samples, cap, x, y, w, workspace) kept, or None
+    cdef bint _warm             # a Find already ran on the held buffers
 
     cdef int _set_tensor(self, dnn.cudnnTensorDescriptor_t d, int which, int b) except -1
     cdef void _free_plan(self) noexcept

@@ -37,6 +37,7 @@ cimport cudnn as dnn
 cimport cudart as rt
 
 import threading
+from time import perf_counter
 
 from ucudnn.vocab import (DTYPES, MATH_MODES, OP_CODES, OPS, InputError, PlanError, Status,
                           UcudnnError)
@@ -341,6 +342,40 @@ cdef int fill_random(void* dev, size_t nbytes, int elem_size, unsigned int seed)
     return 0
 
 
+cdef size_t FILL_BLOCK = 4 << 20
+
+# Note [Re-timing near the front]
+#     The planners use, per micro-batch size, only the fastest algorithm within each
+#     workspace bound. An algorithm whose Find time is RETIME_MARGIN times that of another
+#     one needing no more workspace can never be that (re-timing with events changes a time
+#     by 13-29 %, Note [Find times]), so only the others are re-timed; the far-behind ones
+#     keep their Find median. The slowest algorithms took most of the re-timing's time
+#     (each of them runs 1 + time_iters times). A caller that later drops an algorithm
+#     (ucudnn's Winograd exclusion) may leave a far-behind one planned with its Find time:
+#     the plan is valid, its predicted time pessimistic.
+RETIME_MARGIN = 1.5
+
+
+cdef int fill_random_tiled(void* dev, size_t nbytes, int elem_size,
+                           unsigned int seed) except -1:
+    """Fill like :func:`fill_random`, but only the first ``FILL_BLOCK`` bytes on the host; the
+    rest repeats that block by device-to-device copies (doubling). For benchmark buffers,
+    whose values only have to be ordinary numbers: filling a mini-batch's activations (up to
+    gigabytes) on the host cost seconds per kernel (results/h200/cold_planning/)."""
+    cdef size_t block = min(nbytes, FILL_BLOCK), done, n
+    cdef char* d = <char*>dev
+    block -= block % elem_size
+    if block == 0:
+        return 0
+    fill_random(dev, block, elem_size, seed)
+    done = block
+    while done < nbytes:
+        n = min(done, nbytes - done)
+        check_cuda(rt.cudaMemcpy(d + done, d, n, rt.cudaMemcpyDeviceToDevice), "cudaMemcpy")
+        done += n
+    return 0
+
+
 # --------------------------------------------------------------------------- kernel
 
 cdef int _as_int4(object v, int* out, what) except -1:
@@ -391,6 +426,8 @@ cdef class Kernel:
         self.name = name or f"{op}"
         self.instances = instances
         self.plan = self.bench = self.settings = self.desirable = self.timing = None
+        self.benchmark_seconds = {"setup": 0.0, "warmup_find": 0.0, "find": 0.0,
+                                  "retime": 0.0}
         check_cuda(rt.cudaGetDevice(&self.device), "cudaGetDevice")
         self.k.op = OP_CODES[op]
         self.k.dtype, self.k.elem_size = DTYPES[dtype]
@@ -491,11 +528,15 @@ cdef class Kernel:
         self._holding = hold
         if not hold:
             self._held = None
+            self._warm = False
 
     def _benchmark(self, sizes, int repeats, workspace_cap, progress, int time_iters):
         cdef int bmax = max(sizes)
         cdef Handle handle = _thread_handle()
         cdef size_t free_b = 0, total_b = 0
+        cdef DeviceBuffer buf
+        spent = self.benchmark_seconds
+        t0 = perf_counter()
         cap = 8 << 30 if workspace_cap is None else int(workspace_cap)
         held = self._held
         if held is not None and held[0] >= bmax and held[1] == cap:
@@ -503,12 +544,13 @@ cdef class Kernel:
             ws_size = ws.nbytes
         else:
             self._held = None                   # freed before anything new is allocated
+            self._warm = False
             samples = self.n if self._holding else bmax
             xbuf = DeviceBuffer(self.extent_bytes(0, samples))
             ybuf = DeviceBuffer(self.extent_bytes(1, samples))
             wbuf = DeviceBuffer(self.filter_bytes)
             for i, buf in enumerate((xbuf, ybuf, wbuf)):
-                buf.fill_random(self.k.elem_size, 17 + i)
+                fill_random_tiled(buf.p, buf.nbytes, self.k.elem_size, 17 + i)
             check_cuda(rt.cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo")
             ws_size = max(0, min(cap, int(free_b) - (512 << 20)))
             ws = None
@@ -526,19 +568,30 @@ cdef class Kernel:
         self.last_benchmark_workspace = int(ws_size)
         cdef dnn.cudnnTensorDescriptor_t xd = NULL, yd = NULL
         result = {}
+        t1 = perf_counter()
+        spent["setup"] += t1 - t0
         try:
             check_cudnn(dnn.cudnnCreateTensorDescriptor(&xd), "cudnnCreateTensorDescriptor")
             check_cudnn(dnn.cudnnCreateTensorDescriptor(&yd), "cudnnCreateTensorDescriptor")
             for i, b in enumerate(sizes):
                 self._set_tensor(xd, 0, b)
                 self._set_tensor(yd, 1, b)
-                n_runs = repeats + (1 if i == 0 else 0)    # one warm-up Find per call
+                if i == 0 and not self._warm:
+                    # one warm-up Find per call (per hold: later rounds find the GPU warm)
+                    t1 = perf_counter()
+                    self._find_c(handle, <uintptr_t>xd, <uintptr_t>yd, xbuf, ybuf, wbuf, ws)
+                    self._warm = self._holding
+                    spent["warmup_find"] += perf_counter() - t1
+                t1 = perf_counter()
                 runs = [self._find_c(handle, <uintptr_t>xd, <uintptr_t>yd, xbuf, ybuf, wbuf, ws)
-                        for _ in range(n_runs)][n_runs - repeats:]
+                        for _ in range(repeats)]
                 records = _merge_runs(runs, self.math == "fma")
+                t2 = perf_counter()
+                spent["find"] += t2 - t1
                 if time_iters > 0:
                     records = self._time_c(handle, <uintptr_t>xd, <uintptr_t>yd, xbuf, ybuf,
                                            wbuf, ws, records, time_iters)
+                    spent["retime"] += perf_counter() - t2
                 result[b] = records
                 if progress is not None:
                     progress(b)
@@ -591,7 +644,8 @@ cdef class Kernel:
 
     cdef list _time_c(self, Handle handle, uintptr_t xd_, uintptr_t yd_, DeviceBuffer x,
                       DeviceBuffer y, DeviceBuffer w, DeviceBuffer ws, list records, int iters):
-        """Re-time each successful record back to back with CUDA events (Note [Find times]).
+        """Re-time each successful record near the (time, workspace) front back to back with
+        CUDA events (Note [Find times], Note [Re-timing near the front]).
 
         An algorithm that fails at any of its runs (the warm-up or a timed one) keeps cuDNN's
         status in its record, so the planners skip it; a failed CUDA event call raises."""
@@ -613,6 +667,7 @@ cdef class Kernel:
         if ev == NULL:
             raise MemoryError()
         out = []
+        ok = [r for r in records if r[1] == 0 and r[3] <= ws.nbytes and 0 <= r[4] < 4]
         try:
             for it in range(iters + 1):
                 check_cuda(rt.cudaEventCreate(&ev[it]), "cudaEventCreate")
@@ -620,6 +675,9 @@ cdef class Kernel:
                 algo, status, t, mem, mt = rec
                 if status != 0 or mem > ws.nbytes or not 0 <= mt < 4:
                     out.append(rec)
+                    continue
+                if any(o[3] <= mem and o[2] * RETIME_MARGIN < t for o in ok):
+                    out.append(rec)     # far behind the front: Note [Re-timing near the front]
                     continue
                 conv = self.k.conv[mt]
                 cerr = rt.cudaSuccess

@@ -36,6 +36,9 @@ Note [Plan records]
         bench_s             seconds for both; repeats, cache_path, exclude_winograd
         search              "exhaustive" | "pruned" (Note [Pruned search at run time]);
                             search_rounds: the pruned search's rounds (null: exhaustive)
+        benchmark_seconds   where the core's benchmark spent bench_s: {setup (buffers and
+                            workspace), warmup_find, find, retime (Note [Re-timing near the
+                            front] in cython/ucudnn/_core.pyx)}; zeros when all was cached
 
     ``kind: "kernel"`` -- one per plan a kernel is given; the last of a kernel is the plan it
     runs::

@@ -110,6 +110,7 @@ def prepare_kernel(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
         return measure(kern, want, repeats=repeats, cache_path=cache_path,
                        workspace_cap=workspace_cap, progress=measured.append, cache=cache)
 
+    spent0 = dict(kern.benchmark_seconds)
     t0 = time.perf_counter()
     rounds = None
     if pruned:
@@ -139,7 +140,9 @@ def prepare_kernel(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
                      "strict": not pruned}
     bench = {"bench_s": t1 - t0, "sizes": len(cands), "sizes_benchmarked": len(set(measured)),
              "sizes_cached": len(cands) - len(set(measured)),
-             "search": kern.settings["search"], "search_rounds": rounds}
+             "search": kern.settings["search"], "search_rounds": rounds,
+             "benchmark_seconds": {k: round(v - spent0.get(k, 0.0), 6)
+                                   for k, v in kern.benchmark_seconds.items()}}
     if records.records_path():
         records.append_record({"kind": "bench", **records.kernel_fields(kern),
                                **records.settings_fields(kern), "repeats": repeats,
