@@ -96,3 +96,26 @@ def test_shards_cover_the_net_once(script, tmp_path):
     _, again, predicted = mod.plan_net("resnet18", "powerOfTwo", "pruned", 64 << 20, cache,
                                        records)
     assert again == 0 and not asked and predicted > 0
+
+
+def test_warm_pass_reads_the_cache_once(script, tmp_path):
+    """Note [Pruned search at run time]: with the cache the cold pass filled, the search of
+    nearly every kernel runs from the cached sizes in at most two rounds; none measures
+    anything, and the net is planned as in the cold pass. (A few kernels fall back to
+    replaying their cold rounds: the cold search stops checking a limit's bounds once they
+    meet and then measures the sizes next to the plan, so from all its sizes at once the
+    bounds can ask for a size it never measured.)"""
+    mod, asked = script
+    cache, records = tmp_path / "bench.sqlite", tmp_path / "records.jsonl"
+    _, cold_sizes, cold_ms = mod.plan_net("resnet18", "all", "pruned", 64 << 20, cache,
+                                          records)
+    from ucudnn.caffe.records import read_records
+    cold_rounds = [r["search_rounds"] for r in read_records(records) if r["kind"] == "bench"]
+    asked.clear()
+    _, again, warm_ms = mod.plan_net("resnet18", "all", "pruned", 64 << 20, cache, records)
+    warm = [r for r in read_records(records) if r["kind"] == "bench"]
+    assert cold_sizes > 0 and again == 0 and not asked
+    assert warm_ms == pytest.approx(cold_ms, rel=1e-12)
+    fast = [r["search_rounds"] <= 2 for r in warm]
+    assert len(warm) == len(cold_rounds) and sum(fast) >= 0.9 * len(fast)
+    assert max(cold_rounds) > 2

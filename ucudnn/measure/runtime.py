@@ -23,7 +23,16 @@ Note [Pruned search at run time]
     to 8 GiB, allocated, and the buffers for its largest size filled on the host; in the
     per-call profile, results/h200/cold_planning/, that set-up grows with the size), so the
     kernel keeps them for the whole search (``Kernel.hold_benchmark_buffers``) and frees
-    them after it. Not yet measured on a GPU.
+    them after it.
+
+    Warm: replaying the cold search's rounds from the cache costs a DP per round (2 s for
+    ResNet-18). So the search first runs from every size the cache holds for the kernel
+    (with its own start sizes), reading the cache only (``_search_cached``): after this
+    kernel's own cold search that ends in its first round with the same sizes, so the same
+    plan. Should it ask for a size the cache lacks (a first run; or a kernel of another
+    layer with the same shape measured other sizes, which can move the search), it is
+    abandoned and the search runs as cold, measuring what it asks for: a warm run never
+    benchmarks what its cold run did not.
 
 Note [Falling back]
     A plan can fail to resolve (cuDNN rejects an algorithm for this exact descriptor, or needs
@@ -115,17 +124,24 @@ def prepare_kernel(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
     rounds = None
     if pruned:
         from ..plan.search import pruned_sizes
+        from .bench import cache_key
         from .cache import BenchCache
         # one set-up of the buffers and one opening of the cache for all rounds
         kern.hold_benchmark_buffers(True)
         try:
             with BenchCache(cache_path) as cache:
-                # every size asked stays a key (the search needs one), without excluded
-                # algorithms
-                res = pruned_sizes(
-                    lambda want: {b: [p for p in perfs if p.algo not in excluded]
-                                  for b, perfs in measure_sizes(want, cache).items()},
-                    kern.n, [limit], name=where)
+                def usable(got):
+                    # every size asked stays a key (the search needs one), without excluded
+                    # algorithms
+                    return {b: [p for p in perfs if p.algo not in excluded]
+                            for b, perfs in got.items()}
+
+                key = cache_key(kern.shape, kern.op, kern.math, kern.dtype,
+                                workspace_cap=workspace_cap)
+                res = _search_cached(cache, key, kern.n, limit, usable, where)
+                if res is None:
+                    res = pruned_sizes(lambda want: usable(measure_sizes(want, cache)),
+                                       kern.n, [limit], name=where)
         finally:
             kern.hold_benchmark_buffers(False)
         kern.bench, cands, rounds = res.bench, res.measured, len(res.rounds)
@@ -163,6 +179,30 @@ def prepare_kernel(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
                  plan_s=kern.timing["plan_s"], **bench,
                  desirable=len(kern.desirable) if kern.desirable is not None else None)
     return kern
+
+
+class _Uncached(Exception):
+    """The cache-only search asked for a size the cache lacks."""
+
+
+def _search_cached(cache, key, n: int, limit: int, usable, where: str):
+    """Note [Pruned search at run time]: the pruned search from every size the cache holds
+    for ``key``, reading the cache only; None where it would have to measure."""
+    from ..plan.search import pruned_sizes, start_sizes
+    known = {b for b in cache.batches(key) if 1 <= b <= n}
+    if not known:
+        return None
+
+    def cached_only(want):
+        got = cache.get_many(key, want)
+        if len(got) < len(set(want)):
+            raise _Uncached()
+        return usable(got)
+    try:
+        return pruned_sizes(cached_only, n, [limit], start=set(start_sizes(n)) | known,
+                            name=where)
+    except _Uncached:
+        return None
 
 
 def _record_plan(kern, stage, plan, limit, **extra):
