@@ -195,8 +195,37 @@ class _FakeBench:
         self.calls = []
         self.dtypes = []
 
+    TIME_ITERS = 5
+
     def device_info(self):
         return {"gpu": "Fake GPU", "cudnn_version": 91400, "compute_capability": "9.0"}
+
+    def core(self):
+        """A core whose Kernel is the stand-in of tests/fake_kernel.py (what the runtime
+        plans; its benchmarks come from :meth:`measure`)."""
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        try:
+            from fake_kernel import FakeKernel
+        finally:
+            sys.path.pop(0)
+        return type("FakeCore", (), {"Kernel": FakeKernel})
+
+    def measure(self, kern, sizes, *, repeats=3, cache_path=None, workspace_cap=None,
+                progress=None, time_iters=5, cache=None):
+        """ucudnn.measure.bench.measure: through the real cache, timed by
+        :meth:`benchmark_kernel`."""
+        from ucudnn.measure.cache import BenchCache
+        key = self.cache_key(kern.shape, kern.op, kern.math, kern.dtype,
+                             workspace_cap=workspace_cap)
+
+        def fill(c):
+            return c.fill(key, sizes, lambda missing: self.benchmark_kernel(
+                kern.shape, kern.op, kern.n, missing, repeats=repeats, math=kern.math,
+                dtype=kern.dtype, workspace_cap=workspace_cap, progress=progress), repeats)
+        if cache is not None:
+            return fill(cache)
+        with BenchCache(cache_path) as c:
+            return fill(c)
 
     def cache_key(self, shape, op, math="default", dtype="float32", *, workspace_cap=None,
                   time_iters=5):

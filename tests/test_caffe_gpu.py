@@ -69,14 +69,14 @@ def _solver_text(model, **fields):
     return "".join(f"{k}: {v}\n" for k, v in f.items())
 
 
-def _train(caffe, tmp_path, model, gpus, **fields):
+def _train(caffe, tmp_path, model, gpus, env=None, **fields):
     """`caffe train -gpu GPUS` with :func:`_solver_text`; its output and plan records, once
     training ran to the end."""
     solver = tmp_path / "solver.prototxt"
     solver.write_text(_solver_text(model, **fields))
     recs = []
     rc, out = _run(caffe, ["caffe", "train", "-solver", solver, "-gpu", gpus], timeout=900,
-                   records=recs)
+                   env=env, records=recs)
     assert rc == 0, out[-4000:]
     assert "Optimization Done" in out
     return out, recs
@@ -250,13 +250,21 @@ def _gpu_count():
 def test_multi_gpu_training(caffe, tmp_path, optimizer):
     """`caffe train -gpu 0,1` (NCCL, one solver thread per GPU): every GPU's layers plan in
     their own thread through the embedded interpreter, and training runs to the end; with
-    the shared optimizer, one arena per GPU."""
+    the shared optimizer, one arena per GPU. From an empty cache every kernel is benchmarked
+    once, not once per solver: the root solver's net is set up (and planned) before the
+    other GPUs' solvers start, and they find its measurements in the cache (same GPU model)."""
     if _gpu_count() < 2:
         pytest.skip("needs two GPUs (device kind nvidia-h200-x2)")
     if "USE_NCCL:BOOL=ON" not in (caffe["build"] / "CMakeCache.txt").read_text():
         pytest.skip("Caffe built without NCCL (scripts/build_caffe.sh finds it where installed)")
     model = _net(caffe, "alexnet", 32, policy="powerOfTwo", limit=64 * MIB, optimizer=optimizer)
-    out, recs = _train(caffe, tmp_path, model, "0,1")
+    out, recs = _train(caffe, tmp_path, model, "0,1",
+                       env={"UCUDNN_CACHE": str(tmp_path / "empty.sqlite")})
+    benched = [(r["layer"], r["op"]) for r in recs
+               if r["kind"] == "bench" and r["sizes_benchmarked"]]
+    cached = [r for r in recs if r["kind"] == "bench" and not r["sizes_benchmarked"]]
+    assert benched and len(benched) == len(set(benched)), benched
+    assert cached and {r["device"] for r in cached} >= {1}
     if optimizer == "shared":
         assert {int(g) for g in re.findall(r"ucudnn: shared arena on GPU (\d+):", out)} == {0, 1}
     conv1 = [r for r in recs if r["kind"] == "kernel" and (r["layer"], r["op"]) == ("conv1", "fwd")]

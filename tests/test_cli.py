@@ -469,3 +469,26 @@ def test_bench_shards_and_devices(fake_gpu, tmp_path, monkeypatch, capsys):
     assert "bench --devices: failed on GPU 0 (exit status 3), GPU 1" in capsys.readouterr().err
     for bad in (["--devices", "0,0"], ["--devices", "0", "--shard", "0/1"], ["--shard", "1/1"]):
         assert main(["bench", "--net", "alexnet", *bad]) == 2
+
+
+def test_bench_pruned_search(fake_gpu, tmp_path, capsys):
+    """`bench --policy all --search pruned --limit`: every kernel measured by the runtime's
+    pruned search (what Caffe runs with UCUDNN_SEARCH=pruned), far fewer sizes than `all`;
+    a second run finds everything in the cache; bad combinations are refused."""
+    from ucudnn.cli import main
+    cache = tmp_path / "c.sqlite"
+    args = ["bench", "--net", "alexnet", "--cache", str(cache), "--policy", "all",
+            "--search", "pruned", "--limit", "64MiB"]
+    assert main(args) == 0
+    sizes = [len(c[3]) for c in fake_gpu.calls]
+    assert sizes and sum(sizes) < 0.25 * 14 * 256
+    assert {c[2] for c in fake_gpu.calls} == {256}
+    assert "[14/14] conv5 bwd_filter: pruned search looked at" in capsys.readouterr().err
+    n = len(fake_gpu.calls)
+    assert main(args) == 0 and len(fake_gpu.calls) == n
+    for bad, msg in ((["--policy", "powerOfTwo", "--search", "pruned", "--limit", "8MiB"],
+                      "--search pruned: only with --policy all"),
+                     (["--policy", "all", "--search", "pruned"], "needs --limit"),
+                     (["--policy", "all", "--limit", "8MiB"], "--limit: only with --search")):
+        assert main(["bench", "--net", "alexnet", "--cache", str(cache), *bad]) == 2
+        assert msg in capsys.readouterr().err

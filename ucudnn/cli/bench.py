@@ -9,9 +9,17 @@ Note [Benchmarks over several GPUs]
     results/h200/cold_planning/), the same split in every process. All write into the one
     SQLite cache, which takes concurrent writers. Entries are keyed by GPU model, so the GPUs
     must be of one model for the measurements to serve each other. With ``--csv`` the parent
-    reads the table back from the cache afterwards. Caffe's own planning does not spread yet:
-    a two-GPU ``caffe train`` still benchmarks per solver (issue 14). Not yet run on a GPU
-    host (tested with a stand-in for the processes, tests/test_cli.py)."""
+    reads the table back from the cache afterwards. ``--policy all --search pruned --limit
+    L`` measures what the runtime's pruned search asks for within L (Note [Pruned search at
+    run time]) instead of every size.
+
+    Caffe: a two-GPU ``caffe train`` benchmarks each kernel once, not once per solver (the
+    root solver's net is planned before the other solvers start, and they read its
+    measurements from the cache; tests/test_caffe_gpu.py), but on the root's GPU alone: its
+    layers plan one after another as the net is set up. To spread a net's cold planning over
+    the node, run ``ucudnn bench --prototxt NET --devices 0,1`` (with the policy, search
+    and limit the net runs with) before ``caffe train``; scripts/cold_planning.py measures
+    both ways."""
 from __future__ import annotations
 
 from ..vocab import DTYPES, MATH_MODES, OPS
@@ -44,6 +52,12 @@ def add_parser(sub) -> None:
     s.add_argument("--devices", metavar="LIST", help="GPUs to spread the kernels over, e.g. "
                    "0,1: one process per GPU (CUDA_VISIBLE_DEVICES), each measuring its share "
                    "into the same cache (default: the current GPU only)")
+    s.add_argument("--search", default="exhaustive", choices=("exhaustive", "pruned"),
+                   help="how --policy all measures: every size, or the sizes the pruned "
+                   "search asks for within --limit (what Caffe runs with UCUDNN_SEARCH="
+                   "pruned; default exhaustive)")
+    s.add_argument("--limit", metavar="SIZE", help="workspace limit per kernel of the pruned "
+                   "search (required with --search pruned)")
     s.add_argument("--shard", metavar="I/N", help="measure only the I-th of N equal-cost shares "
                    "of the kernels (what each process of --devices runs)")
     s.set_defaults(func=run)
@@ -121,6 +135,18 @@ def run(args) -> int:
     math_mode, dtype = c.math(args.math), c.dtype(args.dtype)
     c.positive(args.repeats, "--repeats")
     cap = c.size(args.workspace_cap, "--workspace-cap")
+    search_limit = None
+    if args.search == "pruned":
+        if policy != "all" or sizes:
+            raise c.CliError("--search pruned: only with --policy all")
+        if args.limit is None:
+            raise c.CliError("--search pruned: needs --limit (the search looks for the plan "
+                             "within it)")
+        if args.force:
+            raise c.CliError("--search pruned: not with --force (the search reads the cache)")
+        search_limit = c.size(args.limit, "--limit")
+    elif args.limit is not None:
+        raise c.CliError("--limit: only with --search pruned")
     if args.csv:
         c.output_file(args.csv, "--csv")
     layers, _, _ = c.load_layers(args, None)
@@ -134,7 +160,7 @@ def run(args) -> int:
     benches, _ = benchmark_layers(layers, policy=policy, sizes=sizes, ops=ops,
                                   cache_path=args.cache, math=math_mode, dtype=dtype,
                                   repeats=args.repeats, workspace_cap=cap, force=args.force,
-                                  progress=c.say, shard=shard)
+                                  progress=c.say, shard=shard, search_limit=search_limit)
     if args.csv:
         rows = [r for (layer, op), b in benches.items() for r in rows_from_kernel(layer, op, b)]
         write_table(args.csv, rows)

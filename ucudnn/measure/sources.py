@@ -113,15 +113,40 @@ def _say(progress: Progress, text: str) -> None:
         progress(text)
 
 
+def _search(kernels, cache, *, limit: int, math: str, dtype: str, repeats: int,
+            workspace_cap: Optional[int], progress: Progress) -> Benches:
+    """Policy ``all`` through the pruned search within ``limit`` (what Caffe's layers run with
+    ``UCUDNN_SEARCH=pruned``, Note [Pruned search at run time]): the sizes it measures go
+    into ``cache``; ``{(layer, op): {batch: [AlgoPerf]}}`` of the sizes it looked at."""
+    from . import runtime
+    bench = _bench()
+    t0 = time.perf_counter()
+    benches: Benches = {}
+    for i, (l, op) in enumerate(kernels, start=1):
+        kern = bench.core().Kernel(ConvShape.from_layer(l), op, l.n, dtype, math, l.name,
+                                   l.groups)
+        runtime.prepare_kernel(kern, policy="all", limit=limit, repeats=repeats,
+                               cache_path=str(cache.path), workspace_cap=workspace_cap,
+                               search="pruned")
+        benches[l.name, op] = dict(kern.bench)
+        _say(progress, f"[{i}/{len(kernels)}] {l.name} {op}: pruned search looked at "
+             f"{len(kern.bench)} sizes, elapsed {time.perf_counter() - t0:.1f} s")
+    return benches
+
+
 def _fill(layers, ops: Sequence[str], sizes_of: Callable, cache, *, math: str, dtype: str,
           repeats: int, workspace_cap: Optional[int], force: bool, progress: Progress,
-          only=None) -> Benches:
+          only=None, search_limit: Optional[int] = None) -> Benches:
     """Measure what ``cache`` lacks on this GPU; ``{(layer, op): {batch: [AlgoPerf]}}``
-    (``only``: the ``(layer, op)`` pairs to do, default all)."""
+    (``only``: the ``(layer, op)`` pairs to do, default all; ``search_limit``: policy all
+    through the pruned search within that limit, :func:`_search`)."""
     bench = _bench()
     t0 = time.perf_counter()
     kernels = [(l, op) for l in layers for op in ops if op in l.ops
                and (only is None or (l.name, op) in only)]
+    if search_limit is not None:
+        return _search(kernels, cache, limit=search_limit, math=math, dtype=dtype,
+                       repeats=repeats, workspace_cap=workspace_cap, progress=progress)
     benches: Benches = {}
     for i, (l, op) in enumerate(kernels, start=1):
         shape = ConvShape.from_layer(l)
@@ -167,12 +192,14 @@ def benchmark_layers(layers, *, policy: str = "powerOfTwo", sizes: Optional[Sequ
                      dtype: str = "float32", repeats: int = 3,
                      workspace_cap: Optional[int] = None, force: bool = False,
                      progress: Progress = None,
-                     shard: Optional[Tuple[int, int]] = None) -> Tuple[Benches, str]:
+                     shard: Optional[Tuple[int, int]] = None,
+                     search_limit: Optional[int] = None) -> Tuple[Benches, str]:
     """Benchmark ``layers`` on this GPU into the cache (what it lacks; everything with
     ``force``). Returns the benchmarks and the cache's path. :class:`SourceError` without a
     GPU (the cache is then not created). ``shard=(i, n)``: only the kernels that
     :func:`shard_kernels` gives to shard ``i`` of ``n`` (one GPU's part of ``bench
-    --devices``)."""
+    --devices``). ``search_limit``: policy ``all`` measured by the pruned search within this
+    workspace limit instead of at every size (not with ``force``)."""
     info, reason = device_status()
     if info is None:
         raise SourceError(f"bench needs a GPU: no GPU visible: {reason}")
@@ -184,7 +211,7 @@ def benchmark_layers(layers, *, policy: str = "powerOfTwo", sizes: Optional[Sequ
     with _open_cache(cache_path) as cache:
         benches = _fill(layers, ops, sizes_of, cache, math=math, dtype=dtype, repeats=repeats,
                         workspace_cap=workspace_cap, force=force, progress=progress,
-                        only=kernels)
+                        only=kernels, search_limit=search_limit)
         return benches, str(cache.path)
 
 
