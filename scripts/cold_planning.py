@@ -8,7 +8,7 @@ picks the search over micro-batch sizes for policy ``all`` (Note [Pruned search 
 Appends one row per (net, policy, search) to a CSV with the predicted convolution time of the
 plans (every kernel times its group calls and identical layers):
 
-    net,policy,search,limit_bytes,gpus,cold_s,warm_s,sizes_benchmarked,predicted_ms,
+    net,policy,search,limit_bytes,gpus,repeats,cold_s,warm_s,sizes_benchmarked,predicted_ms,
     setup_s,warmup_find_s,find_s,retime_s
 
 The last four say where the cold pass's benchmarks spent their time, summed over kernels
@@ -37,7 +37,7 @@ from pathlib import Path
 from ucudnn.vocab import SEARCHES
 
 PARTS = ("setup", "warmup_find", "find", "retime")
-FIELDS = ["net", "policy", "search", "limit_bytes", "gpus", "cold_s", "warm_s",
+FIELDS = ["net", "policy", "search", "limit_bytes", "gpus", "repeats", "cold_s", "warm_s",
           "sizes_benchmarked", "predicted_ms"] + [f"{p}_s" for p in PARTS]
 
 
@@ -52,7 +52,7 @@ def benchmark_parts(records):
     return out
 
 
-def plan_net(net, policy, search, limit, cache, records, shard=None):
+def plan_net(net, policy, search, limit, cache, records, shard=None, repeats=3):
     """(seconds, sizes benchmarked, predicted ms) of planning every kernel of ``net`` (with
     ``shard`` = (i, n): only the i-th of n equal-cost shares); the plan records go to
     ``records`` (the sizes benchmarked are read from them)."""
@@ -80,7 +80,7 @@ def plan_net(net, policy, search, limit, cache, records, shard=None):
             kern = B.core().Kernel(ConvShape.from_layer(layer), op, layer.n, "float32",
                                    "default", layer.name, layer.groups)
             runtime.prepare_kernel(kern, policy=policy, optimizer=0, limit=limit,
-                                   cache_path=str(cache), search=search)
+                                   cache_path=str(cache), search=search, repeats=repeats)
             predicted += layer.groups * layer.count * kern.plan.time_ms
     seconds = time.perf_counter() - t0
     benchmarked = sum(r["sizes_benchmarked"] for r in read_records(records)
@@ -96,7 +96,7 @@ def cold_on_devices(args, devices, cache, records):
         cmd = [sys.executable, os.path.abspath(__file__), "--net", args.net, "--policy",
                args.policy, "--search", args.search, "--limit", args.limit,
                "--shard", f"{i}/{len(devices)}", "--cache", str(cache), "--records",
-               str(records)]
+               str(records), "--repeats", str(args.repeats)]
         procs.append((dev, subprocess.Popen(cmd, env=dict(os.environ,
                                                            CUDA_VISIBLE_DEVICES=str(dev)))))
     failed = [f"GPU {dev} (exit status {p.returncode})" for dev, p in procs if p.wait() != 0]
@@ -115,6 +115,8 @@ def main(argv=None):
     ap.add_argument("--search", default="pruned", choices=SEARCHES,
                     help="how policy all finds its sizes")
     ap.add_argument("--limit", default="64MiB", help="workspace per kernel (DP)")
+    ap.add_argument("--repeats", type=int, default=3, help="cudnnFind calls per size "
+                    "(median; default 3)")
     ap.add_argument("--devices", metavar="LIST", help="GPUs to spread the cold pass over, "
                     "e.g. 0,1 (default: the current GPU only)")
     ap.add_argument("--csv", help="CSV file to append a row to (required but with --shard)")
@@ -131,7 +133,7 @@ def main(argv=None):
             ap.error("--shard needs --cache and --records")
         i, n = (int(x) for x in args.shard.split("/"))
         plan_net(args.net, args.policy, args.search, limit, Path(args.cache),
-                 Path(args.records), shard=(i, n))
+                 Path(args.records), shard=(i, n), repeats=args.repeats)
         return 0
     if not args.csv:
         ap.error("--csv is required")
@@ -145,17 +147,18 @@ def main(argv=None):
             parts = benchmark_parts(records)
             records.unlink()
             warm_s, again, predicted = plan_net(args.net, args.policy, args.search, limit,
-                                                cache, records)
+                                                cache, records, repeats=args.repeats)
         else:
             cold_s, sizes, predicted = plan_net(args.net, args.policy, args.search, limit,
-                                                cache, records)
+                                                cache, records, repeats=args.repeats)
             parts = benchmark_parts(records)
             warm_s, again, _ = plan_net(args.net, args.policy, args.search, limit, cache,
-                                        records)
+                                        records, repeats=args.repeats)
     if again:       # the warm pass must be served by the cache alone
         raise SystemExit(f"cold_planning: the warm pass benchmarked {again} sizes again")
     row = {"net": args.net, "policy": args.policy, "search": args.search, "limit_bytes": limit,
-           "gpus": len(devices) if devices else 1, "cold_s": round(cold_s, 2),
+           "gpus": len(devices) if devices else 1, "repeats": args.repeats,
+           "cold_s": round(cold_s, 2),
            "warm_s": round(warm_s, 3),
            "sizes_benchmarked": sizes, "predicted_ms": round(predicted, 3),
            **{f"{p}_s": round(v, 2) for p, v in parts.items()}}

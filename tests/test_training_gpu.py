@@ -42,7 +42,9 @@ def trained(tmp_path_factory, gpu_visible):
                         "--nets", "digits", "--settings", "stock,powerOfTwo",
                         "--iterations", str(ITERATIONS), "--test-interval", "10",
                         "--limit", "1MiB"], stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True, env=env, timeout=600)
+                       stderr=subprocess.STDOUT, text=True, env=env, timeout=600,
+                       # not the checkout's folder: `-m` puts the working folder first
+                       cwd=str(out))
     return out, r
 
 
