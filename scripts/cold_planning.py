@@ -52,7 +52,7 @@ def benchmark_parts(records):
     return out
 
 
-def plan_net(net, policy, search, limit, cache, records, shard=None, repeats=3):
+def plan_net(net, policy, search, limit, cache, records, shard=None, repeats=1):
     """(seconds, sizes benchmarked, predicted ms) of planning every kernel of ``net`` (with
     ``shard`` = (i, n): only the i-th of n equal-cost shares); the plan records go to
     ``records`` (the sizes benchmarked are read from them)."""
@@ -115,8 +115,8 @@ def main(argv=None):
     ap.add_argument("--search", default="pruned", choices=SEARCHES,
                     help="how policy all finds its sizes")
     ap.add_argument("--limit", default="64MiB", help="workspace per kernel (DP)")
-    ap.add_argument("--repeats", type=int, default=3, help="cudnnFind calls per size "
-                    "(median; default 3)")
+    ap.add_argument("--repeats", type=int, default=1, help="cudnnFind calls per size "
+                    "(median; default 1, as the runtime's)")
     ap.add_argument("--devices", metavar="LIST", help="GPUs to spread the cold pass over, "
                     "e.g. 0,1 (default: the current GPU only)")
     ap.add_argument("--csv", help="CSV file to append a row to (required but with --shard)")

@@ -196,6 +196,7 @@ class _FakeBench:
         self.dtypes = []
 
     TIME_ITERS = 5
+    FIND_REPEATS = 1
 
     def device_info(self):
         return {"gpu": "Fake GPU", "cudnn_version": 91400, "compute_capability": "9.0"}

@@ -632,13 +632,13 @@ def test_measure_records_the_cap_and_timing(tmp_path, fake_core):
     path = tmp_path / "c.sqlite"
     got = bench.measure(kern, [1, 2], cache_path=path)
     assert got == {1: [AlgoPerf(0, 1.0, 0)], 2: [AlgoPerf(0, 2.0, 0)]}
-    assert kern.calls == [([1, 2], 3, 8 * GiB, 5)]
+    assert kern.calls == [([1, 2], bench.FIND_REPEATS, 8 * GiB, 5)]
     with BenchCache(path) as c:
         assert c.keys() == [KEY]
     bench.measure(kern, [1, 2], cache_path=path)
     assert len(kern.calls) == 1                                  # cached
     bench.measure(kern, [1], cache_path=path, time_iters=0)      # another timing: measured
-    assert kern.calls[-1] == ([1], 3, 8 * GiB, 0)
+    assert kern.calls[-1] == ([1], bench.FIND_REPEATS, 8 * GiB, 0)
     bench.measure(kern, [1], cache_path=path, workspace_cap=GiB)  # a smaller ask: cached
     assert len(kern.calls) == 2
     # memory pressure: 5 GiB free leaves less than 8 GiB; what was offered is recorded, and

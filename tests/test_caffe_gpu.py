@@ -142,30 +142,29 @@ def _split_variant(name, batch):
     """A powerOfTwo variant under which some kernel of ``name`` is micro-batched on this GPU.
 
     Whether a limit splits a kernel at batch 32 depends on the GPU and cuDNN and on timing
-    (on the H200 none of AlexNet's kernels split under the VARIANTS), so the net's costliest
-    layer is benchmarked (FMA, no Winograd, as the variants run) and planned at limits from
+    (on the H200 none of AlexNet's kernels split under the VARIANTS), so every kernel of the
+    net is benchmarked (FMA, no Winograd, as the variants run) and planned at limits from
     256 KiB to 48 MiB; the limit where a split plan gains most over the undivided one is
     used."""
     from ucudnn.measure.bench import benchmark_kernel
     from ucudnn.measure.shipped import layers
-    from ucudnn.measure.sources import kernel_cost
     from ucudnn.plan.conv import ConvShape
     from ucudnn.plan.dp import WINOGRAD_ALGOS, candidate_sizes, plan_kernel, without_algorithms
     sizes = candidate_sizes("powerOfTwo", batch)
-    layer = max(layers(name), key=lambda l: kernel_cost(l, "fwd", [1]))
     best = None
-    for op in layer.ops:
-        bench = without_algorithms(benchmark_kernel(ConvShape.from_layer(layer), op, batch,
-                                                    sizes, repeats=1, math="fma"),
-                                   WINOGRAD_ALGOS[op])
-        for kib in (256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 49152):
-            plan = plan_kernel(bench, batch, "powerOfTwo", kib << 10)
-            gain = plan_kernel(bench, batch, "undivided", kib << 10).time_ms / plan.time_ms
-            if len(plan.chunks) > 1 and (best is None or gain > best[0]):
-                best = (gain, kib, op, plan.describe())
-    assert best is not None, f"no limit splits {name}'s {layer.name} on this GPU"
-    gain, kib, op, desc = best
-    print(f"split variant: {kib} KiB ({layer.name} {op}: {desc}, {gain:.2f}x over undivided)")
+    for layer in layers(name):
+        for op in layer.ops:
+            bench = without_algorithms(benchmark_kernel(ConvShape.from_layer(layer), op, batch,
+                                                        sizes, repeats=1, math="fma"),
+                                       WINOGRAD_ALGOS[op])
+            for kib in (256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 49152):
+                plan = plan_kernel(bench, batch, "powerOfTwo", kib << 10)
+                gain = plan_kernel(bench, batch, "undivided", kib << 10).time_ms / plan.time_ms
+                if len(plan.chunks) > 1 and (best is None or gain > best[0]):
+                    best = (gain, kib, f"{layer.name} {op}", plan.describe())
+    assert best is not None, f"no limit from 256 KiB to 48 MiB splits a kernel of {name}"
+    gain, kib, kernel, desc = best
+    print(f"split variant: {kib} KiB ({kernel}: {desc}, {gain:.2f}x over undivided)")
     return f"policy: POWER_OF_TWO workspace_limit: {kib << 10} {FMA}"
 
 

@@ -455,7 +455,7 @@ def test_ucudnn_settings_net_wide_and_per_layer(tmp_path):
     assert [l.name for l in net.layers] == ["a", "b"] and net.layers[0].n == 32
     assert net.net_ucudnn == UcudnnSettings(
         policy="all", optimizer="ilp", workspace_limit=8 << 20, total_workspace=1 << 30,
-        micro_batch_sizes=(8, 16), math="default", benchmark_repeats=3, cache_path="",
+        micro_batch_sizes=(8, 16), math="default", benchmark_repeats=1, cache_path="",
         exclude_winograd=False)
     assert net.ucudnn["a"] == net.net_ucudnn
     # the layer's set fields win; its micro_batch_size replaces the net's (Caffe's Net::Init)

@@ -38,7 +38,11 @@ def trained(tmp_path_factory, gpu_visible):
     # folder has no core when the package was installed without -e, as on the GPU node)
     env["PYTHONPATH"] = os.pathsep.join([str(Path(tr.__file__).resolve().parents[2])]
                                         + [p for p in sys.path if p])
-    r = subprocess.run([sys.executable, "-m", "ucudnn", "training", "--out", str(out),
+    # the checkout's Caffe, named: the child runs elsewhere (below)
+    where = ["--pycaffe", str(tr.default_pycaffe().resolve())]
+    if tr.default_caffe_build().is_dir():
+        where += ["--caffe-build", str(tr.default_caffe_build().resolve())]
+    r = subprocess.run([sys.executable, "-m", "ucudnn", "training", "--out", str(out), *where,
                         "--nets", "digits", "--settings", "stock,powerOfTwo",
                         "--iterations", str(ITERATIONS), "--test-interval", "10",
                         "--limit", "1MiB"], stdout=subprocess.PIPE,

@@ -110,7 +110,7 @@ cdef public api int ucudnn_kernel_create(const ucudnn_conv_params* params,
             runtime.prepare_kernel(
                 kern, policy=options.policy, optimizer=options.optimizer,
                 limit=int(options.workspace_limit), sizes=sizes,
-                repeats=options.repeats if options.repeats > 0 else 3,
+                repeats=options.repeats if options.repeats > 0 else 1,   # FIND_REPEATS
                 cache_path=cache_path, exclude_winograd=bool(options.exclude_winograd))
             Py_INCREF(kern)
             out[0] = &(<Kernel>kern).k

@@ -347,13 +347,18 @@ cdef size_t FILL_BLOCK = 4 << 20
 # Note [Re-timing near the front]
 #     The planners use, per micro-batch size, only the fastest algorithm within each
 #     workspace bound. An algorithm whose Find time is RETIME_MARGIN times that of another
-#     one needing no more workspace can never be that (re-timing with events changes a time
-#     by 13-29 %, Note [Find times]), so only the others are re-timed; the far-behind ones
-#     keep their Find median. The slowest algorithms took most of the re-timing's time
-#     (each of them runs 1 + time_iters times). A caller that later drops an algorithm
-#     (ucudnn's Winograd exclusion) may leave a far-behind one planned with its Find time:
-#     the plan is valid, its predicted time pessimistic.
+#     one needing no more workspace cannot be that, as long as re-timing changes every
+#     algorithm's time by a similar factor: true for runs of a millisecond and more (a plan
+#     of them was 13-29 % faster timed back to back, Note [Find times]), not for short runs,
+#     where Find exposes each algorithm's own launch latency (its number of kernels). So an
+#     algorithm is left with its Find time only when it is far behind the front AND its Find
+#     time is at least RETIME_ALWAYS_MS; short runs cost little to re-time. The slow
+#     far-behind algorithms took most of the re-timing's time (each runs 1 + time_iters
+#     times). A caller that later drops an algorithm (ucudnn's Winograd exclusion) may leave
+#     a far-behind one planned with its Find time: the plan is valid, its predicted time
+#     pessimistic.
 RETIME_MARGIN = 1.5
+RETIME_ALWAYS_MS = 1.0
 
 
 cdef int fill_random_tiled(void* dev, size_t nbytes, int elem_size,
@@ -490,7 +495,7 @@ cdef class Kernel:
 
     # ------------------------------------------------------------------ benchmark
 
-    def benchmark(self, sizes, int repeats=3, workspace_cap=None, progress=None,
+    def benchmark(self, sizes, int repeats=1, workspace_cap=None, progress=None,
                   int time_iters=5):
         """Time every algorithm with cudnnFind...AlgorithmEx for each micro-batch size.
 
@@ -676,7 +681,8 @@ cdef class Kernel:
                 if status != 0 or mem > ws.nbytes or not 0 <= mt < 4:
                     out.append(rec)
                     continue
-                if any(o[3] <= mem and o[2] * RETIME_MARGIN < t for o in ok):
+                if t >= RETIME_ALWAYS_MS and any(o[3] <= mem and o[2] * RETIME_MARGIN < t
+                                                 for o in ok):
                     out.append(rec)     # far behind the front: Note [Re-timing near the front]
                     continue
                 conv = self.k.conv[mt]

@@ -22,6 +22,7 @@ Note [Benchmarks over several GPUs]
     both ways."""
 from __future__ import annotations
 
+from ..measure.bench import FIND_REPEATS
 from ..vocab import DTYPES, MATH_MODES, OPS
 from . import common as c
 
@@ -39,7 +40,9 @@ def add_parser(sub) -> None:
                    "(default: those of --policy)")
     s.add_argument("--ops", default=",".join(OPS), help="comma-separated subset of " +
                    ",".join(OPS))
-    s.add_argument("--repeats", type=int, default=3, help="cudnnFind calls per size (median)")
+    s.add_argument("--repeats", type=int, default=FIND_REPEATS,
+                   help=f"cudnnFind calls per size (median; default {FIND_REPEATS}, Note "
+                   "[Find repeats] in ucudnn/measure/bench.py)")
     s.add_argument("--math", default="default", help="math mode: " + ", ".join(MATH_MODES))
     s.add_argument("--dtype", default="float32", help="data type: " + ", ".join(DTYPES))
     s.add_argument("--workspace-cap", metavar="SIZE", help="largest workspace offered to cuDNN "

@@ -24,10 +24,21 @@ from ..plan.table import AlgoPerf, KernelBench
 from ..vocab import Status, UcudnnError
 
 __all__ = ["NoGpuError", "core", "device_info", "driver_version", "cache_key",
-           "benchmark_kernel", "measure_kernel", "measure", "Measured", "TIME_ITERS"]
+           "benchmark_kernel", "measure_kernel", "measure", "Measured", "TIME_ITERS",
+           "FIND_REPEATS"]
 
 #: The core's default re-timing: median of 5 CUDA-event runs (timing ``"events5"``).
 TIME_ITERS = 5
+
+#: cudnnFind calls per micro-batch size (their median). Note [Find repeats]
+#:     With the re-timing (TIME_ITERS), a Find only ranks the algorithms and gives their
+#:     status and workspace; the planner uses the CUDA-event medians of those near the
+#:     (time, workspace) front (Note [Re-timing near the front] in cython/ucudnn/_core.pyx).
+#:     Three Finds per size cost 60 % of a cold pruned planning of ResNet-18 and gave no
+#:     better plans than one: on the H200 the predicted times of one-Find and three-Find
+#:     plans differ by less than their run-to-run spread (results/h200/cold_planning/).
+#:     Caffe's ``benchmark_repeats`` defaults to the same.
+FIND_REPEATS = 1
 
 
 class Measured(dict):
@@ -118,7 +129,7 @@ def _perfs(records) -> List[AlgoPerf]:
 
 
 def benchmark_kernel(shape: ConvShape, op: str, n: int, sizes: Iterable[int], *,
-                     repeats: int = 3, math: str = "default", dtype: str = "float32",
+                     repeats: int = FIND_REPEATS, math: str = "default", dtype: str = "float32",
                      workspace_cap: Optional[int] = None,
                      progress: Optional[Callable[[int], None]] = None,
                      name: Optional[str] = None, time_iters: int = TIME_ITERS) -> Measured:
@@ -130,7 +141,7 @@ def benchmark_kernel(shape: ConvShape, op: str, n: int, sizes: Iterable[int], *,
                           progress=progress, time_iters=time_iters)
 
 
-def measure_kernel(kern, sizes, *, repeats=3, workspace_cap=None, progress=None,
+def measure_kernel(kern, sizes, *, repeats=FIND_REPEATS, workspace_cap=None, progress=None,
                    time_iters: int = TIME_ITERS) -> Measured:
     """Benchmark ``kern`` (a core ``Kernel``) at ``sizes``, no cache: :class:`Measured` with
     the workspace offered (Note [Offered workspace]) and the timing."""
@@ -143,7 +154,7 @@ def measure_kernel(kern, sizes, *, repeats=3, workspace_cap=None, progress=None,
                     int(kern.last_benchmark_workspace), timing)
 
 
-def measure(kern, sizes: Iterable[int], *, repeats: int = 3, cache_path=None,
+def measure(kern, sizes: Iterable[int], *, repeats: int = FIND_REPEATS, cache_path=None,
             workspace_cap: Optional[int] = None, progress=None,
             time_iters: int = TIME_ITERS, cache=None) -> KernelBench:
     """Benchmarks of ``kern`` (a core ``Kernel``) at ``sizes``: from the cache where an entry

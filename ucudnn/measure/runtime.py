@@ -54,6 +54,7 @@ from ..plan.ilp import solve_workspace_division
 from ..vocab import (OPTIMIZER_CODES, SEARCHES, InputError, algo_name, format_size,
                      normalise_policy)
 from . import records
+from .bench import FIND_REPEATS
 
 log = logging.getLogger("ucudnn")
 
@@ -91,7 +92,7 @@ _log_from_environment()
 
 
 def prepare_kernel(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
-                   sizes: Optional[Sequence[int]] = None, repeats: int = 3,
+                   sizes: Optional[Sequence[int]] = None, repeats: int = FIND_REPEATS,
                    cache_path: Optional[str] = None, workspace_cap: Optional[int] = None,
                    exclude_winograd: bool = False, search: Optional[str] = None):
     """Benchmark ``kern`` and plan it (DP within ``limit``) or prepare it for the ILP.

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..plan.conv import ConvShape
+from .bench import FIND_REPEATS
 from ..plan.dp import candidate_sizes
 from ..plan.table import OPS, BenchRow, KernelBench, group_by_kernel, read_table
 from ..vocab import InputError
@@ -189,7 +190,7 @@ def _open_cache(path, create: bool = True, readonly: Optional[bool] = None):
 
 def benchmark_layers(layers, *, policy: str = "powerOfTwo", sizes: Optional[Sequence[int]] = None,
                      ops: Sequence[str] = OPS, cache_path=None, math: str = "default",
-                     dtype: str = "float32", repeats: int = 3,
+                     dtype: str = "float32", repeats: int = FIND_REPEATS,
                      workspace_cap: Optional[int] = None, force: bool = False,
                      progress: Progress = None,
                      shard: Optional[Tuple[int, int]] = None,
@@ -312,7 +313,7 @@ def _list(names: Sequence[str], most: int = 6) -> str:
 def gather(layers, *, policy: str = "powerOfTwo", sizes: Optional[Sequence[int]] = None,
            tables: Optional[Sequence] = None, cache_path=None, gpu: Optional[str] = None,
            cudnn_version: Optional[int] = None, math: str = "default", dtype: str = "float32",
-           workspace_cap: Optional[int] = None, repeats: int = 3, benchmark: bool = True,
+           workspace_cap: Optional[int] = None, repeats: int = FIND_REPEATS, benchmark: bool = True,
            strict: bool = False, progress: Progress = None) -> Gathered:
     """Benchmarks of every kernel of ``layers`` (Note [Where plan gets its benchmark data]).
 
