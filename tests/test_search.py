@@ -1,7 +1,8 @@
 """Pruned search over micro-batch sizes (ucudnn.plan.search, Note [Pruned search]).
 
-Replay: the recorded H200 tables of every size 1..256 (tests/data/h200_all_sizes/) stand in
-for cudnnFind; the callback counts the sizes asked for."""
+Replay: the recorded H200 tables of every size 1..N (tests/data/h200_all_sizes/: AlexNet and
+ResNet-18 at 256, CIFAR-10 at 1024) stand in for cudnnFind; the callback counts the sizes
+asked for."""
 import lzma
 from functools import lru_cache
 from pathlib import Path
@@ -14,7 +15,8 @@ from ucudnn.plan.table import AlgoPerf, group_by_kernel, parse_table
 
 DATA = Path(__file__).resolve().parent / "data" / "h200_all_sizes"
 MiB = 1 << 20
-N = 256
+N = 256                     # the synthetic tables' batch
+BATCH = {"alexnet": 256, "resnet18": 256, "cifar10": 1024}
 LIMITS = (8, 64, 512)
 OPS = ("fwd", "bwd_data", "bwd_filter")
 
@@ -40,26 +42,40 @@ def _table(net):
 @lru_cache(maxsize=None)
 def _replay(net, limit_mib, op):
     """[(layer, exhaustive all, powerOfTwo, pruned plan, sizes measured)] of one net, limit, op."""
+    n = BATCH[net]
     out = []
     for (layer, o), bench in _table(net).items():
         if o != op:
             continue
-        assert sorted(bench) == list(range(1, N + 1))
+        assert sorted(bench) == list(range(1, n + 1))
         replay = Replay(bench)
-        plan, res = plan_pruned(replay, N, limit_mib * MiB, name=layer)
+        plan, res = plan_pruned(replay, n, limit_mib * MiB, name=layer)
         assert res.calls == len(replay.asked)
-        out.append((layer, plan_kernel(bench, N, "all", limit_mib * MiB),
-                    plan_kernel(bench, N, "powerOfTwo", limit_mib * MiB), plan, res.calls))
+        out.append((layer, plan_kernel(bench, n, "all", limit_mib * MiB),
+                    plan_kernel(bench, n, "powerOfTwo", limit_mib * MiB), plan, res.calls))
     return out
 
 
-NETS = ("alexnet", "resnet18")
+def _layers(net):
+    """The net's layers by name (their groups and identical-layer counts weigh the totals)."""
+    if net == "cifar10":
+        from ucudnn.caffe.prototxt import load_prototxt
+        path = Path(__file__).resolve().parents[1] / "ucudnn" / "data" / "nets" / "cifar10.prototxt"
+        layers = load_prototxt(path).layers
+    else:
+        from ucudnn.measure import shipped
+        layers = shipped.layers(net)
+    return {l.name: l for l in layers}
+
+
+NETS = ("alexnet", "resnet18", "cifar10")
 # (net, limit MiB, op) where some kernel's pruned plan is more than 1 % slower than the
-# exhaustive one (worst gap as measured with the defaults, dense 16 and window 6): the bounds
-# of Note [Pruned search] do not hold on these tables (cuDNN's time and workspace jump
-# between neighbouring sizes). The nets' totals are within 1 % nevertheless (below).
-MISSES = {("resnet18", 64, "fwd"): 5.3, ("resnet18", 64, "bwd_data"): 12.7,
-          ("resnet18", 64, "bwd_filter"): 6.5}
+# exhaustive one (worst gap as measured with the defaults: dense 16, ratio 1.2 and the
+# powers of two, window 10): the bounds of Note [Pruned search] do not hold on these tables
+# (cuDNN's time and workspace jump between neighbouring sizes). The nets' totals are within
+# 1 % nevertheless (below).
+MISSES = {("resnet18", 64, "fwd"): 4.6, ("resnet18", 64, "bwd_data"): 13.0,
+          ("cifar10", 64, "bwd_data"): 2.8}
 
 
 def _cases(with_misses):
@@ -86,12 +102,12 @@ def test_pruned_never_worse_than_power_of_two_and_measures_few_sizes(net, limit,
         # the powers of two are measured first, so their plan is always available
         assert pruned.time_ms <= p2.time_ms + 1e-12, layer
         assert pruned.time_ms >= full.time_ms - 1e-12, layer      # measured sizes only
-        assert calls <= N
+        assert calls <= BATCH[net]
     mean_calls = sum(r[4] for r in rows) / len(rows)
-    print(f"{net} {limit} MiB {op}: {mean_calls:.1f} of {N} sizes measured on average, "
-          f"{sum(r[3].time_ms <= 1.01 * r[1].time_ms for r in rows)}/{len(rows)} kernels "
-          "within 1 % of all")
-    assert mean_calls <= 0.25 * N
+    print(f"{net} {limit} MiB {op}: {mean_calls:.1f} of {BATCH[net]} sizes measured on "
+          f"average, {sum(r[3].time_ms <= 1.01 * r[1].time_ms for r in rows)}/{len(rows)} "
+          "kernels within 1 % of all")
+    assert mean_calls <= 0.3 * BATCH[net]
 
 
 @pytest.mark.parametrize("limit", LIMITS)
@@ -100,8 +116,7 @@ def test_net_plan_within_one_percent_of_all(net, limit):
     """Issue 14's criterion: the net's predicted convolution time (every kernel times its
     group calls and identical layers, as the planner sums it) from the pruned search is within
     1 % of the exhaustive `all` plan's (measured with the defaults: 0.00-0.25 %)."""
-    from ucudnn.measure import shipped
-    layers = {l.name: l for l in shipped.layers(net)}
+    layers = _layers(net)
     full = pruned = 0.0
     for layer, op_full, _, op_pruned, _ in [r for op in OPS for r in _replay(net, limit, op)]:
         w = layers[layer].groups * layers[layer].count
@@ -113,27 +128,29 @@ def test_net_plan_within_one_percent_of_all(net, limit):
 
 
 @pytest.mark.parametrize("net", NETS)
-def test_pruned_search_costs_a_tenth_of_all(net):
+def test_pruned_search_costs_a_seventh_of_all(net):
     """A cudnnFind at size b costs about in proportion to b (results/h200/cold_planning/):
     the sizes measured, weighted by size, against all sizes 1..N of every kernel, for the
-    three limits planned one by one (measured: 7.9 % for both nets)."""
+    three limits planned one by one (measured: AlexNet 12.4 %, ResNet-18 13.8 %, CIFAR-10
+    3.6 %)."""
     asked = total = 0
     for limit in LIMITS:
         for op in OPS:
             for (layer, o), bench in _table(net).items():
                 if o != op:
                     continue
+                n = BATCH[net]
                 replay = Replay(bench)
-                plan_pruned(replay, N, limit * MiB, name=layer)
+                plan_pruned(replay, n, limit * MiB, name=layer)
                 asked += sum(replay.asked)
-                total += N * (N + 1) // 2
+                total += n * (n + 1) // 2
     print(f"{net}: {100 * asked / total:.1f} % of exhaustive `all`, weighted by size")
-    assert asked <= 0.10 * total
+    assert asked <= 0.15 * total
 
 
 def test_most_kernels_within_one_percent():
-    """What the pruned search achieves across both nets and the three limits, kernel by
-    kernel (measured with the defaults: 134 of 138 kernel-limit pairs within 1 %)."""
+    """What the pruned search achieves across the nets and the three limits, kernel by
+    kernel (measured with the defaults: 159 of 162 kernel-limit pairs within 1 %)."""
     within = total = 0
     for net in NETS:
         for limit in LIMITS:
@@ -142,11 +159,6 @@ def test_most_kernels_within_one_percent():
                     total += 1
                     within += pruned.time_ms <= 1.01 * full.time_ms
     assert within >= 0.95 * total, (within, total)
-
-
-def test_cifar10_needs_a_table():
-    pytest.skip("CIFAR-10 at batch 1024 was never benchmarked at every size: record a table "
-                "(ucudnn reproduce, policy all, on an H200) into tests/data/h200_all_sizes/")
 
 
 # --- synthetic tables -------------------------------------------------------------------
@@ -232,7 +244,8 @@ def test_errors():
         pruned_sizes(lambda sizes: {}, 8, [0])
     with pytest.raises(PlanError, match="positive integer"):
         start_sizes(0)
-    assert start_sizes(256) == list(range(1, 17)) + [32, 64, 128, 256]
-    assert start_sizes(256, dense=0) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    assert start_sizes(256) == list(range(1, 17)) + [18, 21, 26, 31, 32, 37, 45, 53, 64, 77,
+                                                     92, 111, 128, 133, 160, 192, 230, 256]
+    assert start_sizes(256, ratio=2.0, dense=0) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
     assert start_sizes(12) == list(range(1, 13))
-    assert start_sizes(12, dense=2) == [1, 2, 4, 8, 12]
+    assert start_sizes(12, ratio=2.0, dense=2) == [1, 2, 4, 8, 12]

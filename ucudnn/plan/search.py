@@ -32,9 +32,9 @@ Note [Pruned search]
     the unmeasured sizes of its lower-bound plan.
 
     When the bounds are met, a local search measures the unmeasured sizes within ``window``
-    (6) of each size of each limit's measured plan, and repeats the whole until nothing is
-    left to measure. The powers of two are measured first, so the result is never slower
-    than the powerOfTwo plan.
+    (10) of each size of each limit's measured plan, and repeats the whole until nothing is
+    left to measure. The start (``start_sizes``) is every size up to 16, a geometric grid of
+    ratio 1.2 and the powers of two, so the result is never slower than the powerOfTwo plan.
 
     Why the small sizes are all measured: a cudnnFind at size b costs about in proportion to
     b (the per-size profile on the H200, results/h200/cold_planning/), so sizes 1..16 cost
@@ -51,7 +51,8 @@ Note [Pruned search]
     make lb too high, so the search stops early and misses a plan; it never returns a plan
     that was not measured, and its predicted time is a measured one. The replay test
     (tests/test_search.py) checks the result against the exhaustive plan on the recorded H200
-    tables of AlexNet and ResNet-18 at 8, 64 and 512 MiB.
+    tables of AlexNet and ResNet-18 (batch 256) and CIFAR-10 (batch 1024) at 8, 64 and
+    512 MiB.
 
     Measured there (tests/data/h200_all_sizes, the replay test): on cuDNN 9.14 all three
     assumptions fail often. Some algorithms are 1.5-2x slower at exactly 16, 32, 64, 128 than
@@ -60,13 +61,15 @@ Note [Pruned search]
     (l3_3x3 fwd algo 1: 34.8 MiB at 64, 29.8 MiB at 72), and narrow sweet spots (l1_3x3 fwd:
     sizes 11-15) hide between measured sizes. What matters for a net is the sum over its
     kernels (each weighted by its group calls and identical layers): with the defaults
-    (dense 16, window 6) the pruned plans of AlexNet and ResNet-18 at 8, 64 and 512 MiB are
-    within 0.25 % of the exhaustive ones (0.00-0.25 %), measuring sizes that cost 7.9 % of
-    measuring all of them (weighted by size). Single kernels still miss: 4 of 138
-    kernel-limit pairs are more than 1 % slower (worst 12.7 %), small kernels whose loss the
-    net's total hardly sees. (Before: powers of two to start and window 4, 6.3 % of the cost,
-    ResNet-18 at 8 MiB 1.56 % slower, 10 kernels missed by up to 17.8 %; denser geometric
-    grids (ratio 1.15-1.5) and a weaker (P) traded calls for misses without closing them.)
+    (dense 16, ratio 1.2 and the powers of two, window 10) the pruned plans of AlexNet,
+    ResNet-18 and CIFAR-10 at 8, 64 and 512 MiB are within 0.45 % of the exhaustive ones
+    (0.00-0.45 %), measuring sizes that cost 12.4 % (AlexNet), 13.8 % (ResNet-18) and 3.6 %
+    (CIFAR-10 at 1024) of measuring all of them (weighted by size). Single kernels still
+    miss: 3 of 162 kernel-limit pairs are more than 1 % slower (worst 13.0 %), small kernels
+    whose loss the net's total hardly sees. (Before: the powers of two, dense 16 and window
+    6, 7.9 % of the cost, within 0.25 % on AlexNet and ResNet-18 but 3.97 % off on CIFAR-10
+    at 8 MiB, whose best sizes (332, 99, 96) lie far from any power of two; before that,
+    powers of two and window 4: 6.3 %, ResNet-18 at 8 MiB 1.56 % slower.)
 
     The network ILP needs the desirable set (Note [Desirable set] in :mod:`ucudnn.plan.dp`),
     i.e. the optimum at every limit at once. T_lb(L) and T_ub(L) are step functions of L that
@@ -91,25 +94,30 @@ from .dp import Plan, PlanError, best_algorithms, min_partition, plan_kernel
 from .table import AlgoPerf
 
 __all__ = ["start_sizes", "lower_bounds", "pruned_sizes", "plan_pruned", "PrunedResult",
-           "DENSE", "WINDOW"]
+           "DENSE", "WINDOW", "RATIO"]
 
 Measure = Callable[[List[int]], Mapping[int, Sequence[AlgoPerf]]]
 INF = float("inf")
 PER_SAMPLE_SLACK = 0.0
-WINDOW = 6
+WINDOW = 10
 DENSE = 16
+RATIO = 1.2
 
 
-def start_sizes(n: int, ratio: float = 2.0, dense: int = DENSE) -> List[int]:
-    """The first sizes measured: every size up to ``dense``, a geometric grid (default the
-    powers of two) below ``n``, and ``n``; with ratio 2 the pruned plan is never slower than
-    the powerOfTwo plan."""
+def start_sizes(n: int, ratio: float = RATIO, dense: int = DENSE) -> List[int]:
+    """The first sizes measured: every size up to ``dense``, a geometric grid of ``ratio``
+    below ``n``, the powers of two (so the pruned plan is never slower than the powerOfTwo
+    plan) and ``n``."""
     if not isinstance(n, int) or n < 1:
         raise PlanError(f"batch: mini-batch size must be a positive integer, got {n!r}")
     out, x = set(range(1, min(dense, n) + 1)), 1.0
     while x < n:
         out.add(int(round(x)))
         x = max(x * ratio, x + 1)
+    p = 1
+    while p < n:
+        out.add(p)
+        p *= 2
     return sorted(out | {n})
 
 
