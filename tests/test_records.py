@@ -211,11 +211,12 @@ def test_pruned_search_at_run_time(tmp_path, monkeypatch):
     limit = 8 << 20
     full = plan_kernel(table, 256, "all", limit)
 
-    monkeypatch.setenv(runtime.SEARCH_ENV, "pruned")
+    monkeypatch.delenv(runtime.SEARCH_ENV, raising=False)     # pruned is the default
+    assert runtime.search_mode() == "pruned"
     k = fake_kernel("l1_3x3", "fwd", n=256)
     runtime.prepare_kernel(k, policy="all", optimizer=0, limit=limit)
     assert full.time_ms <= k.plan.time_ms <= 1.01 * full.time_ms
-    assert len(asked) == len(set(asked)) <= 64                  # of 256
+    assert len(asked) == len(set(asked)) <= 80                  # of 256
     assert k.held == [True, False]        # the benchmark's buffers set up once for the search
     rec = rr.read_records(path)[0]
     assert rec["kind"] == "bench" and rec["search"] == "pruned"
