@@ -108,6 +108,53 @@ def cold_on_devices(args, devices, cache, records):
                         if r["kind"] == "bench")
 
 
+def plot_overhead(runs_csv, points_csv, out, call="4"):
+    """The figure of results/h200/cold_planning/: cold planning time per net and policy before
+    (exhaustive ``all``: the benchmark time of Caffe's planning in the grid's points.csv; the
+    powers of two: the first call of cold_runs.csv, before the core's changes) and after
+    (``call``'s rows: pruned ``all`` and powerOfTwo on one and two GPUs), log scale."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    with open(runs_csv, newline="") as f:
+        runs = list(csv.DictReader(f))
+    with open(points_csv, newline="") as f:
+        points = [r for r in csv.DictReader(f) if r["policy"] == "all" and r["optimizer"] == "dp"
+                  and int(r["limit_bytes"]) == 64 << 20]
+    groups = [(net, pol) for net in ("alexnet", "resnet18") for pol in ("powerOfTwo", "all")]
+    bars = {"before (1 GPU)": [], "after, 1 GPU": [], "after, 2 GPUs": []}
+    for net, pol in groups:
+        if pol == "all":
+            before = next((float(r["bench_s"]) for r in points if r["net"] == net), None)
+        else:
+            before = next((float(r["cold_s"]) for r in runs if r["call"] == "1"
+                           and (r["net"], r["policy"], r["gpus"]) == (net, pol, "1")), None)
+        bars["before (1 GPU)"].append(before)
+        for label, g in (("after, 1 GPU", "1"), ("after, 2 GPUs", "2")):
+            bars[label].append(next((float(r["cold_s"]) for r in runs if r["call"] == call
+                                     and (r["net"], r["policy"], r["gpus"]) == (net, pol, g)),
+                                    None))
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    width = 0.27
+    for i, (label, vals) in enumerate(bars.items()):
+        xs = [j + (i - 1) * width for j in range(len(groups))]
+        ax.bar([x for x, v in zip(xs, vals) if v is not None], [v for v in vals if v is not None],
+               width, label=label)
+        for x, v in zip(xs, vals):
+            if v is not None:
+                ax.text(x, v * 1.08, f"{v:.0f}" if v >= 10 else f"{v:.1f}", ha="center",
+                        fontsize=7)
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([f"{n}\n{p}" for n, p in groups])
+    ax.set_yscale("log")
+    ax.set_ylabel("cold planning, s (empty cache)")
+    ax.set_title("H200, batch 256, 64 MiB per kernel: before = exhaustive all / 3 Finds")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--net", default="resnet18", help="a shipped net (alexnet, resnet18)")
@@ -119,7 +166,10 @@ def main(argv=None):
                     "(median; default 1, as the runtime's)")
     ap.add_argument("--devices", metavar="LIST", help="GPUs to spread the cold pass over, "
                     "e.g. 0,1 (default: the current GPU only)")
-    ap.add_argument("--csv", help="CSV file to append a row to (required but with --shard)")
+    ap.add_argument("--csv", help="CSV file to append a row to (required but with --shard "
+                    "and --figure)")
+    ap.add_argument("--figure", nargs=3, metavar=("RUNS_CSV", "POINTS_CSV", "PNG"),
+                    help="only draw the before/after figure (plot_overhead) and exit")
     # what each child of --devices runs: its share, into the parent's cache and records
     ap.add_argument("--shard", metavar="I/N", help=argparse.SUPPRESS)
     ap.add_argument("--cache", help=argparse.SUPPRESS)
@@ -128,6 +178,9 @@ def main(argv=None):
     from ucudnn.measure.bench import device_info
     from ucudnn.vocab import parse_size
     limit = parse_size(args.limit)
+    if args.figure:
+        plot_overhead(*args.figure)
+        return 0
     if args.shard:
         if not (args.cache and args.records):
             ap.error("--shard needs --cache and --records")
