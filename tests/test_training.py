@@ -445,3 +445,50 @@ def test_child_env_gives_absolute_paths(tmp_path, monkeypatch):
     env = tr._child_env(opts, Path("rel-out") / "logs" / "x.records.jsonl")
     assert env[ENV] == str(tmp_path / "rel-out" / "logs" / "x.records.jsonl")
     assert tr._child_env(opts, None).get(ENV) is None
+
+
+def test_compare_seeds_maths(tmp_path):
+    """Several seeds (Note [Training equivalence]): accuracies averaged over each run's last
+    evaluations and over the seeds, their difference and standard error; the seed-mean and
+    paired trailing-mean loss differences; the verdicts against stock's own re-run."""
+    n = tr.SMOOTHING + 10
+    runs = {}
+    for seed, (a_ref, a_rerun, a_x) in enumerate([(0.50, 0.51, 0.48), (0.52, 0.50, 0.50),
+                                                   (0.54, 0.55, 0.52)], start=1):
+        base = [2.0 - 0.01 * i + 0.001 * seed for i in range(n)]
+
+        def rows(setting, scale, a):
+            return _rows("cifar10", setting, [v * scale for v in base],
+                         {i: a for i in range(0, n, 5)})
+        runs[seed] = (rows("stock", 1.0, a_ref) + rows("stock-rerun", 1.01, a_rerun)
+                      + rows("x", 1.005, a_x) + rows("far", 1.05, a_x))
+    s = tr.compare_seeds(runs)
+    st = s["nets"]["cifar10"]
+    assert st["stock"]["accuracy_mean_pp"] == pytest.approx(52.0)
+    assert st["stock"]["accuracy_sd_pp"] == pytest.approx(2.0)
+    x = st["x"]
+    assert x["accuracy_diff_pp"] == pytest.approx(-2.0)
+    assert x["accuracy_diff_se_pp"] == pytest.approx(math.sqrt((4 + 4) / 3))
+    assert x["seed_mean_loss_diff"] == pytest.approx(0.005)
+    assert x["paired_loss_diff"] == pytest.approx([0.005] * 3)
+    assert st["stock-rerun"]["seed_mean_loss_diff"] == pytest.approx(0.01)
+    assert x["within_noise"] and not x["issue_targets"]          # |-2 pp| <= 2 se = 2.31
+    assert not st["far"]["within_noise"]                           # 5 % > 1.5 x 1 %
+    md = tr.format_seeds_summary(s)
+    assert "| x | 50.00 ± 2.00 | -2.00 ± 1.63 | 0.50% |" in md
+
+
+def test_seeds_summary_from_folders(tmp_path, capsys):
+    for seed in (1, 2):
+        d = tmp_path / f"seed{seed}"
+        d.mkdir()
+        tr.write_curves(d / "curves.csv",
+                        _rows("digits", "stock", [2.0] * 25, {24: 0.5})
+                        + _rows("digits", "ilp", [2.0] * 25, {24: 0.5}))
+    rc, out, err = _cli("--out", tmp_path, "--plot-only")
+    assert rc == 0, err
+    s = json.loads((tmp_path / "seeds_summary.json").read_text())
+    assert s["seeds"] == [1, 2] and s["nets"]["digits"]["ilp"]["accuracy_diff_pp"] == 0
+    assert "| ilp |" in (tmp_path / "seeds_summary.md").read_text()
+    rc, _, err = _cli("--out", tmp_path / "o", "--nets", "digits", "--seeds", "1")
+    assert rc == 2 and "--seeds: expected two or more distinct seeds" in err

@@ -2,6 +2,7 @@
 (:mod:`ucudnn.experiments.training`)."""
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, TypeVar
@@ -38,8 +39,11 @@ def add_parser(sub) -> None:
                    help="per-kernel workspace limit of the ucudnn settings; the ILP's budget "
                    "is limit x kernels (default: " + ", ".join(
                        f"{n}={cfg.limit >> 20}MiB" for n, cfg in NETS.items()) + ")")
-    s.add_argument("--seed", type=int, help="solver random_seed and data seed (default: "
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--seed", type=int, help="solver random_seed and data seed (default: "
                    "the nets' own, 1)")
+    g.add_argument("--seeds", metavar="LIST", help="several seeds, e.g. 1,2,3,4,5: each into "
+                   "OUT/seedN, then OUT/seeds_summary.{json,md} (Note [Training equivalence])")
     s.add_argument("--gpu", type=int, default=0, help="GPU id")
     s.add_argument("--cpu", action="store_true",
                    help="Caffe's CPU mode with its own convolution (engine CAFFE): only the "
@@ -93,8 +97,18 @@ def _int(option: str) -> Callable[[str], int]:
 def run(args) -> int:
     from ..experiments import training as tr
     if args.plot_only:
-        tr.regenerate(Path(args.out), from_csv=True, say=print)
+        if (Path(args.out) / "curves.csv").is_file():
+            tr.regenerate(Path(args.out), from_csv=True, say=print)
+        if tr.regenerate_seeds(Path(args.out), say=print) is None \
+                and not (Path(args.out) / "curves.csv").is_file():
+            raise c.CliError(f"--out: no such file: {Path(args.out) / 'curves.csv'} (and no "
+                             "seed folders with curves)")
         return 0
+    seeds = None
+    if args.seeds is not None:
+        seeds = [_int("--seeds")(v) for v in c.split_list(args.seeds)]
+        if len(seeds) < 2 or len(set(seeds)) != len(seeds):
+            raise c.CliError(f"--seeds: expected two or more distinct seeds, got {args.seeds!r}")
     nets = c.split_list(args.nets)
     if not nets:
         raise c.CliError("--nets: no net named")
@@ -134,14 +148,22 @@ def run(args) -> int:
         if info is None:
             raise c.CliError(f"training needs a GPU: none visible ({reason}); --cpu checks "
                              "the pipeline with the stock settings on the CPU")
-    meta = tr.run(opts, say=lambda m: print(m, flush=True))
-    for net, entry in meta.get("nets", {}).items():
-        for w in entry.get("warnings", []):
-            c.note(f"{net}: {w}")
-        if entry.get("initial_weights_identical") is False:
-            c.note(f"{net}: the settings did not start from the same weights")
-    if meta.get("failed"):
-        print(f"{len(meta['failed'])} run(s) failed: {', '.join(meta['failed'])} (logs under "
-              f"{args.out}/logs)", file=sys.stderr)
+    failed = []
+    for seed in seeds or [None]:
+        o = opts if seed is None else dataclasses.replace(
+            opts, out=Path(args.out) / f"seed{seed}", seed=seed)
+        meta = tr.run(o, say=lambda m: print(m, flush=True))
+        for net, entry in meta.get("nets", {}).items():
+            for w in entry.get("warnings", []):
+                c.note(f"{net}: {w}")
+            if entry.get("initial_weights_identical") is False:
+                c.note(f"{net}: the settings did not start from the same weights")
+        failed += [f"{f} (seed {seed})" if seed is not None else f
+                   for f in meta.get("failed", [])]
+    if seeds:
+        tr.regenerate_seeds(Path(args.out), say=print)
+    if failed:
+        print(f"{len(failed)} run(s) failed: {', '.join(failed)} (logs under "
+              f"{args.out}/.../logs)", file=sys.stderr)
         return 1
     return 0
