@@ -17,23 +17,23 @@ Note [Pruned search at run time]
     through the cache like any benchmark, and the kernel is planned over the sizes measured
     (``strict=False``); a later re-plan under a smaller limit uses the same sizes. The ILP
     and the shared arena need every limit's optimum (the desirable set), so they measure
-    all sizes as before. ``UCUDNN_SEARCH=exhaustive`` measures every size (on the H200 a cold
-    ResNet-18 at batch 256 took 379 s that way, against 15-20 s pruned; the plans are within
-    0.45 % of each other on the recorded tables, results/h200/cold_planning/). Each round of the search is one
-    benchmark call, and a call pays its own set-up (the workspace offered to cudnnFind, up
-    to 8 GiB, allocated, and the buffers for its largest size filled on the host; in the
-    per-call profile, results/h200/cold_planning/, that set-up grows with the size), so the
-    kernel keeps them for the whole search (``Kernel.hold_benchmark_buffers``) and frees
-    them after it.
+    all sizes as before. ``UCUDNN_SEARCH=exhaustive`` measures every size (on the H200 the
+    exhaustive benchmarks of a cold ResNet-18 at batch 256 took 345 s, the pruned search
+    19.4 s with the previous start grid; the plans are within 0.45 % of each other on the
+    recorded tables: results/h200/cold_planning/). Each round of the search is one benchmark
+    call, and a call pays its own set-up (the workspace offered to cudnnFind, up to 8 GiB,
+    allocated, and the buffers for its largest size filled), so the kernel keeps them for the
+    whole search (``Kernel.hold_benchmark_buffers``) and frees them after it.
 
     Warm: replaying the cold search's rounds from the cache costs a DP per round (2 s for
     ResNet-18). So the search first runs from every size the cache holds for the kernel
     (with its own start sizes), reading the cache only (``_search_cached``): after this
     kernel's own cold search that ends in its first round with the same sizes, so the same
-    plan. Should it ask for a size the cache lacks (a first run; or a kernel of another
-    layer with the same shape measured other sizes, which can move the search), it is
-    abandoned and the search runs as cold, measuring what it asks for: a warm run never
-    benchmarks what its cold run did not.
+    plan. Should it ask for a size the cache lacks (a first run; a cold search that stopped
+    checking its bounds once they met and then measured next to its plan, so that from all
+    its sizes at once the bounds ask for one more: 1 of ResNet-18's 32 kernels; or another
+    layer of the same shape measured other sizes), it is abandoned and the search runs as
+    cold, measuring what it asks for: a warm run never benchmarks what its cold run did not.
 
 Note [Falling back]
     A plan can fail to resolve (cuDNN rejects an algorithm for this exact descriptor, or needs
