@@ -500,11 +500,13 @@ cdef class Kernel:
         """Time every algorithm with cudnnFind...AlgorithmEx for each micro-batch size.
 
         Returns ``{b: [(algo, status, time_ms, ws_bytes, math), ...]}`` with the median time of
-        ``repeats`` Finds (one warm-up Find per call) and every algorithm's status; callers filter.
-        With ``time_iters`` > 0 each successful algorithm is then timed again with CUDA events
-        (median of ``time_iters`` runs enqueued back to back after one warm-up), the way plans
-        are executed: see Note [Find times]. The benchmark workspace is ``workspace_cap``
-        (default 8 GiB) capped by free memory.
+        ``repeats`` Finds (one warm-up Find per call, or per hold_benchmark_buffers) and every
+        algorithm's status; callers filter. With ``time_iters`` > 0 each successful algorithm
+        near the (time, workspace) front is then timed again with CUDA events (median of
+        ``time_iters`` runs enqueued back to back after one warm-up), the way plans are
+        executed: see Note [Find times] and Note [Re-timing near the front]. The benchmark
+        workspace is ``workspace_cap`` (default 8 GiB) capped by free memory.
+        ``benchmark_seconds`` accumulates where the calls spent their time.
 
         Note [Find times]
             On the H200, plans predicted from cudnnFind...Ex times alone were measured 13-29 %
