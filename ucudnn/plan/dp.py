@@ -20,7 +20,9 @@ Note [Desirable set]
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .table import AlgoPerf
@@ -233,6 +235,21 @@ def pareto_front(items: Iterable, key=lambda p: (p.time_ms, p.ws_bytes)) -> list
     return best
 
 
+_WS_THEN_TIME = itemgetter(1, 0)
+
+
+def _front_of_tuples(items: list) -> list:
+    """:func:`pareto_front` of ``(time, ws, ...)`` tuples (sorted in place; the same result,
+    with a C-level sort key: desirable_set builds millions of candidates for policy all)."""
+    items.sort(key=_WS_THEN_TIME)
+    best, least = [], float("inf")
+    for e in items:
+        if e[0] < least:
+            best.append(e)
+            least = e[0]
+    return best
+
+
 def desirable_set(bench: Mapping[int, Sequence[AlgoPerf]], n: int, policy: str = "powerOfTwo",
                   sizes: Optional[Iterable[int]] = None, limit: int = UNLIMITED, *,
                   strict: bool = True, name: str = "kernel") -> List[Plan]:
@@ -244,19 +261,29 @@ def desirable_set(bench: Mapping[int, Sequence[AlgoPerf]], n: int, policy: str =
                              key=lambda p: (p.time_ms, p.ws_bytes))
         if front:
             per_size[b] = [_chunk(b, p) for p in front]
-    # F[m]: list of (time, ws, chunk, predecessor index into F[m - b]) forming the front
+    # F[m]: list of (time, ws, chunk, predecessor index into F[m - b]) forming the front,
+    # workspace ascending (so time descending); Fws[m]: its workspaces, for bisect
     F: List[list] = [[(0.0, 0, None, -1)]] + [[] for _ in range(n)]
+    Fws: List[list] = [[0]] + [[] for _ in range(n)]
     S = sorted(per_size)
     for m in range(1, n + 1):
         cands = []
         for b in S:
             if b > m:
                 break
+            prev, prev_ws = F[m - b], Fws[m - b]
+            if not prev:
+                continue
             for c in per_size[b]:
-                for j, (t2, w2, _, _) in enumerate(F[m - b]):
-                    cands.append((c.time_ms + t2, max(c.ws_bytes, w2), c, j, b))
-        front = pareto_front(cands, key=lambda e: (e[0], e[1]))
-        F[m] = [(t, w, c, j) for t, w, c, j, _ in front]
+                # suffixes needing no more workspace than c all give c's workspace: only the
+                # fastest of them (the last) can be on the front
+                k = bisect_right(prev_ws, c.ws_bytes)
+                if k:
+                    cands.append((c.time_ms + prev[k - 1][0], c.ws_bytes, c, k - 1))
+                for j in range(k, len(prev)):
+                    cands.append((c.time_ms + prev[j][0], prev[j][1], c, j))
+        F[m] = _front_of_tuples(cands)
+        Fws[m] = [e[1] for e in F[m]]
     if not F[n]:
         raise PlanError(f"{name}: no plan for batch {n} within workspace limit {format_size(limit)}")
     plans = []
