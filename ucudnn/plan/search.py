@@ -7,8 +7,8 @@ pure (on a GPU it is ``Kernel.benchmark`` through the cache, in tests a replay o
 table that counts the sizes asked for).
 
 Note [Pruned search]
-    Measured sizes M start as every size up to ``DENSE`` (16), the powers of two and N
-    (``start_sizes``). For an unmeasured size
+    Measured sizes M start as every size up to ``DENSE`` (16), a geometric grid of ``RATIO``
+    (1.2), the powers of two and N (``start_sizes``). For an unmeasured size
     b let lo < b < hi be its nearest measured neighbours. Two assumptions about one algorithm a
     (an (algo, math) pair) bound its time at b from below:
 
@@ -90,7 +90,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from .dp import Plan, PlanError, best_algorithms, min_partition, plan_kernel
+from .dp import Plan, PlanError, best_algorithms, candidate_sizes, min_partition, plan_kernel
 from .table import AlgoPerf
 
 __all__ = ["start_sizes", "lower_bounds", "pruned_sizes", "plan_pruned", "PrunedResult",
@@ -114,11 +114,7 @@ def start_sizes(n: int, ratio: float = RATIO, dense: int = DENSE) -> List[int]:
     while x < n:
         out.add(int(round(x)))
         x = max(x * ratio, x + 1)
-    p = 1
-    while p < n:
-        out.add(p)
-        p *= 2
-    return sorted(out | {n})
+    return sorted(out | set(candidate_sizes("powerOfTwo", n)))        # with n
 
 
 def _per_algo(perfs: Sequence[AlgoPerf]) -> Dict[Tuple[int, int], AlgoPerf]:
