@@ -23,7 +23,7 @@ Note [Benchmarks over several GPUs]
 from __future__ import annotations
 
 from ..measure.bench import FIND_REPEATS
-from ..vocab import DTYPES, MATH_MODES, OPS
+from ..vocab import DTYPES, MATH_MODES, OPS, SEARCHES
 from . import common as c
 
 HELP = "benchmark convolution kernels into the cache (GPU)"
@@ -55,10 +55,10 @@ def add_parser(sub) -> None:
     s.add_argument("--devices", metavar="LIST", help="GPUs to spread the kernels over, e.g. "
                    "0,1: one process per GPU (CUDA_VISIBLE_DEVICES), each measuring its share "
                    "into the same cache (default: the current GPU only)")
-    s.add_argument("--search", default="exhaustive", choices=("exhaustive", "pruned"),
-                   help="how --policy all measures: every size, or the sizes the pruned "
-                   "search asks for within --limit (what Caffe runs with UCUDNN_SEARCH="
-                   "pruned; default exhaustive)")
+    s.add_argument("--search", default="exhaustive", choices=SEARCHES,
+                   help="how --policy all measures: every size (default: a full table), or "
+                   "the sizes the pruned search asks for within --limit (what the runtime, "
+                   "and so Caffe, runs by default)")
     s.add_argument("--limit", metavar="SIZE", help="workspace limit per kernel of the pruned "
                    "search (required with --search pruned)")
     s.add_argument("--shard", metavar="I/N", help="measure only the I-th of N equal-cost shares "
