@@ -41,55 +41,47 @@ FIELDS = ["net", "policy", "search", "limit_bytes", "gpus", "repeats", "cold_s",
           "sizes_benchmarked", "predicted_ms"] + [f"{p}_s" for p in PARTS]
 
 
-def benchmark_parts(records):
-    """Seconds per part of the core's benchmarks (PARTS), summed over the bench records."""
+def bench_totals(records):
+    """(sizes benchmarked, seconds per part of the core's benchmarks: PARTS), summed over
+    the bench records in ``records`` (none: nothing was benchmarked)."""
     from ucudnn.caffe.records import read_records
-    out = dict.fromkeys(PARTS, 0.0)
-    for r in read_records(records):
+    sizes, parts = 0, dict.fromkeys(PARTS, 0.0)
+    for r in (read_records(records) if records.exists() else []):
         if r["kind"] == "bench":
+            sizes += r["sizes_benchmarked"]
             for p in PARTS:
-                out[p] += (r.get("benchmark_seconds") or {}).get(p, 0.0)
-    return out
+                parts[p] += (r.get("benchmark_seconds") or {}).get(p, 0.0)
+    return sizes, parts
 
 
 def plan_net(net, policy, search, limit, cache, records, shard=None, repeats=1):
     """(seconds, sizes benchmarked, predicted ms) of planning every kernel of ``net`` (with
     ``shard`` = (i, n): only the i-th of n equal-cost shares); the plan records go to
     ``records`` (the sizes benchmarked are read from them)."""
-    from ucudnn.caffe.records import read_records
-    from ucudnn.measure import bench as B
     from ucudnn.measure import records as rw
-    from ucudnn.measure import runtime, shipped
-    from ucudnn.plan.conv import ConvShape
-    from ucudnn.measure.sources import shard_kernels
+    from ucudnn.measure import shipped
+    from ucudnn.measure.sources import plan_kernels, shard_kernels
     from ucudnn.plan.dp import candidate_sizes
+    from ucudnn.vocab import OPS
     os.environ[rw.ENV] = str(records)
     if records.exists() and shard is None:
         records.unlink()
     layers = shipped.layers(net)
-    mine = None
+    kernels = [(l, op) for l in layers for op in l.ops]
     if shard is not None:
-        mine = set(shard_kernels(layers, ("fwd", "bwd_data", "bwd_filter"),
-                                 lambda l: candidate_sizes(policy, l.n), shard[1])[shard[0]])
+        mine = set(shard_kernels(layers, OPS, lambda l: candidate_sizes(policy, l.n),
+                                 shard[1])[shard[0]])
+        kernels = [(l, op) for l, op in kernels if (l.name, op) in mine]
     t0 = time.perf_counter()
-    predicted = 0.0
-    for layer in layers:
-        for op in layer.ops:
-            if mine is not None and (layer.name, op) not in mine:
-                continue
-            kern = B.core().Kernel(ConvShape.from_layer(layer), op, layer.n, "float32",
-                                   "default", layer.name, layer.groups)
-            runtime.prepare_kernel(kern, policy=policy, optimizer=0, limit=limit,
-                                   cache_path=str(cache), search=search, repeats=repeats)
-            predicted += layer.groups * layer.count * kern.plan.time_ms
+    planned = plan_kernels(kernels, policy=policy, limit=limit, search=search,
+                           cache_path=str(cache), repeats=repeats)
     seconds = time.perf_counter() - t0
-    benchmarked = sum(r["sizes_benchmarked"] for r in read_records(records)
-                      if r["kind"] == "bench") if records.exists() else 0
-    return seconds, benchmarked, predicted
+    predicted = sum(l.groups * l.count * k.plan.time_ms for l, _, k in planned)
+    return seconds, bench_totals(records)[0], predicted
 
 
 def cold_on_devices(args, devices, cache, records):
-    """Note at the top: one child per GPU plans its share; (wall seconds, sizes benchmarked)."""
+    """Note at the top: one child per GPU plans its share; the wall seconds."""
     t0 = time.perf_counter()
     procs = []
     for i, dev in enumerate(devices):
@@ -100,12 +92,9 @@ def cold_on_devices(args, devices, cache, records):
         procs.append((dev, subprocess.Popen(cmd, env=dict(os.environ,
                                                            CUDA_VISIBLE_DEVICES=str(dev)))))
     failed = [f"GPU {dev} (exit status {p.returncode})" for dev, p in procs if p.wait() != 0]
-    seconds = time.perf_counter() - t0
     if failed:
         raise SystemExit("cold_planning: failed on " + ", ".join(failed))
-    from ucudnn.caffe.records import read_records
-    return seconds, sum(r["sizes_benchmarked"] for r in read_records(records)
-                        if r["kind"] == "bench")
+    return time.perf_counter() - t0
 
 
 def plot_overhead(runs_csv, points_csv, out, call="4"):
@@ -196,15 +185,15 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="ucudnn-cold-") as d:
         cache, records = Path(d) / "bench.sqlite", Path(d) / "records.jsonl"
         if devices:
-            cold_s, sizes = cold_on_devices(args, devices, cache, records)
-            parts = benchmark_parts(records)
+            cold_s = cold_on_devices(args, devices, cache, records)
+            sizes, parts = bench_totals(records)
             records.unlink()
             warm_s, again, predicted = plan_net(args.net, args.policy, args.search, limit,
                                                 cache, records, repeats=args.repeats)
         else:
             cold_s, sizes, predicted = plan_net(args.net, args.policy, args.search, limit,
                                                 cache, records, repeats=args.repeats)
-            parts = benchmark_parts(records)
+            _, parts = bench_totals(records)
             warm_s, again, _ = plan_net(args.net, args.policy, args.search, limit, cache,
                                         records, repeats=args.repeats)
     if again:       # the warm pass must be served by the cache alone

@@ -27,14 +27,14 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..plan.conv import ConvShape
-from .bench import FIND_REPEATS
 from ..plan.dp import candidate_sizes
 from ..plan.table import OPS, BenchRow, KernelBench, group_by_kernel, read_table
 from ..vocab import InputError
+from .bench import FIND_REPEATS
 
 __all__ = ["SourceError", "Source", "Gathered", "device_status", "format_cudnn", "gather",
-           "benchmark_layers", "shard_kernels", "kernel_cost", "resolve_device", "import_table",
-           "export_rows", "cache_listing", "shipped_meta"]
+           "benchmark_layers", "plan_kernels", "shard_kernels", "kernel_cost", "resolve_device",
+           "import_table", "export_rows", "cache_listing", "shipped_meta"]
 
 Benches = Dict[Tuple[str, str], KernelBench]
 Progress = Optional[Callable[[str], None]]
@@ -114,25 +114,27 @@ def _say(progress: Progress, text: str) -> None:
         progress(text)
 
 
-def _search(kernels, cache, *, limit: int, math: str, dtype: str, repeats: int,
-            workspace_cap: Optional[int], progress: Progress) -> Benches:
-    """Policy ``all`` through the pruned search within ``limit`` (what Caffe's layers run with
-    ``UCUDNN_SEARCH=pruned``, Note [Pruned search at run time]): the sizes it measures go
-    into ``cache``; ``{(layer, op): {batch: [AlgoPerf]}}`` of the sizes it looked at."""
+def plan_kernels(kernels, *, policy, limit: int, search: Optional[str] = None,
+                 cache_path=None, repeats: int = FIND_REPEATS, math: str = "default",
+                 dtype: str = "float32", workspace_cap: Optional[int] = None,
+                 done: Optional[Callable] = None) -> List[Tuple[object, str, object]]:
+    """``[(layer, op, kernel)]``: each ``(layer, op)`` of ``kernels`` created in the core and
+    benchmarked (through the cache at ``cache_path``) and planned within ``limit`` by
+    ``runtime.prepare_kernel`` -- what Caffe's layers run through the C API (DP; ``search``:
+    Note [Pruned search at run time]). ``done(i, layer, op, kernel)`` after each."""
     from . import runtime
     bench = _bench()
-    t0 = time.perf_counter()
-    benches: Benches = {}
+    out = []
     for i, (l, op) in enumerate(kernels, start=1):
         kern = bench.core().Kernel(ConvShape.from_layer(l), op, l.n, dtype, math, l.name,
                                    l.groups)
-        runtime.prepare_kernel(kern, policy="all", limit=limit, repeats=repeats,
-                               cache_path=str(cache.path), workspace_cap=workspace_cap,
-                               search="pruned")
-        benches[l.name, op] = dict(kern.bench)
-        _say(progress, f"[{i}/{len(kernels)}] {l.name} {op}: pruned search looked at "
-             f"{len(kern.bench)} sizes, elapsed {time.perf_counter() - t0:.1f} s")
-    return benches
+        runtime.prepare_kernel(kern, policy=policy, limit=limit, repeats=repeats,
+                               cache_path=cache_path, workspace_cap=workspace_cap,
+                               search=search)
+        out.append((l, op, kern))
+        if done is not None:
+            done(i, l, op, kern)
+    return out
 
 
 def _fill(layers, ops: Sequence[str], sizes_of: Callable, cache, *, math: str, dtype: str,
@@ -140,14 +142,20 @@ def _fill(layers, ops: Sequence[str], sizes_of: Callable, cache, *, math: str, d
           only=None, search_limit: Optional[int] = None) -> Benches:
     """Measure what ``cache`` lacks on this GPU; ``{(layer, op): {batch: [AlgoPerf]}}``
     (``only``: the ``(layer, op)`` pairs to do, default all; ``search_limit``: policy all
-    through the pruned search within that limit, :func:`_search`)."""
-    bench = _bench()
-    t0 = time.perf_counter()
+    through the pruned search within that limit, :func:`plan_kernels`)."""
     kernels = [(l, op) for l in layers for op in ops if op in l.ops
                and (only is None or (l.name, op) in only)]
+    t0 = time.perf_counter()
     if search_limit is not None:
-        return _search(kernels, cache, limit=search_limit, math=math, dtype=dtype,
-                       repeats=repeats, workspace_cap=workspace_cap, progress=progress)
+        def said(i, l, op, kern):
+            _say(progress, f"[{i}/{len(kernels)}] {l.name} {op}: pruned search looked at "
+                 f"{len(kern.bench)} sizes, elapsed {time.perf_counter() - t0:.1f} s")
+        # the sizes the pruned search measured go into the cache; its benches are those
+        return {(l.name, op): dict(k.bench) for l, op, k in plan_kernels(
+            kernels, policy="all", limit=search_limit, search="pruned",
+            cache_path=str(cache.path), repeats=repeats, math=math, dtype=dtype,
+            workspace_cap=workspace_cap, done=said)}
+    bench = _bench()
     benches: Benches = {}
     for i, (l, op) in enumerate(kernels, start=1):
         shape = ConvShape.from_layer(l)
@@ -313,8 +321,8 @@ def _list(names: Sequence[str], most: int = 6) -> str:
 def gather(layers, *, policy: str = "powerOfTwo", sizes: Optional[Sequence[int]] = None,
            tables: Optional[Sequence] = None, cache_path=None, gpu: Optional[str] = None,
            cudnn_version: Optional[int] = None, math: str = "default", dtype: str = "float32",
-           workspace_cap: Optional[int] = None, repeats: int = FIND_REPEATS, benchmark: bool = True,
-           strict: bool = False, progress: Progress = None) -> Gathered:
+           workspace_cap: Optional[int] = None, repeats: int = FIND_REPEATS,
+           benchmark: bool = True, strict: bool = False, progress: Progress = None) -> Gathered:
     """Benchmarks of every kernel of ``layers`` (Note [Where plan gets its benchmark data]).
 
     ``gpu``/``cudnn_version`` ask for data of that device (default: the visible GPU, or any in
