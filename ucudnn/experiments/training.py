@@ -1151,17 +1151,14 @@ def compare_seeds(runs: Mapping[int, Iterable[Row]], reference: str = "stock",
             continue
         stats: Dict[str, dict] = {}
         means: Dict[str, Dict[int, float]] = {}
+        trail = {s: [_trailing_means(per_seed[k][net][s]) for k in seeds] for s in have}
         for s in have:
-            accs, paired, traj = [], [], []
-            for k in seeds:
-                rows = per_seed[k][net][s]
-                ev = [r.test_accuracy for r in rows if r.test_accuracy is not None]
+            accs, paired, traj = [], [], trail[s]
+            for k, mine, ref in zip(seeds, traj, trail[reference]):
+                ev = [r.test_accuracy for r in per_seed[k][net][s] if r.test_accuracy is not None]
                 if ev:
                     accs.append(100.0 * statistics.fmean(ev[-LAST_EVALUATIONS:]))
-                traj.append(_trailing_means(rows))
                 if s != reference:
-                    ref = _trailing_means(per_seed[k][net][reference])
-                    mine = traj[-1]
                     paired.append(max((_rel(mine[i], ref[i]) for i in mine if i in ref),
                                       default=0.0))
             its = sorted(set.intersection(*(set(t) for t in traj))) if traj else []
