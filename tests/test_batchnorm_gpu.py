@@ -1,7 +1,7 @@
-"""BatchNorm through cuDNN in the patched Caffe (caffe_patch/0004): the gtests (CUDNN engine
-against CAFFE, layer and net, Scale folded), ResNet-18 trained a few steps with either engine
-(the same losses), and `caffe time` of ResNet-18 with either engine (BatchNorm + Scale time
-printed, not asserted).
+"""The BatchNorm engines of the patched Caffe (caffe_patch/0004: CUDNN and FUSED): the gtests
+(either engine against CAFFE, layer and net, Scale folded), ResNet-18 trained a few steps with
+each engine (the same losses), and `caffe time` of ResNet-18 with each engine (BatchNorm +
+Scale time printed, not asserted).
 
 Needs a Caffe built by scripts/build_caffe.sh (third_party/caffe/build, or the build folder in
 $UCUDNN_CAFFE_BUILD) with 0004 and a GPU; skipped otherwise. Same conventions as
@@ -42,7 +42,7 @@ def _run(caffe, args, timeout=900):
 
 def _resnet18(caffe, batch, engine):
     """ResNet-18 at mini-batch ``batch`` with every BatchNorm's engine set (``DEFAULT``,
-    ``CAFFE`` or ``CUDNN``); the written path and the number of BatchNorm layers."""
+    ``CAFFE``, ``CUDNN`` or ``FUSED``); the written path and the number of BatchNorm layers."""
     from ucudnn.caffe.proto import read_net, write_net
     pb2 = caffe["pb2"]
     net = read_net(pb2, str(RESNET18))
@@ -57,7 +57,7 @@ def _resnet18(caffe, batch, engine):
 
 
 def _folded(out):
-    return re.findall(r"Scale layer (\S+) folded into cuDNN BatchNorm layer (\S+)", out)
+    return re.findall(r"Scale layer (\S+) folded into BatchNorm layer (\S+)", out)
 
 
 def test_batchnorm_gtests(caffe):
@@ -75,7 +75,10 @@ def test_batchnorm_gtests(caffe):
     assert "CuDNNBatchNormNetTest/0.TestFoldedNetMatchesCaffe" in r.stdout, (
         "the 0004 gtests are not in test.testbin: build with "
         f"-DBUILD_only_tests=...,{GTEST_FILES} (or all tests)")
-    assert "CuDNNBatchNormLayerTest/0.TestTrainInPlaceMatchesCaffe" in r.stdout
+    # cases 0/1: CUDNN (float, double), 2/3: FUSED
+    for case in range(4):
+        assert f"CuDNNBatchNormLayerTest/{case}.TestTrainInPlaceMatchesCaffe" in r.stdout
+        assert f"CuDNNBatchNormLayerTest/{case}.TestInPlaceMemory" in r.stdout
     assert re.search(r"\[  PASSED  \] \d+ tests", r.stdout)
 
 
@@ -85,13 +88,13 @@ def _losses(out):
             re.findall(r"Iteration (\d+) \(.*\), loss = (\S+)", out)}
 
 
-def test_resnet18_trains_the_same_with_either_engine(caffe, tmp_path):
-    """ResNet-18 (batch 8) trained for 4 SGD steps from the same seed with engine CAFFE and
-    with engine CUDNN (every Scale folded): the same losses. Iteration 0 is one forward
+def test_resnet18_trains_the_same_with_every_engine(caffe, tmp_path):
+    """ResNet-18 (batch 8) trained for 4 SGD steps from the same seed with engine CAFFE, CUDNN
+    and FUSED (every Scale folded with the last two): the same losses. Iteration 0 is one forward
     pass from identical weights and data; later ones follow the updated weights (which
     depend on every gradient) and carry cuDNN's non-deterministic convolution gradients."""
     losses = {}
-    for engine in ("CAFFE", "CUDNN"):
+    for engine in ("CAFFE", "CUDNN", "FUSED"):
         model, n_bn = _resnet18(caffe, 8, engine)
         solver = tmp_path / f"solver_{engine}.prototxt"
         solver.write_text(f'net: "{model}"\nbase_lr: 0.01\nlr_policy: "fixed"\nmomentum: 0.9\n'
@@ -101,13 +104,14 @@ def test_resnet18_trains_the_same_with_either_engine(caffe, tmp_path):
         assert rc == 0, out[-4000:]
         assert "Optimization Done" in out
         folded = _folded(out)
-        assert len(folded) == (n_bn if engine == "CUDNN" else 0), folded
+        assert len(folded) == (0 if engine == "CAFFE" else n_bn), folded
         losses[engine] = _losses(out)
         assert sorted(losses[engine]) == [0, 1, 2, 3], out[-3000:]
-    print(f"ResNet-18 batch 8 losses: CAFFE {losses['CAFFE']}, CUDNN {losses['CUDNN']}")
+    print("ResNet-18 batch 8 losses: " + ", ".join(f"{e} {l}" for e, l in losses.items()))
     for it, ref in losses["CAFFE"].items():
         tol = 1e-4 if it == 0 else 1e-3
-        assert losses["CUDNN"][it] == pytest.approx(ref, rel=tol, abs=tol), it
+        for engine in ("CUDNN", "FUSED"):
+            assert losses[engine][it] == pytest.approx(ref, rel=tol, abs=tol), (engine, it)
 
 
 def _bn_scale_ms(t, net_names):
@@ -118,20 +122,24 @@ def _bn_scale_ms(t, net_names):
 
 
 def test_caffe_time_resnet18_engines(caffe):
-    """`caffe time` of ResNet-18 at batch 256 with engine CAFFE and with the default (CUDNN,
-    Scale folded): both run, the same layers are timed; BatchNorm + Scale time printed."""
+    """`caffe time` of ResNet-18 at batch 256 with engine CAFFE, CUDNN and the default (FUSED),
+    the Scale layers folded with the last two: all run, the same layers are timed; BatchNorm
+    + Scale time printed (a check that they run, not a measurement: the grid measures)."""
     from ucudnn.caffe.proto import read_net
     net = read_net(caffe["pb2"], str(RESNET18))
     bn_scale = [l.name for l in net.layer if l.type in ("BatchNorm", "Scale")]
     times = {}
-    for engine in ("CAFFE", "DEFAULT"):
+    for engine in ("CAFFE", "CUDNN", "DEFAULT"):
         model, n_bn = _resnet18(caffe, 256, engine)
         rc, out = _run(caffe, ["caffe", "time", "-model", model, "-iterations", 10,
                                "-gpu", 0])
         assert rc == 0, out[-4000:]
-        assert len(_folded(out)) == (n_bn if engine == "DEFAULT" else 0)
+        assert len(_folded(out)) == (0 if engine == "CAFFE" else n_bn)
+        if engine == "DEFAULT":
+            assert "(engine FUSED)" in out
         times[engine] = parse_caffe_time(out)
-    assert set(times["CAFFE"].layers) == set(times["DEFAULT"].layers)
+    assert set(times["CAFFE"].layers) == set(times["DEFAULT"].layers) == set(
+        times["CUDNN"].layers)
     for engine, t in times.items():
         print(f"ResNet-18 batch 256, BatchNorm engine {engine}: {t.median_ms:.1f} ms per "
               f"iteration, BatchNorm + Scale {_bn_scale_ms(t, bn_scale):.1f} ms")
