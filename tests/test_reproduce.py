@@ -398,7 +398,7 @@ def test_old_results_still_load_and_summarise(tmp_path):
 
 # -- BatchNorm engines (caffe_patch/0004, Note [BatchNorm engines]) ---------------------------
 
-def test_grid_adds_cudnn_batchnorm_points_only_for_nets_with_batchnorm():
+def test_grid_adds_batchnorm_engine_points_only_for_nets_with_batchnorm():
     pts = rp.grid(["alexnet", "resnet18"], [MIB], ["undivided"], ilp=True, shared=False,
                   bn_engines=rp.BN_ENGINES, has_batchnorm={"resnet18"}.__contains__)
     keys = [p.key for p in pts]
@@ -407,7 +407,9 @@ def test_grid_adds_cudnn_batchnorm_points_only_for_nets_with_batchnorm():
                     "resnet18/caffe/-", "resnet18/unlimited/-", "resnet18/undivided/1.0MiB",
                     "resnet18/ilp/1.0MiB",
                     "resnet18/caffe/-/cudnn-bn", "resnet18/unlimited/-/cudnn-bn",
-                    "resnet18/undivided/1.0MiB/cudnn-bn", "resnet18/ilp/1.0MiB/cudnn-bn"]
+                    "resnet18/undivided/1.0MiB/cudnn-bn", "resnet18/ilp/1.0MiB/cudnn-bn",
+                    "resnet18/caffe/-/fused-bn", "resnet18/unlimited/-/fused-bn",
+                    "resnet18/undivided/1.0MiB/fused-bn", "resnet18/ilp/1.0MiB/fused-bn"]
     # the keys of BVLC-engine points are those written before 0004: old results resume
     assert rp.Point("resnet18", "all", 64 * MIB).key == "resnet18/all/64.0MiB"
     assert rp.Point("resnet18", "all", 64 * MIB, "cudnn").stem == "resnet18_all_64.0MiB_cudnn-bn"

@@ -42,10 +42,11 @@ def add_parser(sub) -> None:
     s.add_argument("--predict", action="store_true",
                    help="plan from the shipped H200 data instead of running Caffe")
     s.add_argument("--no-pytorch", action="store_true", help="skip the PyTorch comparison")
-    s.add_argument("--bn-engines", default="caffe,cudnn",
+    s.add_argument("--bn-engines", default="caffe,fused",
                    help="BatchNorm engines of nets that have BatchNorm layers: caffe (BVLC's "
-                   "layer, the paper's baseline), cudnn (caffe_patch/0004; points keyed "
-                   ".../cudnn-bn, skipped when the binary lacks 0004)")
+                   "layer, the paper's baseline), fused or cudnn (caffe_patch/0004's kernels "
+                   "or cuDNN's calls; points keyed .../fused-bn, .../cudnn-bn, skipped when "
+                   "the binary lacks 0004)")
     s.set_defaults(func=run)
 
 

@@ -31,15 +31,18 @@ NETWIDE = ("ilp", "shared", "shared_stock")
 #: What results of schema 1 (before 2026-12) stored as the limit of ``unlimited`` points.
 LEGACY_UNLIMITED = 1 << 40
 #: BatchNorm engines (Note [BatchNorm engines]): ``caffe`` is BVLC's layer -- the paper's
-#: baseline and every point's default --, ``cudnn`` the cuDNN layer of caffe_patch/0004.
-BN_ENGINES = ("caffe", "cudnn")
+#: baseline and every point's default --, ``cudnn`` and ``fused`` the engines of
+#: caffe_patch/0004 (cuDNN's batch normalization; 0004's own kernels, its default).
+BN_ENGINES = ("caffe", "cudnn", "fused")
 
 # Note [BatchNorm engines]
-#     caffe_patch/0004 runs BatchNorm through cuDNN (and folds the Scale layer after it into
-#     that call). It is not part of the paper's method, so the paper's grid keeps BVLC's layer
+#     caffe_patch/0004 runs BatchNorm in one pass each way, through cuDNN (``engine: CUDNN``)
+#     or its own kernels (``engine: FUSED``), and folds the Scale layer after it into that
+#     pass. It is not part of the paper's method, so the paper's grid keeps BVLC's layer
 #     (``batch_norm_param { engine: CAFFE }`` written into every variant when the binary has
 #     0004; without 0004 that is Caffe's only engine) and a net with BatchNorm layers gains the
-#     same points again with ``engine: CUDNN``. Their key ends in ``/cudnn-bn``; the keys of
+#     same points again per other engine asked for. Their key ends in ``/cudnn-bn`` or
+#     ``/fused-bn``; the keys of
 #     ``caffe`` points are those results written before 0004 used, so they resume. Speedups
 #     compare within one engine (undivided at the same limit and engine).
 

@@ -440,9 +440,10 @@ def layer_type_bars(doc: dict, net: str, limit: int) -> List[tuple]:
     stock Caffe and the fastest ucudnn point at ``limit``, per BatchNorm engine, then
     PyTorch's GPU time by kind when its profile was recorded."""
     bars = []
-    for bn in ("caffe", "cudnn"):
+    engines = {"caffe": "BVLC BatchNorm", "cudnn": "cuDNN BatchNorm (0004)",
+               "fused": "fused BatchNorm (0004)"}
+    for bn, engine in engines.items():
         pts = [r for r in _measured(doc, net, bn) if r.get("type_ms")]
-        engine = "BVLC BatchNorm" if bn == "caffe" else "cuDNN BatchNorm (0004)"
         stock = next((r for r in pts if r["setting"] == "caffe"), None)
         if stock:
             bars.append((f"stock Caffe\n{engine}", stock["type_ms"], stock["median_ms"]))

@@ -122,7 +122,7 @@ class Options:
     pytorch: bool = True
     pytorch_script: Optional[Path] = None
     repeats: int = 3
-    bn_engines: Sequence[str] = BN_ENGINES
+    bn_engines: Sequence[str] = ("caffe", "fused")
     argv: Optional[Sequence[str]] = None
 
     @property
@@ -206,8 +206,8 @@ def with_stock_budget(p: Point, doc: dict) -> Tuple[Point, Optional[str]]:
 
 
 def has_cudnn_batchnorm(meta: dict) -> bool:
-    """The Caffe binary of ``meta`` carries caffe_patch/0004 (cuDNN BatchNorm), by the patch
-    stamp of the source tree it was built from."""
+    """The Caffe binary of ``meta`` carries caffe_patch/0004 (BatchNorm engines CUDNN and
+    FUSED), by the patch stamp of the source tree it was built from."""
     return any(line.startswith("0004-") for line in meta.get("caffe_patches") or [])
 
 
@@ -241,13 +241,13 @@ def run(opts: Options, say: Callable[[str], None] = print) -> dict:
     doc.setdefault("runs", []).append(doc["meta"])
     bn_engines = list(opts.bn_engines)
     bn_nets = {net for net in opts.nets if has_batchnorm(nets_dir / f"{net}.prototxt")}
-    if "cudnn" in bn_engines and bn_nets and (mode == "predict"
-                                              or not has_cudnn_batchnorm(doc["meta"])):
+    if set(bn_engines) - {"caffe"} and bn_nets and (mode == "predict"
+                                                    or not has_cudnn_batchnorm(doc["meta"])):
         # predicted convolution times do not depend on the BatchNorm engine
         if mode == "caffe":
             say("the Caffe binary does not carry caffe_patch/0004 (its source tree's patch "
                 "stamp lists " + (", ".join(doc["meta"].get("caffe_patches", [])[1:]) or "none")
-                + "): no cuDNN BatchNorm points")
+                + "): no points with its BatchNorm engines")
         bn_engines = [b for b in bn_engines if b == "caffe"]
     points = grid(opts.nets, opts.limits, opts.policies, ilp=opts.ilp,
                   unlimited=opts.unlimited, stock=opts.stock, shared=opts.shared,
