@@ -439,13 +439,16 @@ def test_variant_prototxt_writes_the_batchnorm_engine(tmp_path):
     assert sum(t == "BatchNorm" for t in types.values()) == 20
     assert types["conv1"] == "Convolution" and types["scale_conv1"] == "Scale"
     assert engines(rp.Point("resnet18", "all", 64 * MIB), True)[0] == {pb2.BatchNormParameter.CAFFE}
+    assert engines(rp.Point("resnet18", "shared", 64 * MIB, "fused"), True)[0] == {
+        pb2.BatchNormParameter.FUSED}
     # a binary without 0004 rejects the field: not written, and a cuDNN point cannot be made
     dest = tmp_path / "old.prototxt"
     rp.variant_prototxt(pb2, src, rp.Point("resnet18", "caffe"), dest, None, "powerOfTwo")
     assert "engine" not in dest.read_text()
-    with pytest.raises(ValueError, match="caffe_patch/0004"):
-        rp.variant_prototxt(pb2, src, rp.Point("resnet18", "caffe", bn="cudnn"), dest, None,
-                            "powerOfTwo")
+    for bn in ("cudnn", "fused"):
+        with pytest.raises(ValueError, match="caffe_patch/0004"):
+            rp.variant_prototxt(pb2, src, rp.Point("resnet18", "caffe", bn=bn), dest, None,
+                                "powerOfTwo")
 
 
 def test_time_by_kind_of_layer_and_speedup_within_one_engine(tmp_path):
