@@ -47,6 +47,7 @@ import logging
 import os
 import sys
 import time
+from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
 from ..plan.dp import (WINOGRAD_ALGOS, PlanError, candidate_sizes, desirable_set, plan_kernel,
@@ -92,15 +93,25 @@ def _log_from_environment() -> None:
 _log_from_environment()
 
 
-def prepare_kernel(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
-                   sizes: Optional[Sequence[int]] = None, repeats: int = FIND_REPEATS,
-                   cache_path: Optional[str] = None, workspace_cap: Optional[int] = None,
-                   exclude_winograd: bool = False, search: Optional[str] = None):
-    """Benchmark ``kern`` and plan it (DP within ``limit``) or prepare it for the ILP.
+@dataclass
+class _Measured:
+    """What :func:`measure_for_plan` measured for a kernel (the bench is on the kernel)."""
+    policy: str
+    optimizer: str
+    search: str            # "pruned" or "exhaustive"
+    sizes: List[int]       # the candidate sizes looked at
+    rounds: Optional[int]  # pruned search rounds
+    bench_record: dict     # the "bench" plan record's fields
 
-    ``exclude_winograd``: plan without the Winograd algorithms (the cache keeps them).
-    ``search``: ``exhaustive`` or ``pruned`` (default ``$UCUDNN_SEARCH``; Note [Pruned search
-    at run time])."""
+
+def measure_for_plan(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
+                     sizes: Optional[Sequence[int]] = None, repeats: int = FIND_REPEATS,
+                     cache_path: Optional[str] = None, workspace_cap: Optional[int] = None,
+                     exclude_winograd: bool = False, search: Optional[str] = None) -> _Measured:
+    """Benchmark ``kern`` (through the cache) for the plan :func:`prepare_kernel` makes with the
+    same arguments, and set ``kern.bench``; writes the "bench" plan record. Measuring in
+    advance with the same arguments (Note [Benchmarks over several GPUs in one process] in
+    :mod:`.spread`) leaves :func:`prepare_kernel` nothing to measure."""
     where = f"layer {kern.name!r}"
     policy = normalise_policy(policy, f"{where}: field 'policy'")
     if isinstance(optimizer, int):
@@ -151,33 +162,51 @@ def prepare_kernel(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
         kern.bench = measure_sizes(cands)
         if exclude_winograd:
             kern.bench = without_algorithms(kern.bench, excluded)
-    t1 = time.perf_counter()
-    kern.settings = {"policy": policy, "sizes": sizes, "limit": limit, "optimizer": optimizer,
-                     "search": "pruned" if pruned else "exhaustive",
-                     # pruned: plan over the sizes measured (the others were ruled out)
-                     "strict": not pruned}
-    bench = {"bench_s": t1 - t0, "sizes": len(cands), "sizes_benchmarked": len(set(measured)),
+    bench = {"bench_s": time.perf_counter() - t0, "sizes": len(cands),
+             "sizes_benchmarked": len(set(measured)),
              "sizes_cached": len(cands) - len(set(measured)),
-             "search": kern.settings["search"], "search_rounds": rounds,
+             "search": "pruned" if pruned else "exhaustive", "search_rounds": rounds,
              "benchmark_seconds": {k: round(v - spent0.get(k, 0.0), 6)
                                    for k, v in kern.benchmark_seconds.items()}}
+    kern.settings = {"policy": policy, "sizes": sizes, "limit": limit, "optimizer": optimizer,
+                     "search": bench["search"],
+                     # pruned: plan over the sizes measured (the others were ruled out)
+                     "strict": not pruned}
     if records.records_path():
         records.append_record({"kind": "bench", **records.kernel_fields(kern),
                                **records.settings_fields(kern), "repeats": repeats,
                                "cache_path": cache_path, "exclude_winograd": exclude_winograd,
                                **bench})
-    if optimizer == "dp":
+    return _Measured(policy, optimizer, bench["search"], list(cands), rounds, bench)
+
+
+def prepare_kernel(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
+                   sizes: Optional[Sequence[int]] = None, repeats: int = FIND_REPEATS,
+                   cache_path: Optional[str] = None, workspace_cap: Optional[int] = None,
+                   exclude_winograd: bool = False, search: Optional[str] = None):
+    """Benchmark ``kern`` and plan it (DP within ``limit``) or prepare it for the ILP.
+
+    ``exclude_winograd``: plan without the Winograd algorithms (the cache keeps them).
+    ``search``: ``exhaustive`` or ``pruned`` (default ``$UCUDNN_SEARCH``; Note [Pruned search
+    at run time])."""
+    where = f"layer {kern.name!r}"
+    m = measure_for_plan(kern, policy=policy, optimizer=optimizer, limit=limit, sizes=sizes,
+                         repeats=repeats, cache_path=cache_path, workspace_cap=workspace_cap,
+                         exclude_winograd=exclude_winograd, search=search)
+    t1 = time.perf_counter()
+    bench = m.bench_record
+    if m.optimizer == "dp":
         plan = _apply(kern, limit)
     else:
-        kern.desirable = desirable_set(kern.bench, kern.n, policy, sizes, name=where)
+        kern.desirable = desirable_set(kern.bench, kern.n, m.policy, sizes, name=where)
         # until the network is planned, run the smallest-workspace plan
         plan = _apply(kern, kern.desirable[0].ws_bytes)
     kern.timing = {"bench_s": bench["bench_s"], "plan_s": time.perf_counter() - t1}
     log.info("%s %s: %d micro-batch sizes benchmarked (or read from the cache) in %.3f s, "
-             "planned in %.3f s", where, kern.op, len(cands), kern.timing["bench_s"],
+             "planned in %.3f s", where, kern.op, len(m.sizes), kern.timing["bench_s"],
              kern.timing["plan_s"])
-    _record_plan(kern, "dp" if optimizer == "dp" else "ilp_initial", plan,
-                 limit if optimizer == "dp" else kern.desirable[0].ws_bytes,
+    _record_plan(kern, "dp" if m.optimizer == "dp" else "ilp_initial", plan,
+                 limit if m.optimizer == "dp" else kern.desirable[0].ws_bytes,
                  plan_s=kern.timing["plan_s"], **bench,
                  desirable=len(kern.desirable) if kern.desirable is not None else None)
     return kern
