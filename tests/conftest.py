@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -194,12 +195,25 @@ class _FakeBench:
     def __init__(self):
         self.calls = []
         self.dtypes = []
+        self.gpus = ["Fake GPU", "Fake GPU"]    # the visible devices' models
+        self.call_devices = []                  # the current device of each benchmark call
+        self._current = threading.local()
 
     TIME_ITERS = 5
     FIND_REPEATS = 1
 
     def device_info(self):
-        return {"gpu": "Fake GPU", "cudnn_version": 91400, "compute_capability": "9.0"}
+        return {"gpu": self.gpus[self.current_device()], "cudnn_version": 91400,
+                "compute_capability": "9.0"}
+
+    def current_device(self):
+        return getattr(self._current, "device", 0)
+
+    def set_device(self, device):
+        """ucudnn.measure.bench.set_device: per thread, like CUDA's current device."""
+        if not 0 <= device < len(self.gpus):
+            raise RuntimeError(f"cudaSetDevice: invalid device ordinal {device}")
+        self._current.device = device
 
     def core(self):
         """A core whose Kernel is the stand-in of tests/fake_kernel.py (what the runtime
@@ -209,7 +223,9 @@ class _FakeBench:
             from fake_kernel import FakeKernel
         finally:
             sys.path.pop(0)
-        return type("FakeCore", (), {"Kernel": FakeKernel})
+        gpus = self.gpus
+        return type("FakeCore", (), {"Kernel": FakeKernel,
+                                     "device_count": staticmethod(lambda: len(gpus))})
 
     def measure(self, kern, sizes, *, repeats=3, cache_path=None, workspace_cap=None,
                 progress=None, time_iters=5, cache=None):
@@ -231,7 +247,7 @@ class _FakeBench:
     def cache_key(self, shape, op, math="default", dtype="float32", *, workspace_cap=None,
                   time_iters=5):
         from ucudnn.measure.cache import DEFAULT_WORKSPACE_CAP, CacheKey
-        return CacheKey("Fake GPU", 91400, dtype, math, op, shape,
+        return CacheKey(self.device_info()["gpu"], 91400, dtype, math, op, shape,
                         DEFAULT_WORKSPACE_CAP if workspace_cap is None else workspace_cap)
 
     def benchmark_kernel(self, shape, op, n, sizes, *, repeats=3, math="default",
@@ -240,6 +256,7 @@ class _FakeBench:
         from ucudnn.plan.table import AlgoPerf
         self.calls.append((shape, op, n, list(sizes), repeats, math, workspace_cap))
         self.dtypes.append(dtype)
+        self.call_devices.append(self.current_device())
         out = {}
         for b in sizes:
             out[b] = [AlgoPerf(0, 1.0 * b, 0), AlgoPerf(1, 0.2 * b + 0.05, b << 20)]

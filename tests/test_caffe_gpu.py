@@ -6,6 +6,7 @@ $UCUDNN_CAFFE_BUILD) and a GPU; skipped otherwise. The embedded interpreter of C
 this process's sys.path, so that it imports the same ucudnn.
 """
 import itertools
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -307,6 +308,39 @@ def test_multi_gpu_training(caffe, tmp_path, optimizer):
     conv1 = [r for r in recs if r["kind"] == "kernel" and (r["layer"], r["op"]) == ("conv1", "fwd")]
     # planned by each GPU's solver thread, on its own device
     assert len({r["thread"] for r in conv1}) >= 2 and {r["device"] for r in conv1} >= {0, 1}
+
+
+def test_bench_devices_inside_caffe(caffe, tmp_path):
+    """$UCUDNN_BENCH_DEVICES=0,1: before its first ucudnn layer the net's kernels are measured
+    over both GPUs (Note [Benchmarks over several GPUs in one process]), each once, and the
+    layers, planning on GPU 0, read every measurement from the cache."""
+    if _gpu_count() < 2:
+        pytest.skip("needs two GPUs (device kind nvidia-h200-x2)")
+    model = _net(caffe, "resnet18", 32, policy="all", limit=64 * MIB)
+    recs = []
+    rc, out = _run(caffe, ["caffe", "time", "-model", model, "-iterations", 2, "-gpu", 0],
+                   env={"UCUDNN_CACHE": str(tmp_path / "empty.sqlite"),
+                        "UCUDNN_BENCH_DEVICES": "0,1"}, records=recs)
+    assert rc == 0, out[-4000:]
+    bench = [r for r in recs if r["kind"] == "bench"]
+    # the prefetch: each distinct kernel (shape, op) measured once, on both GPUs together
+    measured = [(json.dumps(r["shape"], sort_keys=True), r["op"]) for r in bench
+                if r["sizes_benchmarked"]]
+    assert measured and len(measured) == len(set(measured)), measured
+    assert {r["device"] for r in bench if r["sizes_benchmarked"]} == {0, 1}
+    # the layers, planning on GPU 0 afterwards: every kernel's benchmark read the cache
+    planned = {(k.layer, k.op) for k in kernel_plans(recs)}
+    from_cache = {(r["layer"], r["op"]) for r in bench if not r["sizes_benchmarked"]}
+    assert planned and planned <= from_cache, planned - from_cache
+    assert {r["device"] for r in recs if r["kind"] == "kernel"} == {0}
+
+
+def test_bad_bench_devices_stop_naming_the_variable(caffe, tmp_path):
+    model = _net(caffe, "alexnet", 8, policy="powerOfTwo", limit=8 * MIB)
+    rc, out = _run(caffe, ["caffe", "time", "-model", model, "-iterations", 1, "-gpu", 0],
+                   env={"UCUDNN_BENCH_DEVICES": "0,0"})
+    assert rc != 0
+    assert "$UCUDNN_BENCH_DEVICES: expected distinct GPU indices" in out, out[-3000:]
 
 
 @pytest.mark.parametrize("setting", [dict(policy="powerOfTwo", limit=8 * MIB),

@@ -4,7 +4,8 @@ The ``cdef public api`` functions below reach the host through the function tabl
 ``ucudnn_import()`` (``import_ucudnn___capi()``) loads; see Note [C API conventions] in
 cython/ucudnn_types.h. Planning runs in :mod:`ucudnn.measure.runtime`; the kernels, the hot path
 (``run_kernel``) and the thread's last-error buffer are ``ucudnn._core``'s, so imports run one
-way: ``_capi`` -> ``runtime`` -> ``_core`` (through ``ucudnn.measure.bench``) -> ``vocab``.
+way: ``_capi`` -> ``runtime`` -> ``_core`` (through ``ucudnn.measure.bench``) -> ``vocab``;
+``ucudnn_prefetch_net`` reads the net through :mod:`ucudnn.caffe.prefetch`.
 
 Note [C API errors]
     No Python exception crosses into C. ``_fail`` records an exception's message as the
@@ -150,6 +151,26 @@ cdef public api int ucudnn_plan_network(ucudnn_kernel** kernels, const int* coun
     with gil:
         try:
             _plan_network(kernels, counts, n, budget)
+            return UCUDNN_OK
+        except BaseException as e:
+            return _fail(e)
+
+
+cdef public api int ucudnn_prefetch_net(const char* net_prototxt, int dtype) noexcept nogil:
+    """Measure, over the GPUs of ``$UCUDNN_BENCH_DEVICES``, every kernel that the convolution
+    layers of the net in ``net_prototxt`` (prototxt text: the layers still to set up, the blobs
+    they read as net inputs) will plan in ``dtype`` (cudnnDataType_t); they then read the
+    cache (Note [Benchmarks over several GPUs in one process] in ucudnn/measure/spread.py).
+    Does nothing when the variable is unset or empty. Takes the GIL."""
+    with gil:
+        try:
+            if net_prototxt == NULL:
+                raise InputError("ucudnn_prefetch_net: NULL argument")
+            if dtype not in _DTYPE_NAMES:
+                raise InputError(f"ucudnn_prefetch_net: unsupported cudnnDataType_t {dtype} "
+                                 f"(expected one of {sorted(_DTYPE_NAMES)})")
+            from ucudnn.caffe.prefetch import prefetch_net
+            prefetch_net((<bytes>net_prototxt).decode("utf-8"), _DTYPE_NAMES[dtype])
             return UCUDNN_OK
         except BaseException as e:
             return _fail(e)

@@ -201,6 +201,13 @@ def device_info():
     }
 
 
+def set_device(int device):
+    """Make ``device`` the calling thread's current CUDA device (a thread that benchmarks on
+    another GPU than its caller's; Note [Benchmarks over several GPUs in one process] in
+    ucudnn/measure/spread.py)."""
+    check_cuda(rt.cudaSetDevice(device), "cudaSetDevice")
+
+
 def cudnn_version():
     """cuDNN's version as loaded (e.g. 91400); needs no GPU."""
     return int(dnn.cudnnGetVersion())

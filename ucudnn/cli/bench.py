@@ -15,11 +15,12 @@ Note [Benchmarks over several GPUs]
 
     Caffe: a two-GPU ``caffe train`` benchmarks each kernel once, not once per solver (the
     root solver's net is planned before the other solvers start, and they read its
-    measurements from the cache; tests/test_caffe_gpu.py), but on the root's GPU alone: its
-    layers plan one after another as the net is set up. To spread a net's cold planning over
-    the node, run ``ucudnn bench --prototxt NET --devices 0,1`` (with the policy, search
-    and limit the net runs with) before ``caffe train``; scripts/cold_planning.py measures
-    both ways."""
+    measurements from the cache; tests/test_caffe_gpu.py). With ``$UCUDNN_BENCH_DEVICES=0,1``
+    Caffe itself spreads a net's benchmarks over those GPUs before its layers plan, in one
+    process (Note [Benchmarks over several GPUs in one process] in
+    :mod:`ucudnn.measure.spread`: threads, since Caffe's embedded interpreter has no Python
+    to start); ``ucudnn bench --prototxt NET --devices 0,1`` does the same from outside, with
+    one process per GPU. scripts/cold_planning.py measures the processes' way."""
 from __future__ import annotations
 
 from ..measure.bench import FIND_REPEATS

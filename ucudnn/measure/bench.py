@@ -23,7 +23,7 @@ from ..plan.conv import ConvShape
 from ..plan.table import AlgoPerf, KernelBench
 from ..vocab import Status, UcudnnError
 
-__all__ = ["NoGpuError", "core", "device_info", "driver_version", "cache_key",
+__all__ = ["NoGpuError", "core", "device_info", "set_device", "driver_version", "cache_key",
            "benchmark_kernel", "measure_kernel", "measure", "Measured", "TIME_ITERS",
            "FIND_REPEATS"]
 
@@ -105,6 +105,12 @@ def device_info() -> dict:
     except c.CoreError as e:
         raise NoGpuError(f"CUDA is not usable: {e}") from None
     return dict(_device_info(dev))
+
+
+def set_device(device: int) -> None:
+    """Make ``device`` the calling thread's current GPU (Note [Benchmarks over several GPUs in
+    one process] in :mod:`ucudnn.measure.spread`)."""
+    core().set_device(device)
 
 
 def cache_key(shape: ConvShape, op: str, math: str = "default", dtype: str = "float32", *,

@@ -1,0 +1,158 @@
+"""Benchmarks of many kernels spread over the GPUs of a node, in one process.
+
+Note [Benchmarks over several GPUs in one process]
+    Caffe plans its convolution layers one after another while its net is set up, each
+    measuring on the net's GPU. With ``$UCUDNN_BENCH_DEVICES`` (e.g. ``0,1``), the root
+    solver's ``Net::Init`` (caffe_patch/0002) first hands the rest of the net to
+    :func:`ucudnn.caffe.prefetch.prefetch_net`, which lists every kernel those layers will
+    plan, with the arguments they will pass to :func:`ucudnn.measure.runtime.prepare_kernel`,
+    and :func:`measure_on_devices` measures them here: one thread per GPU
+    (``_core.set_device``; the core keeps cuDNN handles per thread and device and one
+    benchmark lock per device, and its cudnnFind calls run without the GIL, so the GPUs
+    measure at once), each taking the costliest kernel left (largest first,
+    :func:`ucudnn.measure.sources.kernel_cost`; kernels identical for the cache -- layers of
+    one shape and settings -- once, since two threads would both miss it), all through
+    :func:`~ucudnn.measure.runtime.measure_for_plan` into the one benchmark cache. The layers
+    then find everything there. The GPUs must be of one model: the cache keys measurements on
+    it. Threads rather than the processes of ``ucudnn bench --devices`` (Note [Benchmarks over
+    several GPUs] in :mod:`ucudnn.cli.bench`): inside Caffe's embedded interpreter
+    ``sys.executable`` is not a Python to start, and the GIL-bound part of a benchmark (the
+    pruned search's bookkeeping) is small next to cudnnFind.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence
+
+from ..plan.conv import ConvShape
+from ..plan.dp import candidate_sizes
+from ..plan.network import LayerSpec
+from ..vocab import InputError, normalise_policy
+
+__all__ = ["Job", "parse_devices", "measure_on_devices"]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One kernel to measure: ``layer``'s ``op`` in ``dtype`` and ``math``, with the keyword
+    arguments of :func:`~ucudnn.measure.runtime.measure_for_plan` (those the layer passes to
+    ``prepare_kernel``)."""
+    layer: LayerSpec
+    op: str
+    dtype: str = "float32"
+    math: str = "default"
+    options: Dict[str, object] = field(default_factory=dict)
+
+    def identity(self) -> tuple:
+        """What the benchmark cache sees of the job (the layer's name aside)."""
+        options = tuple(sorted((k, tuple(v) if isinstance(v, list) else v)
+                               for k, v in self.options.items()))
+        return (ConvShape.from_layer(self.layer), self.op, self.layer.n, self.dtype, self.math,
+                options)
+
+    def cost(self) -> float:
+        from .sources import kernel_cost
+        policy = normalise_policy(self.options.get("policy", 1), f"layer {self.layer.name!r}")
+        return kernel_cost(self.layer, self.op,
+                           candidate_sizes(policy, self.layer.n, self.options.get("sizes")))
+
+
+def parse_devices(text: str, where: str) -> List[int]:
+    """GPU indices from ``0,1``; :class:`InputError` naming ``where`` otherwise."""
+    out: List[int] = []
+    for part in str(text).split(","):
+        try:
+            v = int(part.strip())
+        except ValueError:
+            v = -1
+        if v < 0 or v in out:
+            raise InputError(f"{where}: expected distinct GPU indices such as 0,1, got {text!r}")
+        out.append(v)
+    return out
+
+
+def measure_on_devices(jobs: Sequence[Job], devices: Sequence[int], *,
+                       where: str = "devices",
+                       progress: Optional[Callable[[str], None]] = None) -> dict:
+    """Measure ``jobs`` over ``devices`` (Note [Benchmarks over several GPUs in one process]),
+    identical kernels once; returns ``{"devices": {device: {"gpu", "kernels",
+    "sizes_benchmarked", "seconds"}}, "seconds", "distinct"}``. Raises :class:`InputError` naming ``where`` for a device that does not
+    exist or GPUs of different models; a failure on a device is raised after every thread
+    ended (what was measured is in the cache)."""
+    from . import bench, runtime
+    if not devices:
+        raise InputError(f"{where}: no GPU given")
+    count = bench.core().device_count()
+    missing = [d for d in devices if d >= count]
+    if missing:
+        raise InputError(f"{where}: no GPU {missing[0]} ({count} visible)")
+    gpus: Dict[int, str] = {}
+    errors: List[tuple] = []
+
+    def run_each(target):
+        threads = [threading.Thread(target=target, args=(d,), name=f"ucudnn-bench-gpu{d}")
+                   for d in devices]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    def identify(device):
+        try:
+            bench.set_device(device)
+            gpus[device] = bench.device_info()["gpu"]
+        except BaseException as e:    # noqa: BLE001 - reported after the join
+            errors.append((device, e))
+
+    run_each(identify)
+    if errors:
+        device, e = errors[0]
+        raise InputError(f"{where}: GPU {device}: {e}") from e
+    if len(set(gpus.values())) > 1:
+        raise InputError(f"{where}: the GPUs differ ("
+                         + ", ".join(f"{d}: {gpus[d]}" for d in devices)
+                         + "); the benchmark cache keys measurements on the GPU model")
+    # identical kernels (layers of one shape and settings) are measured once: two threads
+    # would both miss the cache and measure the same sizes
+    distinct: Dict[tuple, Job] = {}
+    for job in jobs:
+        distinct.setdefault(job.identity(), job)
+    queue = sorted(distinct.values(), key=lambda j: (-j.cost(), j.layer.name, j.op))
+    lock = threading.Lock()
+    done = {d: {"gpu": gpus[d], "kernels": 0, "sizes_benchmarked": 0, "seconds": 0.0}
+            for d in devices}
+    t0 = time.perf_counter()
+
+    def work(device):
+        try:
+            bench.set_device(device)
+            while True:
+                with lock:
+                    if not queue or errors:
+                        return
+                    job = queue.pop(0)
+                t = time.perf_counter()
+                kern = bench.core().Kernel(ConvShape.from_layer(job.layer), job.op, job.layer.n,
+                                           job.dtype, job.math, job.layer.name,
+                                           job.layer.groups)
+                m = runtime.measure_for_plan(kern, **job.options)
+                with lock:
+                    d = done[device]
+                    d["kernels"] += 1
+                    d["sizes_benchmarked"] += m.bench_record["sizes_benchmarked"]
+                    d["seconds"] += time.perf_counter() - t
+                if progress is not None:
+                    progress(f"GPU {device}: {job.layer.name} {job.op}: "
+                             f"{m.bench_record['sizes_benchmarked']} of {len(m.sizes)} sizes "
+                             "measured")
+        except BaseException as e:    # noqa: BLE001 - reported after the join
+            with lock:
+                errors.append((device, e))
+
+    run_each(work)
+    if errors:
+        device, e = errors[0]
+        raise type(e)(f"{where}: GPU {device}: {e}") if isinstance(e, InputError) else e
+    return {"devices": done, "seconds": time.perf_counter() - t0, "distinct": len(distinct)}
