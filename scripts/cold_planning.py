@@ -181,9 +181,14 @@ def main(argv=None):
         return 0
     if not args.csv:
         ap.error("--csv is required")
-    devices = [int(x) for x in args.devices.split(",")] if args.devices else None
-    if devices is not None and (len(set(devices)) != len(devices) or min(devices) < 0):
-        ap.error(f"--devices: expected distinct GPU indices such as 0,1, got {args.devices!r}")
+    devices = None
+    if args.devices:
+        from ucudnn.measure.spread import parse_devices
+        from ucudnn.vocab import InputError
+        try:
+            devices = parse_devices(args.devices, "--devices")
+        except InputError as e:
+            ap.error(str(e))
     with tempfile.TemporaryDirectory(prefix="ucudnn-cold-") as d:
         cache, records = Path(d) / "bench.sqlite", Path(d) / "records.jsonl"
         if devices:

@@ -78,16 +78,12 @@ def _shard(text):
 
 
 def _devices(text):
-    out = []
-    for part in str(text).split(","):
-        try:
-            v = int(part.strip())
-        except ValueError:
-            v = -1
-        if v < 0 or v in out:
-            raise c.CliError(f"--devices: expected distinct GPU indices such as 0,1, got {text!r}")
-        out.append(v)
-    return out
+    from ..measure.spread import parse_devices
+    from ..vocab import InputError
+    try:
+        return parse_devices(text, "--devices")
+    except InputError as e:
+        raise c.CliError(str(e)) from None
 
 
 def _spread(args, devices) -> int:
