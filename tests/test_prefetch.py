@@ -10,6 +10,7 @@ import pytest
 from ucudnn.caffe.prefetch import ENV, net_jobs, prefetch_net
 from ucudnn.caffe.prototxt import parse_net_text
 from ucudnn.measure import runtime
+from ucudnn.measure.sources import core_kernel
 from ucudnn.measure.spread import parse_devices
 from ucudnn.vocab import InputError
 
@@ -72,11 +73,8 @@ def test_prefetch_leaves_the_layers_nothing_to_measure(fake_gpu, monkeypatch):
     assert not any(t.name.startswith("ucudnn-bench") for t in threading.enumerate())
     calls = len(fake_gpu.calls)
     # what Caffe's layers then do, on the net's GPU: everything comes from the cache
-    core = fake_gpu.core()
-    from ucudnn.plan.conv import ConvShape
     for job in net_jobs(_net(), "TRAIN"):
-        kern = core.Kernel(ConvShape.from_layer(job.layer), job.op, job.layer.n, job.dtype,
-                           job.math, job.layer.name, job.layer.groups)
+        kern = core_kernel(job.layer, job.op, job.dtype, job.math)
         runtime.prepare_kernel(kern, **job.options)
         assert kern.plan is not None
     assert len(fake_gpu.calls) == calls

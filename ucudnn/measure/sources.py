@@ -33,7 +33,7 @@ from ..vocab import InputError
 from .bench import FIND_REPEATS
 
 __all__ = ["SourceError", "Source", "Gathered", "device_status", "format_cudnn", "gather",
-           "benchmark_layers", "plan_kernels", "shard_kernels", "kernel_cost", "resolve_device",
+           "benchmark_layers", "core_kernel", "plan_kernels", "shard_kernels", "kernel_cost", "resolve_device",
            "import_table", "export_rows", "cache_listing", "shipped_meta"]
 
 Benches = Dict[Tuple[str, str], KernelBench]
@@ -114,6 +114,13 @@ def _say(progress: Progress, text: str) -> None:
         progress(text)
 
 
+def core_kernel(layer, op: str, dtype: str = "float32", math: str = "default"):
+    """The core ``Kernel`` that Caffe runs for ``layer``'s ``op`` (one group call, Note
+    [Grouped layers] in :mod:`ucudnn.plan.conv`), on the calling thread's current GPU."""
+    return _bench().core().Kernel(ConvShape.from_layer(layer), op, layer.n, dtype, math,
+                                  layer.name, layer.groups)
+
+
 def plan_kernels(kernels, *, policy, limit: int, search: Optional[str] = None,
                  cache_path=None, repeats: int = FIND_REPEATS, math: str = "default",
                  dtype: str = "float32", workspace_cap: Optional[int] = None,
@@ -123,11 +130,9 @@ def plan_kernels(kernels, *, policy, limit: int, search: Optional[str] = None,
     ``runtime.prepare_kernel`` -- what Caffe's layers run through the C API (DP; ``search``:
     Note [Pruned search at run time]). ``done(i, layer, op, kernel)`` after each."""
     from . import runtime
-    bench = _bench()
     out = []
     for i, (l, op) in enumerate(kernels, start=1):
-        kern = bench.core().Kernel(ConvShape.from_layer(l), op, l.n, dtype, math, l.name,
-                                   l.groups)
+        kern = core_kernel(l, op, dtype, math)
         runtime.prepare_kernel(kern, policy=policy, limit=limit, repeats=repeats,
                                cache_path=cache_path, workspace_cap=workspace_cap,
                                search=search)

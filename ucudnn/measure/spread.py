@@ -78,10 +78,11 @@ def measure_on_devices(jobs: Sequence[Job], devices: Sequence[int], *,
                        progress: Optional[Callable[[str], None]] = None) -> dict:
     """Measure ``jobs`` over ``devices`` (Note [Benchmarks over several GPUs in one process]),
     identical kernels once; returns ``{"devices": {device: {"gpu", "kernels",
-    "sizes_benchmarked", "seconds"}}, "seconds", "distinct"}``. Raises :class:`InputError` naming ``where`` for a device that does not
-    exist or GPUs of different models; a failure on a device is raised after every thread
-    ended (what was measured is in the cache)."""
+    "sizes_benchmarked", "seconds"}}, "seconds", "distinct"}``. Raises :class:`InputError`
+    naming ``where`` for a device that does not exist or GPUs of different models; a failure
+    on a device is raised after every thread ended (what was measured is in the cache)."""
     from . import bench, runtime
+    from .sources import core_kernel
     if not devices:
         raise InputError(f"{where}: no GPU given")
     count = bench.core().device_count()
@@ -134,9 +135,7 @@ def measure_on_devices(jobs: Sequence[Job], devices: Sequence[int], *,
                         return
                     job = queue.pop(0)
                 t = time.perf_counter()
-                kern = bench.core().Kernel(ConvShape.from_layer(job.layer), job.op, job.layer.n,
-                                           job.dtype, job.math, job.layer.name,
-                                           job.layer.groups)
+                kern = core_kernel(job.layer, job.op, job.dtype, job.math)
                 m = runtime.measure_for_plan(kern, **job.options)
                 with lock:
                     d = done[device]
