@@ -27,6 +27,7 @@ from ucudnn._core cimport (Kernel, run_kernel, set_last_error, last_error, ucudn
                            UCUDNN_ERR_INVALID, UCUDNN_ERR_PYTHON)
 
 from ucudnn.measure import runtime
+from ucudnn.measure.bench import FIND_REPEATS
 from ucudnn.plan.conv import ConvShape
 from ucudnn.vocab import DTYPES, MATH_MODES, OPS, InputError, UcudnnError
 
@@ -111,7 +112,7 @@ cdef public api int ucudnn_kernel_create(const ucudnn_conv_params* params,
             runtime.prepare_kernel(
                 kern, policy=options.policy, optimizer=options.optimizer,
                 limit=int(options.workspace_limit), sizes=sizes,
-                repeats=options.repeats if options.repeats > 0 else 1,   # FIND_REPEATS
+                repeats=options.repeats if options.repeats > 0 else FIND_REPEATS,
                 cache_path=cache_path, exclude_winograd=bool(options.exclude_winograd))
             Py_INCREF(kern)
             out[0] = &(<Kernel>kern).k

@@ -19,8 +19,8 @@ Note [Pruned search at run time]
     and the shared arena need every limit's optimum (the desirable set), so they measure
     all sizes as before. ``UCUDNN_SEARCH=exhaustive`` measures every size (on the H200 the
     exhaustive benchmarks of a cold ResNet-18 at batch 256 took 345 s, the pruned search
-    19.4 s with the previous start grid; the plans are within 0.45 % of each other on the
-    recorded tables: results/h200/cold_planning/). Each round of the search is one benchmark
+    27.1 s; the plans are within 0.45 % of each other on the recorded tables:
+    results/h200/cold_planning/). Each round of the search is one benchmark
     call, and a call pays its own set-up (the workspace offered to cudnnFind, up to 8 GiB,
     allocated, and the buffers for its largest size filled), so the kernel keeps them for the
     whole search (``Kernel.hold_benchmark_buffers``) and frees them after it.
@@ -98,10 +98,8 @@ class _Measured:
     """What :func:`measure_for_plan` measured for a kernel (the bench is on the kernel)."""
     policy: str
     optimizer: str
-    search: str            # "pruned" or "exhaustive"
     sizes: List[int]       # the candidate sizes looked at
-    rounds: Optional[int]  # pruned search rounds
-    bench_record: dict     # the "bench" plan record's fields
+    bench_record: dict     # the "bench" plan record's fields (search, rounds, timings)
 
 
 def measure_for_plan(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
@@ -177,7 +175,7 @@ def measure_for_plan(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
                                **records.settings_fields(kern), "repeats": repeats,
                                "cache_path": cache_path, "exclude_winograd": exclude_winograd,
                                **bench})
-    return _Measured(policy, optimizer, bench["search"], list(cands), rounds, bench)
+    return _Measured(policy, optimizer, list(cands), bench)
 
 
 def prepare_kernel(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
