@@ -13,7 +13,18 @@ import pytest
 
 from ucudnn.caffe.proto import load_caffe_pb2, read_net, write_net
 from ucudnn.caffe.prototxt import load_prototxt
-from ucudnn.experiments import training as tr
+from ucudnn.experiments.training import runner
+from ucudnn.experiments.training.child import child_env, kernel_plans_of, probe
+from ucudnn.experiments.training.comparison import SMOOTHING, compare, compare_seeds
+from ucudnn.experiments.training.curves import Row, read_curves, write_curves
+from ucudnn.experiments.training.metadata import metadata
+from ucudnn.experiments.training.nets import (NETS, base_net, digits_data, solver_text,
+                                              synthetic_data)
+from ucudnn.experiments.training.options import Options, check_options
+from ucudnn.experiments.training.report import format_seeds_summary, format_summary, plot_curves
+from ucudnn.experiments.training.runner import regenerate, run
+from ucudnn.experiments.training.settings import (BENCH_REPEATS, DEFAULT_SETTINGS, SETTINGS,
+                                                  Setting, TrainingError, variant)
 
 MiB = 1 << 20
 
@@ -33,7 +44,7 @@ def _write(pb2, net, path):
 @pytest.mark.parametrize("name,batch,convs", [("digits", 128, ["conv1", "conv2"]),
                                               ("cifar10", 1024, ["conv1", "conv2", "conv3"])])
 def test_nets_parse_with_the_subset_and_feed_from_input(pb2, tmp_path, name, batch, convs):
-    net = tr.base_net(pb2, name)
+    net = base_net(pb2, name)
     path = _write(pb2, net, tmp_path / f"{name}.prototxt")
     again = read_net(pb2, str(path))                  # strict: every field in caffe_subset
     assert again == net
@@ -54,7 +65,7 @@ def test_nets_parse_with_the_subset_and_feed_from_input(pb2, tmp_path, name, bat
 
 
 def test_base_net_batch_override(pb2):
-    net = tr.base_net(pb2, "cifar10", batch=64)
+    net = base_net(pb2, "cifar10", batch=64)
     assert [list(s.dim) for s in net.layer[0].input_param.shape] == [[64, 3, 32, 32], [64]]
 
 
@@ -62,66 +73,66 @@ def test_base_net_batch_override(pb2):
     ("undivided", "undivided", "dp"), ("powerOfTwo", "powerOfTwo", "dp"),
     ("all", "all", "dp"), ("ilp", "powerOfTwo", "ilp"), ("shared", "powerOfTwo", "shared")])
 def test_ucudnn_settings_write_their_param(pb2, tmp_path, setting, policy, optimizer):
-    net = tr.variant(pb2, tr.base_net(pb2, "digits"), setting, 3 * MiB)
+    net = variant(pb2, base_net(pb2, "digits"), setting, 3 * MiB)
     p = load_prototxt(_write(pb2, net, tmp_path / "v.prototxt"))
     s = p.net_ucudnn
     assert (s.policy, s.optimizer, s.workspace_limit, s.total_workspace) == (
         policy, optimizer, 3 * MiB, 0)
-    assert s.math == "fma" and s.benchmark_repeats == tr.BENCH_REPEATS
+    assert s.math == "fma" and s.benchmark_repeats == BENCH_REPEATS
     assert all(p.ucudnn[l.name] == s for l in p.layers)
     assert not any(l.HasField("ucudnn_param") for l in net.layer)
 
 
 def test_stock_settings_have_no_ucudnn_param(pb2, tmp_path):
-    base = tr.variant(pb2, tr.base_net(pb2, "cifar10"), "powerOfTwo", MiB)
+    base = variant(pb2, base_net(pb2, "cifar10"), "powerOfTwo", MiB)
     for setting in ("stock", "stock-rerun"):
-        net = tr.variant(pb2, base, setting, MiB)     # clears what the input had
+        net = variant(pb2, base, setting, MiB)     # clears what the input had
         assert not net.HasField("ucudnn_param")
         p = load_prototxt(_write(pb2, net, tmp_path / f"{setting}.prototxt"))
         assert p.net_ucudnn is None and set(p.ucudnn.values()) == {None}
 
 
 def test_cpu_engine_and_refused_settings(pb2, monkeypatch):
-    net = tr.variant(pb2, tr.base_net(pb2, "digits"), "stock", MiB, engine="CAFFE")
+    net = variant(pb2, base_net(pb2, "digits"), "stock", MiB, engine="CAFFE")
     engines = {l.name: l for l in net.layer}
     caffe = pb2.ConvolutionParameter.CAFFE
     assert engines["conv1"].convolution_param.engine == caffe
     assert engines["pool1"].pooling_param.engine == pb2.PoolingParameter.CAFFE
     assert engines["relu1"].relu_param.engine == pb2.ReLUParameter.CAFFE
     assert engines["loss"].softmax_param.engine == pb2.SoftmaxParameter.CAFFE
-    with pytest.raises(tr.TrainingError, match=r"^--settings: unknown setting 'fast'"):
-        tr.variant(pb2, net, "fast", MiB)
+    with pytest.raises(TrainingError, match=r"^--settings: unknown setting 'fast'"):
+        variant(pb2, net, "fast", MiB)
     # the hook for a setting Caffe cannot run yet: listed, refused with its reason
-    later = tr.Setting("later", "powerOfTwo", "dp", "a future setting", available=False,
-                       why_not="needs issue 99")
-    monkeypatch.setitem(tr.SETTINGS, "later", later)
-    with pytest.raises(tr.TrainingError, match=r"^--settings: later: needs issue 99"):
-        tr.variant(pb2, net, "later", MiB)
-    opts = tr.Options(out=Path("unused"), nets=["cifar10"], settings={"cifar10": ["later"]})
-    with pytest.raises(tr.TrainingError, match=r"^--settings: later: needs issue 99"):
-        tr.check_options(opts)
-    for net_name, settings in tr.DEFAULT_SETTINGS.items():
-        assert settings[0] == "stock" and all(tr.SETTINGS[s].available for s in settings)
+    later = Setting("later", "powerOfTwo", "dp", "a future setting", available=False,
+                       why_not="needs a later Caffe")
+    monkeypatch.setitem(SETTINGS, "later", later)
+    with pytest.raises(TrainingError, match=r"^--settings: later: needs a later Caffe"):
+        variant(pb2, net, "later", MiB)
+    opts = Options(out=Path("unused"), nets=["cifar10"], settings={"cifar10": ["later"]})
+    with pytest.raises(TrainingError, match=r"^--settings: later: needs a later Caffe"):
+        check_options(opts)
+    for net_name, settings in DEFAULT_SETTINGS.items():
+        assert settings[0] == "stock" and all(SETTINGS[s].available for s in settings)
 
 
 def test_solver_text():
-    cfg = tr.NETS["digits"]
-    text = tr.solver_text(cfg, "digits_all.prototxt", 300, 7)
+    cfg = NETS["digits"]
+    text = solver_text(cfg, "digits_all.prototxt", 300, 7)
     fields = dict(line.split(": ", 1) for line in text.splitlines())
     assert fields["net"] == '"digits_all.prototxt"'
     assert fields["random_seed"] == "7" and fields["max_iter"] == "300"
     assert fields["lr_policy"] == '"inv"' and float(fields["gamma"]) == cfg.gamma
     assert fields["solver_mode"] == "GPU" and fields["snapshot_after_train"] == "false"
     assert "test_iter" not in fields and "test_interval" not in fields
-    cpu = tr.solver_text(tr.NETS["cifar10"], "c.prototxt", 5, 1, mode="cpu")
+    cpu = solver_text(NETS["cifar10"], "c.prototxt", 5, 1, mode="cpu")
     assert "solver_mode: CPU" in cpu and "gamma" not in cpu
 
 
 # ----------------------------------------------------------------------------------- data
 
 def test_batches_are_a_function_of_the_iteration_only():
-    a = tr.synthetic_data(batch=16, seed=3, n_train=64, n_test=32)
-    b = tr.synthetic_data(batch=16, seed=3, n_train=64, n_test=32)
+    a = synthetic_data(batch=16, seed=3, n_train=64, n_test=32)
+    b = synthetic_data(batch=16, seed=3, n_train=64, n_test=32)
     for it in (0, 1, 5, 17):
         (xa, ya), (xb, yb) = a.train_batch(it), b.train_batch(it)
         assert xa.shape == (16, 3, 32, 32) and xa.dtype.name == "float32"
@@ -139,36 +150,36 @@ def test_batches_are_a_function_of_the_iteration_only():
     assert len(tests) == 2 and all(len(y) == 16 for _, y in tests)
     assert len(set(a.y_train.tolist())) > 5
     assert a.fingerprint() == b.fingerprint()
-    assert tr.synthetic_data(batch=16, seed=4, n_train=64, n_test=32).fingerprint() != \
+    assert synthetic_data(batch=16, seed=4, n_train=64, n_test=32).fingerprint() != \
         a.fingerprint()
 
 
 def test_dataset_checks_whole_batches():
-    with pytest.raises(tr.TrainingError, match="not whole batches"):
-        tr.synthetic_data(batch=16, n_train=64, n_test=24)
+    with pytest.raises(TrainingError, match="not whole batches"):
+        synthetic_data(batch=16, n_train=64, n_test=24)
 
 
 def test_digits_need_scikit_learn(monkeypatch):
     monkeypatch.setitem(sys.modules, "sklearn", None)
     monkeypatch.setitem(sys.modules, "sklearn.datasets", None)
-    with pytest.raises(tr.TrainingError, match=r"pip install 'ucudnn\[training\]'"):
-        tr.digits_data()
+    with pytest.raises(TrainingError, match=r"pip install 'ucudnn\[training\]'"):
+        digits_data()
 
 
 def test_digits_split():
     pytest.importorskip("sklearn", reason="scikit-learn not installed (ucudnn[training])")
-    d = tr.digits_data(batch=128, seed=1)
+    d = digits_data(batch=128, seed=1)
     assert len(d.x_train) == 1797 - 512 and len(d.x_test) == 512
     x, y = d.train_batch(0)
     assert x.shape == (128, 1, 32, 32) and 0.0 <= x.min() and x.max() <= 1.0
-    assert d.fingerprint() == tr.digits_data(batch=128, seed=1).fingerprint()
+    assert d.fingerprint() == digits_data(batch=128, seed=1).fingerprint()
 
 
 # -------------------------------------------------------------------------------- curves
 
 def _rows(net, setting, losses, accs=None):
     accs = accs or {}
-    return [tr.Row(net, setting, i, l, accs.get(i)) for i, l in enumerate(losses)]
+    return [Row(net, setting, i, l, accs.get(i)) for i, l in enumerate(losses)]
 
 
 def test_curves_csv_round_trip(tmp_path):
@@ -177,12 +188,12 @@ def test_curves_csv_round_trip(tmp_path):
     rows = (_rows("digits", "powerOfTwo", [f32, 1.5], {0: 0.125}) +
             _rows("digits", "stock", [f32, 1.25], {0: 0.125, 1: 0.5}))
     path = tmp_path / "curves.csv"
-    tr.write_curves(path, rows)
+    write_curves(path, rows)
     text = path.read_text()
     assert text.splitlines()[0] == "net,setting,iteration,loss,test_accuracy"
     assert text.splitlines()[1].startswith("digits,stock,0,")          # stock first
     assert "digits,powerOfTwo,1,1.5,\n" in text                          # empty accuracy
-    back = tr.read_curves(path)
+    back = read_curves(path)
     assert sorted(back, key=lambda r: (r.setting, r.iteration)) == \
         sorted(rows, key=lambda r: (r.setting, r.iteration))
     assert np.float32(back[0].loss) == np.float32(f32)
@@ -199,8 +210,8 @@ def test_curves_csv_round_trip(tmp_path):
 def test_curves_csv_errors(tmp_path, text, error):
     path = tmp_path / "curves.csv"
     path.write_text(text)
-    with pytest.raises(tr.TrainingError, match=error):
-        tr.read_curves(path)
+    with pytest.raises(TrainingError, match=error):
+        read_curves(path)
 
 
 def test_compare_maths():
@@ -208,7 +219,7 @@ def test_compare_maths():
     close = _rows("n", "powerOfTwo", [2.0, 1.004, 0.496, 0.25], {0: 0.1, 2: 0.5, 3: 0.904})
     far = _rows("n", "all", [2.0000002, 1.0, 0.5, 0.26], {0: 0.1, 2: 0.5, 3: 0.89})
     same = _rows("n", "stock-rerun", [2.0, 1.0, 0.5, 0.25], {0: 0.1, 2: 0.5, 3: 0.9})
-    s = tr.compare(stock + close + far + same)
+    s = compare(stock + close + far + same)
     assert list(s["nets"]["n"]) == ["stock", "stock-rerun", "powerOfTwo", "all"]
     p = s["nets"]["n"]["powerOfTwo"]
     assert p["max_rel_loss_diff"] == pytest.approx(0.008)          # 0.496 vs 0.5
@@ -229,35 +240,35 @@ def test_compare_maths():
     assert r["bitwise_equal"] and r["max_rel_loss_diff"] == 0.0
     assert s["nets"]["n"]["stock"]["final_accuracy"] == 0.9
     assert "max_rel_loss_diff" not in s["nets"]["n"]["stock"]
-    text = tr.format_summary(s)
+    text = format_summary(s)
     assert "| powerOfTwo | - | 0.00e+00 | 8.00e-03 (2) | 2.00e-03 | - |" in text
     assert "| all |" in text and "NOT met" in text and "bitwise equal" in text
 
 
 def test_smoothed_loss_difference():
-    n = tr.SMOOTHING
+    n = SMOOTHING
     ref = [1.0] * (n + 1)
     noisy = [1.0 + (0.05 if i % 2 else -0.05) for i in range(n)] + [1.0]   # +-5 %, mean 1
-    s = tr.compare(_rows("n", "stock", ref) + _rows("n", "ilp", noisy))["nets"]["n"]["ilp"]
+    s = compare(_rows("n", "stock", ref) + _rows("n", "ilp", noisy))["nets"]["n"]["ilp"]
     assert s["max_rel_loss_diff"] == pytest.approx(0.05)
     assert s["max_rel_smoothed_loss_diff"] == pytest.approx(0.05 / n)   # the last window
-    short = tr.compare(_rows("n", "stock", [1.0]) + _rows("n", "ilp", [1.1]))
+    short = compare(_rows("n", "stock", [1.0]) + _rows("n", "ilp", [1.1]))
     assert short["nets"]["n"]["ilp"]["max_rel_smoothed_loss_diff"] is None
 
 
 def test_compare_edge_cases(tmp_path, monkeypatch):
-    monkeypatch.setattr(tr, "plot_curves", lambda rows, out: None)
+    monkeypatch.setattr(runner, "plot_curves", lambda rows, out: None)
     rows = _rows("n", "stock", [0.0, 1.0]) + _rows("n", "ilp", [1e-9, 1.0])
-    s = tr.compare(rows)
+    s = compare(rows)
     assert math.isinf(s["nets"]["n"]["ilp"]["max_rel_loss_diff"])
-    tr.write_curves(tmp_path / "curves.csv", rows)          # summary.json stays strict JSON
-    tr.regenerate(tmp_path, from_csv=True, say=lambda m: None)
+    write_curves(tmp_path / "curves.csv", rows)          # summary.json stays strict JSON
+    regenerate(tmp_path, from_csv=True, say=lambda m: None)
     assert json.loads((tmp_path / "summary.json").read_text())["nets"]["n"]["ilp"][
         "max_rel_loss_diff"] == "inf"
     # only the iterations both recorded count; no stock: no differences
-    s = tr.compare(_rows("n", "stock", [1.0, 1.0]) + _rows("n", "ilp", [1.0, 1.0, 5.0]))
+    s = compare(_rows("n", "stock", [1.0, 1.0]) + _rows("n", "ilp", [1.0, 1.0, 5.0]))
     assert s["nets"]["n"]["ilp"]["compared_iterations"] == 2
-    s = tr.compare(_rows("m", "ilp", [1.0]))
+    s = compare(_rows("m", "ilp", [1.0]))
     assert "max_rel_loss_diff" not in s["nets"]["m"]["ilp"]
 
 
@@ -275,18 +286,18 @@ def test_kernel_plans_and_split_counts():
             _kernel_record("conv2", "bwd_filter", 128, [(32, 4)]),    # the last plan wins
             _kernel_record("conv1", "fwd", 128, [(64, 1), (32, 2)]),
             _kernel_record("conv1", "bwd_filter", 128, [(128, 1)])]
-    k = tr.kernel_plans_of(recs)
+    k = kernel_plans_of(recs)
     assert set(k) == {"conv2/bwd_filter", "conv1/fwd", "conv1/bwd_filter"}
     assert k["conv2/bwd_filter"]["split"] and k["conv1/fwd"]["split"]
     assert not k["conv1/bwd_filter"]["split"]
     assert k["conv2/bwd_filter"]["chunks"] == [{"batch": 32, "count": 4, "algo": 1,
                                                 "algo_name": "X", "ws_bytes": 8}]
     assert k["conv1/fwd"]["math"] == "fma"
-    s = tr.compare(_rows("n", "stock", [1.0]) + _rows("n", "all", [1.0]),
+    s = compare(_rows("n", "stock", [1.0]) + _rows("n", "all", [1.0]),
                    plans={"n": {"all": {"kernels": k, "initial_weights_sha256": "ab"}}})
     assert s["nets"]["n"]["all"]["kernels_split"] == 2
     assert s["nets"]["n"]["all"]["split_kernels"] == ["conv1/fwd", "conv2/bwd_filter"]
-    assert "| all | 2/3 |" in tr.format_summary(s)
+    assert "| all | 2/3 |" in format_summary(s)
 
 
 def test_figure(tmp_path):
@@ -294,7 +305,7 @@ def test_figure(tmp_path):
     rows = (_rows("digits", "stock", [2.0, 1.0, 0.5], {0: 0.1, 2: 0.8})
             + _rows("digits", "powerOfTwo", [2.0, 1.001, 0.5], {0: 0.1, 2: 0.8})
             + _rows("cifar10", "stock", [2.3, 2.2]))
-    fig = tr.plot_curves(rows, str(tmp_path / "f.png"))
+    fig = plot_curves(rows, str(tmp_path / "f.png"))
     assert (tmp_path / "f.png").stat().st_size > 1000
     axes = fig.get_axes()
     assert len(axes) == 6
@@ -341,10 +352,10 @@ def test_cli_errors(tmp_path, args, error):
 
 def test_cli_plot_only(tmp_path, monkeypatch):
     drawn = []          # the figure itself: test_figure
-    monkeypatch.setattr(tr, "plot_curves", lambda rows, out: drawn.append((list(rows), out)))
+    monkeypatch.setattr(runner, "plot_curves", lambda rows, out: drawn.append((list(rows), out)))
     rc, _, err = _cli("--out", tmp_path, "--plot-only")
     assert rc == 2 and "curves.csv" in err and "no such file" in err.lower(), err
-    tr.write_curves(tmp_path / "curves.csv",
+    write_curves(tmp_path / "curves.csv",
                     _rows("digits", "stock", [2.0, 1.0], {1: 0.5})
                     + _rows("digits", "ilp", [2.0, 1.02], {1: 0.495}))
     rc, out, err = _cli("--out", tmp_path, "--plot-only")
@@ -372,15 +383,15 @@ def test_cpu_run_through_pycaffe(tmp_path):
     """A few CPU-mode iterations of the digits net through pycaffe (engine CAFFE): the whole
     pipeline, children and files included. Skipped where pycaffe does not import."""
     pytest.importorskip("sklearn", reason="scikit-learn not installed (ucudnn[training])")
-    opts = tr.Options(out=tmp_path / "o", nets=["digits"], mode="cpu",
+    opts = Options(out=tmp_path / "o", nets=["digits"], mode="cpu",
                       settings={"digits": ["stock", "stock-rerun"]}, iterations={"digits": 3},
                       test_interval={"digits": 2}, batch={"digits": 32})
     try:
-        tr.check_options(opts)
-        tr._probe(opts)
-    except tr.TrainingError as e:
+        check_options(opts)
+        probe(opts)
+    except TrainingError as e:
         pytest.skip(f"pycaffe does not import here: {e}")
-    meta = tr.run(opts, say=lambda m: None)
+    meta = run(opts, say=lambda m: None)
     assert meta["failed"] == [] and meta["nets"]["digits"]["initial_weights_identical"]
     with open(tmp_path / "o" / "curves.csv", newline="") as f:
         rows = list(csv.DictReader(f))
@@ -395,7 +406,7 @@ def test_cpu_run_through_pycaffe(tmp_path):
 def test_regenerate_from_run_records(tmp_path, monkeypatch):
     """What the children leave under runs/ becomes curves.csv and the summary; a failed run
     is named with its error."""
-    monkeypatch.setattr(tr, "plot_curves", lambda rows, out: None)
+    monkeypatch.setattr(runner, "plot_curves", lambda rows, out: None)
     runs = tmp_path / "runs" / "digits"
     runs.mkdir(parents=True)
     ok = {"net": "digits", "status": "ok", "curve": [[0, 2.5, 0.1], [1, 2.0, None]]}
@@ -405,8 +416,8 @@ def test_regenerate_from_run_records(tmp_path, monkeypatch):
         kernels={"conv2/bwd_filter": {"split": True}, "conv1/fwd": {"split": False}})))
     (runs / "all.json").write_text(json.dumps({"net": "digits", "setting": "all",
                                                "status": "failed", "error": "timed out"}))
-    s = tr.regenerate(tmp_path, say=lambda m: None)
-    rows = tr.read_curves(tmp_path / "curves.csv")
+    s = regenerate(tmp_path, say=lambda m: None)
+    rows = read_curves(tmp_path / "curves.csv")
     assert [(r.setting, r.iteration) for r in rows] == [("stock", 0), ("stock", 1),
                                                         ("powerOfTwo", 0), ("powerOfTwo", 1)]
     p = s["nets"]["digits"]["powerOfTwo"]
@@ -417,7 +428,7 @@ def test_regenerate_from_run_records(tmp_path, monkeypatch):
 
 
 def test_metadata_checks_weights_plans_and_math(tmp_path):
-    opts = tr.Options(out=tmp_path, nets=["digits"], mode="cpu", argv=["ucudnn", "training"])
+    opts = Options(out=tmp_path, nets=["digits"], mode="cpu", argv=["ucudnn", "training"])
     k = {"conv1/fwd": {"split": False, "math": "fma"},
          "conv2/bwd_filter": {"split": False, "math": "default"}}
     runs = {"digits": {
@@ -425,7 +436,7 @@ def test_metadata_checks_weights_plans_and_math(tmp_path):
         "powerOfTwo": {"status": "ok", "initial_weights_sha256": "bb", "kernels": k},
         "ilp": {"status": "ok", "initial_weights_sha256": "aa",
                 "kernels": {"conv1/fwd": {"split": True, "math": "fma"}}}}}
-    meta = tr._metadata(opts, {"caffe_version": "1.0.0"}, runs)
+    meta = metadata(opts, {"caffe_version": "1.0.0"}, runs)
     d = meta["nets"]["digits"]
     assert d["initial_weights_identical"] is False
     assert d["run_with"]["batch"] == 128 and "random_seed: 1" in d["solver"]
@@ -438,20 +449,21 @@ def test_metadata_checks_weights_plans_and_math(tmp_path):
 
 def test_child_env_gives_absolute_paths(tmp_path, monkeypatch):
     """The child runs in the prototxt folder: a relative --out must still reach the records
-    file (a relative one made every ucudnn run on the H200 'fail' with no plan records)."""
+    file (a relative path would name a file under the prototxt folder, and the run would have
+    no plan records)."""
     from ucudnn.measure.records import ENV
     monkeypatch.chdir(tmp_path)
-    opts = tr.Options(out=Path("rel-out"), nets=["digits"])
-    env = tr._child_env(opts, Path("rel-out") / "logs" / "x.records.jsonl")
+    opts = Options(out=Path("rel-out"), nets=["digits"])
+    env = child_env(opts, Path("rel-out") / "logs" / "x.records.jsonl")
     assert env[ENV] == str(tmp_path / "rel-out" / "logs" / "x.records.jsonl")
-    assert tr._child_env(opts, None).get(ENV) is None
+    assert child_env(opts, None).get(ENV) is None
 
 
 def test_compare_seeds_maths(tmp_path):
     """Several seeds (Note [Training equivalence]): accuracies averaged over each run's last
     evaluations and over the seeds, their difference and standard error; the seed-mean and
     paired trailing-mean loss differences; the verdicts against stock's own re-run."""
-    n = tr.SMOOTHING + 10
+    n = SMOOTHING + 10
     runs = {}
     for seed, (a_ref, a_rerun, a_x) in enumerate([(0.50, 0.51, 0.48), (0.52, 0.50, 0.50),
                                                    (0.54, 0.55, 0.52)], start=1):
@@ -462,7 +474,7 @@ def test_compare_seeds_maths(tmp_path):
                          {i: a for i in range(0, n, 5)})
         runs[seed] = (rows("stock", 1.0, a_ref) + rows("stock-rerun", 1.01, a_rerun)
                       + rows("x", 1.005, a_x) + rows("far", 1.05, a_x))
-    s = tr.compare_seeds(runs)
+    s = compare_seeds(runs)
     st = s["nets"]["cifar10"]
     assert st["stock"]["accuracy_mean_pp"] == pytest.approx(52.0)
     assert st["stock"]["accuracy_sd_pp"] == pytest.approx(2.0)
@@ -474,7 +486,7 @@ def test_compare_seeds_maths(tmp_path):
     assert st["stock-rerun"]["seed_mean_loss_diff"] == pytest.approx(0.01)
     assert x["within_noise"] and not x["issue_targets"]          # |-2 pp| <= 2 se = 2.31
     assert not st["far"]["within_noise"]                           # 5 % > 1.5 x 1 %
-    md = tr.format_seeds_summary(s)
+    md = format_seeds_summary(s)
     assert "| x | 50.00 ± 2.00 | -2.00 ± 1.63 | 0.50% |" in md
 
 
@@ -482,7 +494,7 @@ def test_seeds_summary_from_folders(tmp_path, capsys):
     for seed in (1, 2):
         d = tmp_path / f"seed{seed}"
         d.mkdir()
-        tr.write_curves(d / "curves.csv",
+        write_curves(d / "curves.csv",
                         _rows("digits", "stock", [2.0] * 25, {24: 0.5})
                         + _rows("digits", "ilp", [2.0] * 25, {24: 0.5}))
     rc, out, err = _cli("--out", tmp_path, "--plot-only")

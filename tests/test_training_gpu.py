@@ -1,6 +1,6 @@
 """``ucudnn training`` on a GPU through pycaffe: a few dozen iterations of the digits net with
 stock Caffe and ucudnn powerOfTwo, the files it writes, and curves that agree (Note [Training
-equivalence] in ucudnn/experiments/training.py).
+equivalence] in ucudnn/experiments/training/comparison.py).
 
 Needs a GPU, pycaffe built with the patch series (scripts/gpu_node.sh setup; the folder in
 $UCUDNN_PYCAFFE or third_party/caffe/src/python) and scikit-learn (ucudnn[training]); skipped
@@ -14,7 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from ucudnn.experiments import training as tr
+import ucudnn
+from ucudnn.experiments.training.child import probe
+from ucudnn.experiments.training.comparison import ACCURACY_TARGET_PP, LOSS_TARGET
+from ucudnn.experiments.training.curves import read_curves
+from ucudnn.experiments.training.options import Options, default_caffe_build, default_pycaffe
+from ucudnn.experiments.training.settings import TrainingError
 
 pytestmark = pytest.mark.gpu
 
@@ -27,21 +32,21 @@ def trained(tmp_path_factory, gpu_visible):
         pytest.skip("no GPU visible")
     pytest.importorskip("sklearn", reason="scikit-learn not installed: pip install "
                         "'ucudnn[training]'")
-    opts = tr.Options(out=tmp_path_factory.mktemp("probe"), nets=["digits"])
+    opts = Options(out=tmp_path_factory.mktemp("probe"), nets=["digits"])
     try:
-        tr._probe(opts)
-    except tr.TrainingError as e:
+        probe(opts)
+    except TrainingError as e:
         pytest.skip(f"pycaffe does not import (scripts/gpu_node.sh setup builds it): {e}")
     out = tmp_path_factory.mktemp("training")
     env = dict(os.environ, UCUDNN_CACHE=str(out / "bench.sqlite"))
     # the ucudnn this test imported (installed with its compiled core; the checkout's own
     # folder has no core when the package was installed without -e, as on the GPU node)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(tr.__file__).resolve().parents[2])]
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(ucudnn.__file__).resolve().parents[1])]
                                         + [p for p in sys.path if p])
     # the checkout's Caffe, named: the child runs elsewhere (below)
-    where = ["--pycaffe", str(tr.default_pycaffe().resolve())]
-    if tr.default_caffe_build().is_dir():
-        where += ["--caffe-build", str(tr.default_caffe_build().resolve())]
+    where = ["--pycaffe", str(default_pycaffe().resolve())]
+    if default_caffe_build().is_dir():
+        where += ["--caffe-build", str(default_caffe_build().resolve())]
     r = subprocess.run([sys.executable, "-m", "ucudnn", "training", "--out", str(out), *where,
                         "--nets", "digits", "--settings", "stock,powerOfTwo",
                         "--iterations", str(ITERATIONS), "--test-interval", "10",
@@ -83,9 +88,9 @@ def test_curves_agree_with_stock(trained):
     p = s["powerOfTwo"]
     assert p["compared_iterations"] == ITERATIONS + 1
     assert p["rel_loss_diff_iteration0"] <= 1e-5        # same weights and batch: rounding only
-    assert p["max_rel_loss_diff"] <= tr.LOSS_TARGET, p
+    assert p["max_rel_loss_diff"] <= LOSS_TARGET, p
     # 512 held-out samples: one sample is 0.2 pp; after 40 iterations a few borderline
     # samples may flip, so twice issue 13's 0.5 pp (the full run is judged by the summary)
-    assert abs(p["final_accuracy_diff_pp"]) <= 2 * tr.ACCURACY_TARGET_PP, p
-    stock = [r for r in tr.read_curves(out / "curves.csv") if r.setting == "stock"]
+    assert abs(p["final_accuracy_diff_pp"]) <= 2 * ACCURACY_TARGET_PP, p
+    stock = [r for r in read_curves(out / "curves.csv") if r.setting == "stock"]
     assert stock[-1].loss < 0.8 * stock[0].loss and s["stock"]["final_accuracy"] > 0.5

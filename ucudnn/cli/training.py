@@ -15,7 +15,8 @@ T = TypeVar("T")
 
 
 def add_parser(sub) -> None:
-    from ..experiments.training import DEFAULT_SETTINGS, NETS, SETTINGS
+    from ..experiments.training.nets import NETS
+    from ..experiments.training.settings import DEFAULT_SETTINGS, SETTINGS
     s = sub.add_parser("training", help=HELP, description=HELP + ". Settings: " + "; ".join(
         f"{n}: {x.about}" + ("" if x.available else f" [not available: {x.why_not}]")
         for n, x in SETTINGS.items()) + ".")
@@ -95,11 +96,14 @@ def _int(option: str) -> Callable[[str], int]:
 
 
 def run(args) -> int:
-    from ..experiments import training as tr
+    from ..experiments.training.nets import NETS
+    from ..experiments.training.options import Options, check_options
+    from ..experiments.training.runner import regenerate, regenerate_seeds
+    from ..experiments.training.runner import run as run_training
     if args.plot_only:
         if (Path(args.out) / "curves.csv").is_file():
-            tr.regenerate(Path(args.out), from_csv=True, say=print)
-        if tr.regenerate_seeds(Path(args.out), say=print) is None \
+            regenerate(Path(args.out), from_csv=True, say=print)
+        if regenerate_seeds(Path(args.out), say=print) is None \
                 and not (Path(args.out) / "curves.csv").is_file():
             raise c.CliError(f"--out: no such file: {Path(args.out) / 'curves.csv'} (and no "
                              "seed folders with curves)")
@@ -113,9 +117,9 @@ def run(args) -> int:
     if not nets:
         raise c.CliError("--nets: no net named")
     for n in nets:
-        if n not in tr.NETS:
+        if n not in NETS:
             raise c.CliError(f"--nets: unknown net {n!r} (expected one of "
-                             f"{', '.join(tr.NETS)})")
+                             f"{', '.join(NETS)})")
     settings = {}
     if args.settings is not None:
         chosen = c.split_list(args.settings)
@@ -129,7 +133,7 @@ def run(args) -> int:
     mode = "cpu" if args.cpu else "gpu"
     if args.cpu and args.settings is None:
         settings = {n: ["stock", "stock-rerun"] for n in nets}
-    opts = tr.Options(
+    opts = Options(
         out=Path(args.out), nets=nets, settings=settings,
         iterations=_per_net(args.iterations, nets, "--iterations", _int("--iterations")),
         test_interval=_per_net(args.test_interval, nets, "--test-interval",
@@ -141,7 +145,7 @@ def run(args) -> int:
         # absolute: each run's child works in its prototxt folder
         cache_path=str(Path(args.cache).resolve()) if args.cache else None,
         argv=["ucudnn", "training", *getattr(args, "argv", [])])
-    tr.check_options(opts)
+    check_options(opts)
     if mode == "gpu":
         from ..measure.sources import device_status
         info, reason = device_status()
@@ -152,7 +156,7 @@ def run(args) -> int:
     for seed in seeds or [None]:
         o = opts if seed is None else dataclasses.replace(
             opts, out=Path(args.out) / f"seed{seed}", seed=seed)
-        meta = tr.run(o, say=lambda m: print(m, flush=True))
+        meta = run_training(o, say=lambda m: print(m, flush=True))
         for net, entry in meta.get("nets", {}).items():
             for w in entry.get("warnings", []):
                 c.note(f"{net}: {w}")
@@ -161,7 +165,7 @@ def run(args) -> int:
         failed += [f"{f} (seed {seed})" if seed is not None else f
                    for f in meta.get("failed", [])]
     if seeds:
-        tr.regenerate_seeds(Path(args.out), say=print)
+        regenerate_seeds(Path(args.out), say=print)
     if failed:
         print(f"{len(failed)} run(s) failed: {', '.join(failed)} (logs under "
               f"{args.out}/.../logs)", file=sys.stderr)
