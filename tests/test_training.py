@@ -14,7 +14,7 @@ import pytest
 from ucudnn.caffe.proto import load_caffe_pb2, read_net, write_net
 from ucudnn.caffe.prototxt import load_prototxt
 from ucudnn.experiments.training import runner
-from ucudnn.experiments.training.child import child_env, kernel_plans_of, probe
+from ucudnn.experiments.training.child import CHILD_MODULE, child_env, kernel_plans_of, probe
 from ucudnn.experiments.training.comparison import SMOOTHING, compare, compare_seeds
 from ucudnn.experiments.training.curves import Row, read_curves, write_curves
 from ucudnn.experiments.training.metadata import metadata
@@ -457,6 +457,33 @@ def test_child_env_gives_absolute_paths(tmp_path, monkeypatch):
     env = child_env(opts, Path("rel-out") / "logs" / "x.records.jsonl")
     assert env[ENV] == str(tmp_path / "rel-out" / "logs" / "x.records.jsonl")
     assert child_env(opts, None).get(ENV) is None
+
+
+def test_child_starts_as_the_package_module(tmp_path):
+    """The runner starts its children as ``python -m ucudnn.experiments.training --child
+    SPEC``: the package's __main__ runs the child. Its probe imports caffe from --pycaffe and
+    answers in probe.out.json; here a stand-in caffe package (no pycaffe is built on this
+    machine) has the probe report its version and file, and a folder without one gives the
+    import error, naming --pycaffe."""
+    import importlib.util
+    import subprocess
+    opts = Options(out=tmp_path, nets=["digits"])
+    r = subprocess.run([sys.executable, "-m", CHILD_MODULE], capture_output=True, text=True,
+                       env=child_env(opts, None), cwd=tmp_path, timeout=120)
+    assert r.returncode == 2 and "usage: python -m ucudnn.experiments.training --child" \
+        in r.stderr, r.stderr
+    fake = tmp_path / "pycaffe"
+    (fake / "caffe").mkdir(parents=True)
+    (fake / "caffe" / "__init__.py").write_text('__version__ = "stand-in"\n')
+    res = probe(Options(out=tmp_path, nets=["digits"], pycaffe=fake))
+    assert res["caffe_version"] == "stand-in" and res["pycaffe"] == str(fake.resolve())
+    assert res["caffe_module"] == str(fake.resolve() / "caffe" / "__init__.py")
+    assert res["stubbed"] == [m for m in ("skimage", "scipy")
+                              if importlib.util.find_spec(m) is None]
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(TrainingError, match=r"^--pycaffe: cannot import caffe from .*empty: "
+                       r"ModuleNotFoundError: No module named 'caffe'"):
+        probe(Options(out=tmp_path, nets=["digits"], pycaffe=tmp_path / "empty"))
 
 
 def test_compare_seeds_maths(tmp_path):
