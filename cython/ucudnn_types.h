@@ -4,7 +4,8 @@
  *   Every function returns an int status: UCUDNN_OK (0) or an error code; the message of the
  *   last error on the calling thread is returned by ucudnn_last_error(). No Python exception
  *   crosses into C/C++. Planning functions take the GIL themselves; ucudnn_kernel_run never
- *   touches Python and may be called from any thread without the GIL.
+ *   touches Python and may be called from any thread without the GIL. Structs are
+ *   zero-initialised by the caller ({0}); a field added later keeps 0 meaning "as before".
  */
 #ifndef UCUDNN_TYPES_H_
 #define UCUDNN_TYPES_H_
@@ -18,15 +19,20 @@ extern "C" {
 enum { UCUDNN_OK = 0, UCUDNN_ERR_INVALID = 1, UCUDNN_ERR_CUDNN = 2, UCUDNN_ERR_CUDA = 3,
        UCUDNN_ERR_PLAN = 4, UCUDNN_ERR_PYTHON = 5 };
 
-/* Operation of a kernel. */
+/* Operation of a kernel; also the index of ucudnn_net_layer.plan[]. The buffers of
+ * ucudnn_kernel_run(kernel, handle, alpha, a, b, beta, out, ...) by op (ucudnn.vocab.OPERANDS):
+ *   UCUDNN_FWD         a = x, b = w,  out = y
+ *   UCUDNN_BWD_DATA    a = w, b = dy, out = dx
+ *   UCUDNN_BWD_FILTER  a = x, b = dy, out = dw (accumulated with beta, Note [Micro-batch
+ *                                               semantics] in cython/ucudnn/_core.pyx) */
 enum { UCUDNN_FWD = 0, UCUDNN_BWD_DATA = 1, UCUDNN_BWD_FILTER = 2 };
 
 /* Micro-batch policy (caffe.proto's UcudnnParameter.Policy uses the same values). */
 enum { UCUDNN_UNDIVIDED = 0, UCUDNN_POWER_OF_TWO = 1, UCUDNN_ALL = 2 };
 
-/* Optimizer: per-kernel DP under workspace_limit, network-wide ILP (ucudnn_plan_network), or
- * SHARED: one arena every layer reuses, divided per layer among the kernels that run at the
- * same time (ucudnn_plan_network per phase; prepared like ILP kernels). */
+/* Optimizer (UcudnnParameter.Optimizer): each kernel within its workspace limit (DP), the
+ * net's kernels dividing one budget (ILP), or one arena of that budget that every layer reuses
+ * (SHARED; Note [Shared arena] in ucudnn/plan/network.py). */
 enum { UCUDNN_DP = 0, UCUDNN_ILP = 1, UCUDNN_SHARED = 2 };
 
 /* One convolution kernel. Shapes are those of the input x (N x C x H x W) and the filter
@@ -43,24 +49,61 @@ typedef struct ucudnn_conv_params {
   int y_strides[4];               /* output (y / dy) strides, or zeros */
   const char *name;               /* layer name for messages and the plan log; may be NULL */
   int instances;                  /* how many times one pass runs this kernel, each on its own
-                                     workspace (Caffe: the layer's group count); <= 0 means 1.
-                                     The ILP weighs the kernel by it; plan records state it. */
+                                     workspace; <= 0 means 1 (plan records state it) */
 } ucudnn_conv_params;
 
+/* Settings of one kernel (ucudnn_kernel_create). Unset fields (0) take the defaults of
+ * ucudnn.plan.settings.PlanSettings, as ucudnn_param's do. */
 typedef struct ucudnn_plan_options {
   int policy;                     /* UCUDNN_UNDIVIDED / POWER_OF_TWO / ALL */
-  int optimizer;                  /* UCUDNN_DP, UCUDNN_ILP or UCUDNN_SHARED */
+  int optimizer;                  /* UCUDNN_DP only: a net's budget needs ucudnn_net_plan */
   const int *micro_batch_sizes;   /* explicit candidate sizes (overrides policy), or NULL */
   int n_micro_batch_sizes;
-  size_t workspace_limit;         /* bytes, per kernel (DP) */
-  int repeats;                    /* Find...Ex repetitions per size (median); <= 0: default 3 */
+  size_t workspace_limit;         /* bytes, per kernel call */
+  int repeats;                    /* cudnnFind repetitions per size (median); <= 0: default */
   const char *cache_path;         /* benchmark cache (SQLite); NULL: $UCUDNN_CACHE or default */
-  int exclude_winograd;           /* nonzero: never plan the Winograd algorithms (see
-                                     ucudnn.plan.dp.WINOGRAD_ALGOS: up to 2e-2 off in fp32) */
+  int exclude_winograd;           /* nonzero: never plan the Winograd algorithms */
 } ucudnn_plan_options;
 
 /* Opaque: a planned kernel. */
 typedef struct ucudnn_kernel ucudnn_kernel;
+
+/* ---- whole nets (ucudnn_net_plan) ------------------------------------------------------- */
+
+/* Where one op of a layer runs, written by ucudnn_net_plan. Group g of the layer (the host
+ * runs one call per group) is given the workspace base + offset + g * stride of size bytes,
+ * where base is the net's own workspace or the device's shared arena (arena). */
+typedef struct ucudnn_op_plan {
+  ucudnn_kernel *kernel;          /* NULL: the op does not run (no backward-data) */
+  int arena;                      /* nonzero: base is the device's shared arena
+                                     (ucudnn_net_arena_size), else the net's own workspace
+                                     (ucudnn_net_workspace_size) */
+  size_t offset;
+  size_t stride;
+  size_t bytes;
+} ucudnn_op_plan;
+
+/* One convolution layer of a net, as the host runs it. */
+typedef struct ucudnn_net_layer {
+  /* in */
+  const char *name;               /* unique within the net */
+  int dtype;                      /* cudnnDataType_t */
+  int n, c, h, w;                 /* input; c the layer's total channels */
+  int k, r, s;                    /* total output channels; filter height and width */
+  int pad_h, pad_w, stride_h, stride_w, dil_h, dil_w;
+  int groups;                     /* the host runs each op once per group, on a strided view
+                                     of C/groups -> K/groups channels (Note [Grouped layers]
+                                     in ucudnn/plan/conv.py) */
+  int backward_data;              /* nonzero: some bottom needs a gradient */
+  const char *ucudnn_param;       /* the layer's own UcudnnParameter in protobuf text format
+                                     ("policy: ALL workspace_limit: 67108864"); "" or NULL:
+                                     none, the net's applies */
+  /* out */
+  ucudnn_op_plan plan[3];         /* by op: UCUDNN_FWD, UCUDNN_BWD_DATA, UCUDNN_BWD_FILTER */
+} ucudnn_net_layer;
+
+/* Opaque: a planned net; owns its layers' kernels. */
+typedef struct ucudnn_net ucudnn_net;
 
 #ifdef __cplusplus
 }

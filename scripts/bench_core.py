@@ -25,8 +25,9 @@ from importlib import resources
 
 from ucudnn.measure import bench
 from ucudnn.plan.conv import ConvShape
-from ucudnn.plan.dp import candidate_sizes, plan_kernel
-from ucudnn.plan.network import read_layers
+from ucudnn.plan.dp import plan_kernel
+from ucudnn.plan.settings import candidate_sizes
+from ucudnn.plan.layers import read_layers
 from ucudnn.vocab import format_size, parse_size
 
 

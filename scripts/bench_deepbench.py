@@ -25,7 +25,9 @@ import sys
 import time
 
 from ucudnn.experiments import deepbench as db
-from ucudnn.plan.dp import PlanError, candidate_sizes, plan_kernel
+from ucudnn.plan.dp import plan_kernel
+from ucudnn.plan.settings import candidate_sizes
+from ucudnn.vocab import PlanError
 from ucudnn.vocab import OPS, format_size, parse_size
 
 PLAN_WARMUP = 3

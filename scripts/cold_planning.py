@@ -61,7 +61,7 @@ def plan_net(net, policy, search, limit, cache, records, shard=None, repeats=1):
     from ucudnn.measure import records as rw
     from ucudnn.measure import shipped
     from ucudnn.measure.sources import plan_kernels, shard_kernels
-    from ucudnn.plan.dp import candidate_sizes
+    from ucudnn.plan.settings import candidate_sizes
     from ucudnn.vocab import OPS
     os.environ[rw.ENV] = str(records)
     if records.exists() and shard is None:

@@ -15,7 +15,7 @@ import sys
 from importlib import resources
 
 from ucudnn.experiments import plots
-from ucudnn.plan.network import read_layers
+from ucudnn.plan.layers import read_layers
 from ucudnn.plan.table import group_by_kernel, read_table
 
 

@@ -11,7 +11,7 @@ class FakeKernel:
     def __init__(self, shape, op, n, dtype="float32", math="default", name=None, instances=1):
         self.shape, self.op, self.n, self.name = shape, op, n, name
         self.dtype, self.math, self.device, self.instances = dtype, math, 0, instances
-        self.plan = self.bench = self.settings = self.desirable = self.timing = None
+        self.plan = self.bench = self.settings = self.bench_record = self.timing = None
         self.workspace_size = 0
         self.held = []          # the hold_benchmark_buffers calls, in order
         self.benchmark_seconds = {"setup": 0.0, "warmup_find": 0.0, "find": 0.0,

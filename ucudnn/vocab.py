@@ -19,27 +19,30 @@ from __future__ import annotations
 
 import enum
 import re
-from typing import Dict, Tuple
+from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 __all__ = [
-    "OPS", "POLICIES", "POLICY_CODES", "OPTIMIZERS", "OPTIMIZER_CODES", "DTYPES", "MATH_MODES",
-    "UNLIMITED", "CAFFE_COMMIT", "ALGO_NAMES", "algo_name", "normalise_policy",
-    "parse_size", "format_size", "Status", "UcudnnError", "InputError", "PlanError",
+    "OPS", "OP_CODES", "OPERANDS", "POLICIES", "POLICY_CODES", "OPTIMIZERS", "OPTIMIZER_CODES",
+    "SEARCHES", "ENGINES", "LAYOUTS", "DTYPES", "DTYPE_CODES", "MATH_MODES", "MATH_NAMES",
+    "UNLIMITED", "CAFFE_COMMIT", "ALGO_NAMES", "algo_name", "Choices", "POLICY", "OPTIMIZER",
+    "MATH", "SEARCH", "ENGINE", "LAYOUT", "DTYPE", "normalise_policy", "parse_size",
+    "format_size", "Status", "UcudnnError", "InputError", "PlanError",
 ]
 
 #: The three convolution operations of a layer, in the order Caffe runs them.
 OPS: Tuple[str, ...] = ("fwd", "bwd_data", "bwd_filter")
 #: op name -> the C API's UCUDNN_FWD / UCUDNN_BWD_DATA / UCUDNN_BWD_FILTER
 OP_CODES: Dict[str, int] = {op: i for i, op in enumerate(OPS)}
+#: The buffers of a kernel run by op, in the order ``run(a, b, out)`` takes them (the core's
+#: ``Kernel.run``, the C API's ``ucudnn_kernel_run``): backward-data reads the filter and dy and
+#: writes dx; backward-filter reads x and dy and accumulates dw.
+OPERANDS: Dict[str, Tuple[str, str, str]] = {"fwd": ("x", "w", "y"),
+                                             "bwd_data": ("w", "dy", "dx"),
+                                             "bwd_filter": ("x", "dy", "dw")}
 
-#: Micro-batch policies as the paper and the CLI spell them, by their C API / caffe.proto code.
+#: Micro-batch policies as the paper spells them, in the order of their C API / caffe.proto code.
 POLICIES: Tuple[str, ...] = ("undivided", "powerOfTwo", "all")
 POLICY_CODES: Dict[int, str] = dict(enumerate(POLICIES))
-_POLICY_ALIASES = {
-    "undivided": "undivided", "powerOfTwo": "powerOfTwo", "all": "all",
-    "UNDIVIDED": "undivided", "POWER_OF_TWO": "powerOfTwo", "ALL": "all",
-    "power_of_two": "powerOfTwo", "poweroftwo": "powerOfTwo",
-}
 
 #: Optimizers: per-kernel DP under a limit, the network ILP under a total budget, or one arena
 #: of that budget that every layer reuses (Note [Shared arena] in ucudnn/plan/network.py).
@@ -47,14 +50,20 @@ OPTIMIZERS: Tuple[str, ...] = ("dp", "ilp", "shared")
 OPTIMIZER_CODES: Dict[int, str] = dict(enumerate(OPTIMIZERS))
 #: how policy ``all`` finds its sizes: every size, or the pruned search (Note [Pruned search])
 SEARCHES: Tuple[str, ...] = ("exhaustive", "pruned")
+#: Families of convolution choices: cuDNN's legacy algorithms (cudnnFind...AlgorithmEx).
+ENGINES: Tuple[str, ...] = ("legacy",)
+#: Tensor layouts of the activations (filters follow: KCRS for NCHW).
+LAYOUTS: Tuple[str, ...] = ("NCHW",)
 
 #: dtype name -> (cudnnDataType_t, bytes per element)
 DTYPES: Dict[str, Tuple[int, int]] = {"float32": (0, 4), "float64": (1, 8), "float16": (2, 2),
                                       "bfloat16": (9, 2)}
+DTYPE_CODES: Dict[int, str] = {code: name for name, (code, _) in DTYPES.items()}
 #: math mode name -> cudnnMathType_t. "default" lets cuDNN use TF32 tensor cores on Ampere and
 #: later; "fma" is strict fp32 (CUDNN_FMA_MATH).
 MATH_MODES: Dict[str, int] = {"default": 0, "tensor_op": 1, "tensor_op_allow_conversion": 2,
                               "fma": 3}
+MATH_NAMES: Dict[int, str] = {code: name for name, code in MATH_MODES.items()}
 
 #: A workspace limit that admits every algorithm.
 UNLIMITED = 2**62
@@ -77,6 +86,74 @@ def algo_name(op: str, algo: int) -> str:
     """cuDNN's name of algorithm ``algo`` of ``op`` (``IMPLICIT_PRECOMP_GEMM``), or ``algo N``."""
     names = ALGO_NAMES.get(op, ())
     return names[algo] if 0 <= algo < len(names) else f"algo {algo}"
+
+
+# --------------------------------------------------------------------------- enumerations
+
+class Choices:
+    """One enumeration and every spelling of it (Note [Enum spellings]).
+
+    ``names``: the canonical names (what ucudnn prints and stores); ``codes``: name -> the
+    number of caffe.proto and the C API (None: none); ``proto``: name -> the caffe.proto
+    spelling (``POWER_OF_TWO``)."""
+
+    def __init__(self, what: str, names: Sequence[str], codes: Optional[Mapping[str, int]] = None,
+                 proto: Optional[Mapping[str, str]] = None):
+        self.what, self.names = what, tuple(names)
+        self.codes = dict(codes or {})
+        self.proto = dict(proto or {})
+        self._by_key: Dict[str, str] = {}
+        for name in self.names:
+            for spelling in (name, self.proto.get(name, name)):
+                self._by_key[_fold(spelling)] = name
+
+    def __call__(self, value, field: Optional[str] = None) -> str:
+        """The canonical name of ``value`` (any spelling, or a code); an :class:`InputError`
+        naming ``field`` otherwise."""
+        if isinstance(value, int) and not isinstance(value, bool):
+            for name, code in self.codes.items():
+                if code == value:
+                    return name
+        elif isinstance(value, str) and _fold(value) in self._by_key:
+            return self._by_key[_fold(value)]
+        raise InputError(f"{field or self.what}: unknown {self.what} {value!r} (expected one "
+                         f"of {', '.join(self.names)})")
+
+    def code(self, name: str) -> int:
+        return self.codes[self(name)]
+
+
+def _fold(text: str) -> str:
+    return re.sub(r"[\s_-]", "", text).lower()
+
+
+# Note [Enum spellings]
+#     Every enumeration is accepted in any letter case, with or without underscores, and in
+#     its caffe.proto spelling: ``powerOfTwo``, ``POWER_OF_TWO``, ``power_of_two`` and
+#     ``poweroftwo`` are one policy; ``FMA`` and ``fma`` one math mode. What ucudnn prints and
+#     stores is the canonical name (the first column of each table here). The codes are
+#     caffe.proto's enum values and the C API's (cython/ucudnn_types.h).
+POLICY = Choices("policy", POLICIES, {p: i for i, p in enumerate(POLICIES)},
+                 {"undivided": "UNDIVIDED", "powerOfTwo": "POWER_OF_TWO", "all": "ALL"})
+OPTIMIZER = Choices("optimizer", OPTIMIZERS, {o: i for i, o in enumerate(OPTIMIZERS)},
+                    {"dp": "DP", "ilp": "ILP", "shared": "SHARED"})
+MATH = Choices("math mode", tuple(MATH_MODES), MATH_MODES,
+               {"default": "DEFAULT_MATH", "tensor_op": "TENSOR_OP",
+                "tensor_op_allow_conversion": "TENSOR_OP_ALLOW_CONVERSION", "fma": "FMA"})
+SEARCH = Choices("search", SEARCHES)
+ENGINE = Choices("engine family", ENGINES, {"legacy": 0}, {"legacy": "LEGACY"})
+LAYOUT = Choices("layout", LAYOUTS, {"NCHW": 0}, {"NCHW": "NCHW"})
+DTYPE = Choices("dtype", tuple(DTYPES), {n: c for n, (c, _) in DTYPES.items()},
+                {"float32": "float", "float64": "double", "float16": "half"})
+
+
+def normalise_policy(policy, field: str = "policy") -> str:
+    """A policy by name (any spelling, Note [Enum spellings]) or by code; a
+    :class:`PlanError` naming ``field`` otherwise."""
+    try:
+        return POLICY(policy, field)
+    except InputError as e:
+        raise PlanError(str(e)) from None
 
 
 # --------------------------------------------------------------------------- status and errors
@@ -107,16 +184,6 @@ class InputError(UcudnnError, ValueError):
 class PlanError(InputError):
     """No plan can be made; the message names the kernel and the cause."""
     status = Status.PLAN
-
-
-def normalise_policy(policy, field: str = "policy") -> str:
-    """A policy by name (any spelling of caffe.proto or the paper) or by code."""
-    if isinstance(policy, int) and not isinstance(policy, bool):
-        if policy in POLICY_CODES:
-            return POLICY_CODES[policy]
-    elif isinstance(policy, str) and policy in _POLICY_ALIASES:
-        return _POLICY_ALIASES[policy]
-    raise PlanError(f"{field}: unknown policy {policy!r} (expected one of {', '.join(POLICIES)})")
 
 
 # --------------------------------------------------------------------------- sizes

@@ -2,10 +2,11 @@
 
 The ``cdef public api`` functions below reach the host through the function table that
 ``ucudnn_import()`` (``import_ucudnn___capi()``) loads; see Note [C API conventions] in
-cython/ucudnn_types.h. Planning runs in :mod:`ucudnn.measure.runtime`; the kernels, the hot path
-(``run_kernel``) and the thread's last-error buffer are ``ucudnn._core``'s, so imports run one
-way: ``_capi`` -> ``runtime`` -> ``_core`` (through ``ucudnn.measure.bench``) -> ``vocab``;
-``ucudnn_prefetch_net`` reads the net through :mod:`ucudnn.caffe.prefetch`.
+cython/ucudnn_types.h. A whole net is planned by :func:`ucudnn.measure.runtime.plan_net` from the
+layers and their ucudnn_param (:func:`ucudnn.caffe.params.net_settings`); one kernel by
+:func:`ucudnn.measure.runtime.prepare_kernel`. The kernels, the hot path (``run_kernel``) and the
+thread's last-error buffer are ``ucudnn._core``'s, so imports run one way: ``_capi`` ->
+``runtime`` / ``caffe.params`` -> ``_core`` (through ``ucudnn.measure.bench``) -> ``vocab``.
 
 Note [C API errors]
     No Python exception crosses into C. ``_fail`` records an exception's message as the
@@ -27,12 +28,37 @@ from ucudnn._core cimport (Kernel, run_kernel, set_last_error, last_error, ucudn
                            UCUDNN_ERR_INVALID, UCUDNN_ERR_PYTHON)
 
 from ucudnn.measure import runtime
-from ucudnn.measure.bench import FIND_REPEATS
 from ucudnn.plan.conv import ConvShape
-from ucudnn.vocab import DTYPES, MATH_MODES, OPS, InputError, UcudnnError
+from ucudnn.plan.layers import LayerSpec
+from ucudnn.plan.settings import PlanSettings
+from ucudnn.vocab import (DTYPE_CODES, MATH_NAMES, OPS, OPTIMIZER, POLICY, InputError,
+                          UcudnnError)
 
-_DTYPE_NAMES = {code: name for name, (code, _size) in DTYPES.items()}
-_MATH_NAMES = {code: name for name, code in MATH_MODES.items()}
+cdef extern from "ucudnn_types.h":
+    ctypedef struct ucudnn_op_plan:
+        ucudnn_kernel* kernel
+        int arena
+        size_t offset, stride, bytes
+    ctypedef struct ucudnn_net_layer:
+        const char* name
+        int dtype, n, c, h, w, k, r, s
+        int pad_h, pad_w, stride_h, stride_w, dil_h, dil_w
+        int groups, backward_data
+        const char* ucudnn_param
+        ucudnn_op_plan plan[3]
+
+cdef extern from *:
+    """
+    struct ucudnn_net {
+      size_t workspace_bytes, arena_bytes;  /* the net's own workspace; the shared arena */
+      double predicted_ms;                  /* every kernel, every group call */
+      void *owner;                          /* the Python NetHandle that owns this struct */
+    };
+    """
+    ctypedef struct ucudnn_net:
+        size_t workspace_bytes, arena_bytes
+        double predicted_ms
+        void* owner
 
 
 # --------------------------------------------------------------------------- errors
@@ -75,12 +101,12 @@ cdef object _kernel_from_params(const ucudnn_conv_params* p):
     if not 0 <= p.op < len(OPS):
         raise InputError(f"{where}field 'op': {p.op} is not 0 (fwd), 1 (bwd_data) or "
                          "2 (bwd_filter)")
-    if p.dtype not in _DTYPE_NAMES:
+    if p.dtype not in DTYPE_CODES:
         raise InputError(f"{where}field 'dtype': unsupported cudnnDataType_t {p.dtype} "
-                         f"(expected one of {sorted(_DTYPE_NAMES)})")
-    if p.math not in _MATH_NAMES:
+                         f"(expected one of {sorted(DTYPE_CODES)})")
+    if p.math not in MATH_NAMES:
         raise InputError(f"{where}field 'math': unknown cudnnMathType_t {p.math} "
-                         f"(expected one of {sorted(_MATH_NAMES)})")
+                         f"(expected one of {sorted(MATH_NAMES)})")
     xs = tuple(p.x_strides[i] for i in range(4))
     ys = tuple(p.y_strides[i] for i in range(4))
     try:
@@ -89,31 +115,39 @@ cdef object _kernel_from_params(const ucudnn_conv_params* p):
                           None if not any(ys) else ys)
     except (ValueError, TypeError) as e:
         raise InputError(f"{where}{e}") from None
-    return Kernel(shape, OPS[p.op], p.n, _DTYPE_NAMES[p.dtype], _MATH_NAMES[p.math], name,
+    return Kernel(shape, OPS[p.op], p.n, DTYPE_CODES[p.dtype], MATH_NAMES[p.math], name,
                   p.instances if p.instances > 0 else 1)
 
 
 cdef public api int ucudnn_kernel_create(const ucudnn_conv_params* params,
                                          const ucudnn_plan_options* options,
                                          ucudnn_kernel** out) noexcept nogil:
-    """Benchmark (through the cache) and plan one kernel. Takes the GIL."""
+    """Benchmark (through the cache) and plan one kernel within its workspace limit (DP).
+    Takes the GIL."""
     with gil:
         try:
             if params == NULL or options == NULL or out == NULL:
                 raise InputError("ucudnn_kernel_create: NULL argument")
             out[0] = NULL
             kern = _kernel_from_params(params)
+            where = f"layer {kern.name!r}: "
             sizes = None
             if options.micro_batch_sizes != NULL and options.n_micro_batch_sizes > 0:
-                sizes = [options.micro_batch_sizes[i] for i in range(options.n_micro_batch_sizes)]
-            cache_path = None
-            if options.cache_path != NULL:
-                cache_path = os.fsdecode(<bytes>options.cache_path)
-            runtime.prepare_kernel(
-                kern, policy=options.policy, optimizer=options.optimizer,
-                limit=int(options.workspace_limit), sizes=sizes,
-                repeats=options.repeats if options.repeats > 0 else FIND_REPEATS,
-                cache_path=cache_path, exclude_winograd=bool(options.exclude_winograd))
+                sizes = tuple(options.micro_batch_sizes[i]
+                              for i in range(options.n_micro_batch_sizes))
+            try:
+                settings = PlanSettings(
+                    policy=POLICY(options.policy, "policy"),
+                    optimizer=OPTIMIZER(options.optimizer, "optimizer"),
+                    limit=int(options.workspace_limit), sizes=sizes,
+                    math=kern.math, dtype=kern.dtype,
+                    repeats=options.repeats if options.repeats > 0 else 1,
+                    cache_path=(os.fsdecode(<bytes>options.cache_path)
+                                if options.cache_path != NULL else None),
+                    exclude_winograd=bool(options.exclude_winograd))
+            except InputError as e:
+                raise InputError(f"{where}field {e}") from None
+            runtime.prepare_kernel(kern, settings)
             Py_INCREF(kern)
             out[0] = &(<Kernel>kern).k
             return UCUDNN_OK
@@ -121,60 +155,111 @@ cdef public api int ucudnn_kernel_create(const ucudnn_conv_params* params,
             return _fail(e)
 
 
-cdef int _plan_network(ucudnn_kernel** kernels, const int* counts, int n,
-                       size_t budget) except -1:
-    cdef int i
-    if n < 0 or (n > 0 and kernels == NULL):
-        raise InputError(f"ucudnn_plan_network: bad kernel array ({n} kernels)")
-    objs = []
-    for i in range(n):
-        if kernels[i] == NULL:
-            raise InputError(f"ucudnn_plan_network: kernels[{i}] is NULL")
-        objs.append(<object>kernels[i].owner)
-    cnt = []
-    for i in range(n):
-        if counts == NULL:
-            cnt.append((<Kernel>objs[i]).instances)
-        elif counts[i] < 1:
-            raise InputError(f"ucudnn_plan_network: counts[{i}] (layer {objs[i].name!r}) "
-                             f"must be >= 1, got {counts[i]}")
-        else:
-            cnt.append(counts[i])
-    runtime.plan_network_kernels(objs, int(budget), cnt)
+# --------------------------------------------------------------------------- nets
+
+cdef class NetHandle:
+    """A planned net as the C API hands it out: the sizes in C (read without the GIL) and
+    the live net (:class:`ucudnn.measure.runtime.LiveNet`) that owns the kernels."""
+    cdef ucudnn_net n
+    cdef object live
+
+    def __cinit__(self):
+        self.n.owner = <void*>self
+
+
+cdef object _layer_from_c(const ucudnn_net_layer* l, int i):
+    if l.name == NULL or not l.name[0]:
+        raise InputError(f"ucudnn_net_plan: layers[{i}] has no name")
+    name = l.name.decode("utf-8", "replace")
+    if l.dtype not in DTYPE_CODES:
+        raise InputError(f"layer {name!r}: field 'dtype': unsupported cudnnDataType_t "
+                         f"{l.dtype} (expected one of {sorted(DTYPE_CODES)})")
+    spec = LayerSpec(name, l.n, l.c, l.h, l.w, l.k, l.r, l.s, pad=(l.pad_h, l.pad_w),
+                     stride=(l.stride_h, l.stride_w), dilation=(l.dil_h, l.dil_w),
+                     groups=l.groups, bwd_data=bool(l.backward_data))
+    text = l.ucudnn_param.decode("utf-8", "replace") if l.ucudnn_param != NULL else None
+    return spec, text
+
+
+cdef int _plan_net(ucudnn_net_layer* layers, int n_layers, const char* net_name,
+                   const char* net_param, size_t unallocatable, ucudnn_net** out) except -1:
+    from ucudnn.caffe.params import net_settings
+    cdef int i, op
+    cdef Kernel kern
+    if out == NULL or n_layers < 1 or layers == NULL:
+        raise InputError(f"ucudnn_net_plan: bad arguments ({n_layers} layers)")
+    out[0] = NULL
+    net = net_name.decode("utf-8", "replace") if net_name != NULL else "net"
+    specs, texts, dtypes = [], {}, {}
+    for i in range(n_layers):
+        spec, text = _layer_from_c(&layers[i], i)
+        if spec.name in texts:
+            raise InputError(f"net {net!r}: layer {spec.name!r} is given twice")
+        specs.append(spec)
+        texts[spec.name] = text
+        dtypes[spec.name] = DTYPE_CODES[layers[i].dtype]
+    settings = net_settings(net_param.decode("utf-8", "replace") if net_param != NULL else None,
+                            texts, dtypes=dtypes, net=net)
+    live = runtime.plan_net(specs, settings, name=net,
+                            cap=None if unallocatable == 0 else int(unallocatable) // 2)
+    slots = {(k.layer, k.op): k.slot for k in live.plan.kernels}
+    handle = NetHandle()
+    handle.live = live
+    handle.n.workspace_bytes = live.workspace_bytes
+    handle.n.arena_bytes = live.arena_bytes
+    handle.n.predicted_ms = live.plan.time_ms
+    for i in range(n_layers):
+        for op in range(3):
+            key = (specs[i].name, OPS[op])
+            layers[i].plan[op].kernel = NULL
+            layers[i].plan[op].arena = 0
+            layers[i].plan[op].offset = layers[i].plan[op].stride = 0
+            layers[i].plan[op].bytes = 0
+            if key not in live.kernels:
+                continue
+            kern = live.kernels[key]
+            slot = slots[key]
+            layers[i].plan[op].kernel = &kern.k
+            layers[i].plan[op].arena = 1 if slot.arena else 0
+            layers[i].plan[op].offset = slot.offset
+            layers[i].plan[op].stride = slot.stride
+            layers[i].plan[op].bytes = slot.bytes
+    Py_INCREF(handle)
+    out[0] = &handle.n
     return 0
 
 
-cdef public api int ucudnn_plan_network(ucudnn_kernel** kernels, const int* counts, int n,
-                                        size_t budget) noexcept nogil:
-    """Divide ``budget`` bytes among ``kernels`` (created with UCUDNN_ILP) by the ILP.
-    ``counts[i]``: instances of kernel i, each with its own workspace; NULL: each kernel's
-    ``instances`` (ucudnn_conv_params)."""
+cdef public api int ucudnn_net_plan(ucudnn_net_layer* layers, int n_layers,
+                                    const char* net_name, const char* net_ucudnn_param,
+                                    size_t unallocatable, ucudnn_net** out) noexcept nogil:
+    """Plan a net's convolution layers as one (cython/ucudnn.h); writes every layer's
+    ``plan``. Takes the GIL."""
     with gil:
         try:
-            _plan_network(kernels, counts, n, budget)
+            _plan_net(layers, n_layers, net_name, net_ucudnn_param, unallocatable, out)
             return UCUDNN_OK
         except BaseException as e:
             return _fail(e)
 
 
-cdef public api int ucudnn_prefetch_net(const char* net_prototxt, int dtype) noexcept nogil:
-    """Measure, over the GPUs of ``$UCUDNN_BENCH_DEVICES``, every kernel that the convolution
-    layers of the net in ``net_prototxt`` (prototxt text: the layers still to set up, the blobs
-    they read as net inputs) will plan in ``dtype`` (cudnnDataType_t); they then read the
-    cache (Note [Benchmarks over several GPUs in one process] in ucudnn/measure/spread.py).
-    Does nothing when the variable is unset or empty. Takes the GIL."""
+cdef public api size_t ucudnn_net_workspace_size(const ucudnn_net* net) noexcept nogil:
+    return net.workspace_bytes if net != NULL else 0
+
+
+cdef public api size_t ucudnn_net_arena_size(const ucudnn_net* net) noexcept nogil:
+    return net.arena_bytes if net != NULL else 0
+
+
+cdef public api double ucudnn_net_predicted_ms(const ucudnn_net* net) noexcept nogil:
+    return net.predicted_ms if net != NULL else 0.0
+
+
+cdef public api void ucudnn_net_destroy(ucudnn_net* net) noexcept nogil:
+    """Release the net and its kernels (their workspace pointers are then unused)."""
+    if net == NULL:
+        return
     with gil:
-        try:
-            if net_prototxt == NULL:
-                raise InputError("ucudnn_prefetch_net: NULL argument")
-            if dtype not in _DTYPE_NAMES:
-                raise InputError(f"ucudnn_prefetch_net: unsupported cudnnDataType_t {dtype} "
-                                 f"(expected one of {sorted(_DTYPE_NAMES)})")
-            from ucudnn.caffe.prefetch import prefetch_net
-            prefetch_net((<bytes>net_prototxt).decode("utf-8"), _DTYPE_NAMES[dtype])
-            return UCUDNN_OK
-        except BaseException as e:
-            return _fail(e)
+        Py_DECREF(<object>net.owner)
 
 
 cdef public api int ucudnn_kernel_replan(ucudnn_kernel* kernel, size_t limit) noexcept nogil:

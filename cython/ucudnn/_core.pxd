@@ -90,7 +90,7 @@ cdef class Kernel:
     cdef readonly object shape, op, n, dtype, math, name
     cdef readonly int device
     cdef public int instances   # runs of this kernel per pass, each on its own workspace
-    cdef public object plan, bench, settings, desirable, timing
+    cdef public object plan, bench, settings, bench_record, timing
     cdef readonly object last_benchmark_workspace   # bytes offered to cudnnFind last time
     cdef readonly object benchmark_seconds   # where benchmark calls spent their time (sums)
     cdef bint _holding          # hold_benchmark_buffers(True): keep them between calls

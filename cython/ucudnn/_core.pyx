@@ -437,7 +437,7 @@ cdef class Kernel:
         self.shape, self.op, self.n, self.dtype, self.math = shape, op, n, dtype, math
         self.name = name or f"{op}"
         self.instances = instances
-        self.plan = self.bench = self.settings = self.desirable = self.timing = None
+        self.plan = self.bench = self.settings = self.bench_record = self.timing = None
         self.benchmark_seconds = {"setup": 0.0, "warmup_find": 0.0, "find": 0.0,
                                   "retime": 0.0}
         check_cuda(rt.cudaGetDevice(&self.device), "cudaGetDevice")

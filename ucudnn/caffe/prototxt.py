@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..plan.network import LayerSpec
+from ..plan.layers import LayerSpec
 from ..vocab import MATH_MODES, OPTIMIZERS, POLICY_CODES
 from .proto import (PrototxtError, check_shared_is_net_wide, check_ucudnn_param,
                     load_caffe_pb2, merged_ucudnn_param,

@@ -80,7 +80,7 @@ def _message(e: BaseException) -> str:
     """The error text, led by the option it concerns."""
     from ..caffe.prototxt import PrototxtError
     from ..measure.cache import CacheError
-    from ..plan.network import LayerError
+    from ..plan.layers import LayerError
     from ..vocab import PlanError
     msg = str(e)
     head, sep, rest = msg.partition(":")

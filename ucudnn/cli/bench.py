@@ -23,7 +23,7 @@ Note [Benchmarks over several GPUs]
     one process per GPU. scripts/cold_planning.py measures the processes' way."""
 from __future__ import annotations
 
-from ..measure.bench import FIND_REPEATS
+from ..plan.settings import FIND_REPEATS
 from ..vocab import DTYPES, MATH_MODES, OPS, SEARCHES
 from . import common as c
 

@@ -201,7 +201,7 @@ def load_layers(args, default_net: Optional[str]):
     """(layers, label, net name or None) from --net, --layers or --prototxt; for --prototxt
     also ``args.prototxt_net`` (:class:`ucudnn.caffe.prototxt.PrototxtNet`, with the file's
     ucudnn_param)."""
-    from ..plan.network import read_layers
+    from ..plan.layers import read_layers
     batch = positive(args.batch, "--batch")
     if args.prototxt:
         from ..caffe.prototxt import load_prototxt

@@ -12,7 +12,8 @@ from collections import defaultdict
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
 from ..plan.dp import desirable_set
-from ..plan.network import LayerSpec, plan_network
+from ..plan.layers import LayerSpec
+from ..plan.network import plan_network
 from ..plan.table import KernelBench
 from ..vocab import algo_name, format_size
 from .grid import bn_engine, is_unlimited, point_order

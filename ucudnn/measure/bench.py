@@ -20,25 +20,25 @@ import subprocess
 from typing import Callable, Iterable, List, Optional
 
 from ..plan.conv import ConvShape
+from ..plan.settings import FIND_REPEATS
 from ..plan.table import AlgoPerf, KernelBench
 from ..vocab import Status, UcudnnError
 
 __all__ = ["NoGpuError", "core", "device_info", "set_device", "driver_version", "cache_key",
-           "benchmark_kernel", "measure_kernel", "measure", "Measured", "TIME_ITERS",
-           "FIND_REPEATS"]
+           "benchmark_kernel", "measure_kernel", "measure", "Measured", "TIME_ITERS"]
 
 #: The core's default re-timing: median of 5 CUDA-event runs (timing ``"events5"``).
 TIME_ITERS = 5
 
-#: cudnnFind calls per micro-batch size (their median). Note [Find repeats]
-#:     With the re-timing (TIME_ITERS), a Find only ranks the algorithms and gives their
-#:     status and workspace; the planner uses the CUDA-event medians of those near the
-#:     (time, workspace) front (Note [Re-timing near the front] in cython/ucudnn/_core.pyx).
-#:     Three Finds per size cost 60 % of a cold pruned planning of ResNet-18 and gave no
-#:     better plans than one: on the H200 the predicted times of one-Find and three-Find
-#:     plans differ by less than their run-to-run spread (results/h200/cold_planning/).
-#:     Caffe's ``benchmark_repeats`` defaults to the same.
-FIND_REPEATS = 1
+# Note [Find repeats]
+#     cudnnFind calls per micro-batch size (their median) default to one
+#     (ucudnn.plan.settings.FIND_REPEATS, also Caffe's ``benchmark_repeats``). With the
+#     re-timing (TIME_ITERS), a Find only ranks the algorithms and gives their status and
+#     workspace; the planner uses the CUDA-event medians of those near the (time, workspace)
+#     front (Note [Re-timing near the front] in cython/ucudnn/_core.pyx). Three Finds per size
+#     cost 60 % of a cold pruned planning of ResNet-18 and gave no better plans than one: on
+#     the H200 the predicted times of one-Find and three-Find plans differ by less than their
+#     run-to-run spread (results/h200/cold_planning/).
 
 
 class Measured(dict):

@@ -2,7 +2,7 @@
 
 The runtime (:mod:`ucudnn.measure.runtime`, what a host such as Caffe calls through the C API)
 appends one JSON object per line to ``$UCUDNN_RECORDS`` for every benchmark, every plan a kernel
-is given and every ILP solve. The fields, and how to read them, are in Note [Plan records] in
+is given and every net planned. The fields, and how to read them, are in Note [Plan records] in
 :mod:`ucudnn.caffe.records` (the reader and validator; this module must not import it: measure
 never imports caffe).
 
@@ -35,15 +35,14 @@ from ..vocab import algo_name
 #: The value of every record's ``schema`` field.
 SCHEMA = "ucudnn.plan-record"
 #: The value of every record's ``version`` field; a reader refuses other versions.
-VERSION = 1
+VERSION = 2
 #: Where records go: a path; unset or empty: no records.
 ENV = "UCUDNN_RECORDS"
-#: ``kind`` values: a benchmark, a plan given to a kernel, an ILP solve.
-KINDS = ("bench", "kernel", "ilp")
-#: ``stage`` of a ``kernel`` record: the DP's plan within the kernel's limit; the
-#: smallest-workspace plan a kernel prepared for the ILP runs until the network is planned;
-#: the ILP's choice; a plan again within a new limit (a failed allocation, a reshape).
-STAGES = ("dp", "ilp_initial", "ilp", "replan")
+#: ``kind`` values: a benchmark, a plan given to a kernel, a net planned.
+KINDS = ("bench", "kernel", "net")
+#: ``stage`` of a ``kernel`` record: the plan of its net's optimizer (dp, ilp, shared), or a
+#: single kernel's plan again within a new limit.
+STAGES = ("dp", "ilp", "shared", "replan")
 
 log = logging.getLogger("ucudnn")
 
@@ -123,24 +122,30 @@ def _int_or_none(v):
 
 
 def settings_fields(kern) -> Dict[str, Any]:
-    s = kern.settings or {}
-    sizes = s.get("sizes")
-    return {"policy": s.get("policy"), "optimizer": s.get("optimizer"),
-            "limit_bytes": s.get("limit"), "micro_batch_sizes": list(sizes) if sizes else None}
+    """The kernel's settings (a PlanSettings, or None before it was measured)."""
+    s = kern.settings
+    if s is None:
+        return {"policy": None, "optimizer": None, "limit_bytes": None,
+                "micro_batch_sizes": None}
+    return {"policy": s.policy, "optimizer": s.optimizer, "limit_bytes": s.limit,
+            "micro_batch_sizes": list(s.sizes) if s.sizes else None}
 
 
-def ilp_record(kernels, result, budget: int, undivided_ms: Optional[float],
-               undivided_limit: int) -> Dict[str, Any]:
-    """The ``ilp`` record of one solve: ``result`` (an IlpResult over kernel indices) dividing
-    ``budget`` among ``kernels``, against undivided at ``undivided_limit`` per instance."""
-    weights = [result.weights.get(i, 1) for i in range(len(kernels))]
-    return {"kind": "ilp", "budget_bytes": int(budget), "kernels": len(kernels),
-            "instances": sum(weights), "predicted_ms": _num(result.total_time_ms),
-            "ws_bytes": sum(w * int(k.workspace_size) for w, k in zip(weights, kernels)),
-            "undivided_ms": _num(undivided_ms), "undivided_limit_bytes": int(undivided_limit),
-            "solve_s": result.solve_seconds,
-            "members": [{"kernel_id": id(k), "layer": k.name, "op": k.op, "instances": w,
-                         "ws_bytes": int(k.workspace_size)} for w, k in zip(weights, kernels)]}
+def net_record(name: str, plan, kernels, plan_s: float, cap: Optional[int]) -> Dict[str, Any]:
+    """The ``net`` record of one planned net: ``plan`` (a NetworkPlan) over the live
+    ``kernels`` (by ``(layer, op)``), planned in ``plan_s`` seconds within ``cap`` bytes."""
+    return {"kind": "net", "net": name, "kernels": len(plan.kernels),
+            "calls": plan.n_calls, "predicted_ms": _num(plan.time_ms),
+            "undivided_ms": _num(plan.baseline_time_ms),
+            "workspace_bytes": int(plan.workspace_bytes),
+            "arena_bytes": None if plan.arena_bytes is None else int(plan.arena_bytes),
+            "budget_bytes": None if plan.budget is None else int(plan.budget),
+            "solve_s": plan.ilp.solve_seconds if plan.ilp is not None else None,
+            "plan_s": plan_s, "cap_bytes": cap,
+            "members": [{"kernel_id": id(kernels[k.layer, k.op]), "layer": k.layer, "op": k.op,
+                         "instances": k.groups, "optimizer": k.optimizer,
+                         "ws_bytes": int(kernels[k.layer, k.op].workspace_size)}
+                        for k in plan.kernels]}
 
 
 def plan_record(kern, stage: str, plan, limit: int, undivided=None,

@@ -1,45 +1,48 @@
 """Planning for live kernels: what the C API (and so Caffe) calls.
 
-``prepare_kernel`` benchmarks a core ``Kernel`` through the cache and gives it a plan (DP) or
-its desirable set (ILP); ``plan_network_kernels`` divides one budget among ILP kernels;
-``replan_kernel`` plans again under a smaller limit. Every plan is resolved into the kernel's C
-arrays by ``Kernel.set_plan``, which asks cuDNN for each chunk's workspace.
+:func:`plan_net` plans a host's whole net (``ucudnn_net_plan``): it creates each layer's kernels
+in the core, benchmarks them through the cache (:func:`measure_for_plan`; spread over the GPUs
+of ``$UCUDNN_BENCH_DEVICES`` first, :mod:`.spread`), plans them with the one network planner
+(:func:`ucudnn.plan.network.plan_network`) and resolves every plan into its kernel's C arrays
+(``Kernel.set_plan``, which asks cuDNN for each chunk's workspace). :func:`prepare_kernel`
+does the same for one kernel under a per-kernel limit (``ucudnn_kernel_create``) and
+:func:`replan_kernel` plans it again under a smaller one.
 
-Every benchmark, every plan a kernel is given and every ILP solve is appended to
+Every benchmark, every plan a kernel is given and every net planned is appended to
 ``$UCUDNN_RECORDS`` as a JSON line (:mod:`ucudnn.measure.records`; Note [Plan records] in
 :mod:`ucudnn.caffe.records`): what programs read. The log lines (``UCUDNN_LOG=INFO``) say the
 same for people, with cuDNN's algorithm names.
 
 Note [Pruned search at run time]
-    By default (``UCUDNN_SEARCH=pruned``) a DP kernel of policy ``all`` (no explicit sizes) is
-    not benchmarked at every size 1..N: ``ucudnn.plan.search.pruned_sizes`` asks for the sizes
-    whose result could still change the plan at its limit (Note [Pruned search]), each
-    through the cache like any benchmark, and the kernel is planned over the sizes measured
-    (``strict=False``); a later re-plan under a smaller limit uses the same sizes. The ILP
-    and the shared arena need every limit's optimum (the desirable set), so they measure
-    all sizes as before. ``UCUDNN_SEARCH=exhaustive`` measures every size (on the H200 the
-    exhaustive benchmarks of a cold ResNet-18 at batch 256 took 345 s, the pruned search
-    27.1 s; the plans are within 0.45 % of each other on the recorded tables:
-    results/h200/cold_planning/). Each round of the search is one benchmark
-    call, and a call pays its own set-up (the workspace offered to cudnnFind, up to 8 GiB,
-    allocated, and the buffers for its largest size filled), so the kernel keeps them for the
-    whole search (``Kernel.hold_benchmark_buffers``) and frees them after it.
+    By default (settings ``search``, else ``$UCUDNN_SEARCH``, else pruned) a DP kernel of policy ``all``
+    (no explicit sizes) is not benchmarked at every size 1..N: ``ucudnn.plan.search.
+    pruned_sizes`` asks for the sizes whose result could still change the plan at its limit
+    (Note [Pruned search]), each through the cache like any benchmark, and the kernel is
+    planned over the sizes measured (not strictly); a later re-plan under a smaller limit
+    uses the same sizes. The ILP and the shared arena need every limit's optimum (the
+    desirable set), so they measure all sizes. ``UCUDNN_SEARCH=exhaustive`` measures every
+    size (on the H200 the exhaustive benchmarks of a cold ResNet-18 at batch 256 took 345 s,
+    the pruned search 27.1 s; the plans are within 0.45 % of each other on the recorded
+    tables: results/h200/cold_planning/). Each round of the search is one benchmark call, and
+    a call pays its own set-up (the workspace offered to cudnnFind, up to 8 GiB, allocated,
+    and the buffers for its largest size filled), so the kernel keeps them for the whole
+    search (``Kernel.hold_benchmark_buffers``) and frees them after it.
 
-    Warm: replaying the cold search's rounds from the cache costs a DP per round (2 s for
-    ResNet-18). So the search first runs from every size the cache holds for the kernel
-    (with its own start sizes), reading the cache only (``_search_cached``): after this
-    kernel's own cold search that ends in its first round with the same sizes, so the same
-    plan. Should it ask for a size the cache lacks (a first run; a cold search that stopped
-    checking its bounds once they met and then measured next to its plan, so that from all
-    its sizes at once the bounds ask for one more: 1 of ResNet-18's 32 kernels; or another
-    layer of the same shape measured other sizes), it is abandoned and the search runs as
-    cold, measuring what it asks for: a warm run never benchmarks what its cold run did not.
+    Warm: replaying the cold search's rounds from the cache costs a DP per round. So the
+    search first runs from every size the cache holds for the kernel (with its own start
+    sizes), reading the cache only (``_search_cached``): after this kernel's own cold search
+    that ends in its first round with the same sizes, so the same plan. Should it ask for a
+    size the cache lacks (a first run; another layer of the same shape measured other sizes;
+    a cold search that stopped checking its bounds once they met, so that from all its sizes
+    at once the bounds ask for one more), it is abandoned and the search runs as cold,
+    measuring what it asks for: a warm run never benchmarks what its cold run did not.
 
 Note [Falling back]
     A plan can fail to resolve (cuDNN rejects an algorithm for this exact descriptor, or needs
     more workspace than the cache said). The failing (size, algorithm) is then dropped from the
-    kernel's benchmark and the kernel planned again, until a plan resolves; the undivided
-    zero-workspace algorithm is the last resort. The kernel is never left without a plan.
+    kernel's benchmark, or its workspace corrected, and the kernel -- for a net: the whole net
+    -- planned again, until every plan resolves; the undivided zero-workspace algorithm is the
+    last resort. No kernel is left without a plan.
 """
 from __future__ import annotations
 
@@ -48,31 +51,31 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ..plan.dp import (WINOGRAD_ALGOS, PlanError, candidate_sizes, desirable_set, plan_kernel,
-                 undivided_plan, without_algorithms)
-from ..plan.ilp import solve_workspace_division
-from ..vocab import (OPTIMIZER_CODES, SEARCHES, InputError, algo_name, format_size,
-                     normalise_policy)
+from ..plan.conv import ConvShape
+from ..plan.dp import WINOGRAD_ALGOS, plan_kernel, undivided_plan, without_algorithms
+from ..plan.layers import LayerSpec
+from ..plan.network import NetworkPlan, plan_network
+from ..plan.settings import PlanSettings
+from ..plan.table import AlgoPerf
+from ..vocab import SEARCH, InputError, PlanError, algo_name, format_size
 from . import records
-from .bench import FIND_REPEATS
 
 log = logging.getLogger("ucudnn")
 
 #: the environment variable that picks the search over micro-batch sizes for policy ``all``
 SEARCH_ENV = "UCUDNN_SEARCH"
+#: GPUs to spread a net's benchmarks over, e.g. ``0,1`` (unset or empty: the current GPU).
+DEVICES_ENV = "UCUDNN_BENCH_DEVICES"
 
 
 def search_mode(value: Optional[str] = None) -> str:
     """``value``, else ``$UCUDNN_SEARCH``, else ``pruned`` (Note [Pruned search at run
     time]); an unknown name is an :class:`InputError` naming the variable."""
     where = "search" if value is not None else SEARCH_ENV
-    v = (value if value is not None else os.environ.get(SEARCH_ENV, "")).strip().lower()
-    v = v or "pruned"
-    if v not in SEARCHES:
-        raise InputError(f"{where}: unknown search {v!r} (expected {', '.join(SEARCHES)})")
-    return v
+    v = (value if value is not None else os.environ.get(SEARCH_ENV, "")).strip()
+    return SEARCH(v or "pruned", where)
 
 
 def _log_from_environment() -> None:
@@ -93,41 +96,28 @@ def _log_from_environment() -> None:
 _log_from_environment()
 
 
-@dataclass
-class _Measured:
-    """What :func:`measure_for_plan` measured for a kernel (the bench is on the kernel)."""
-    policy: str
-    optimizer: str
-    sizes: List[int]       # the candidate sizes looked at
-    bench_record: dict     # the "bench" plan record's fields (search, rounds, timings)
+# ---------------------------------------------------------------------------------------------
+# measuring
+# ---------------------------------------------------------------------------------------------
 
-
-def measure_for_plan(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
-                     sizes: Optional[Sequence[int]] = None, repeats: int = FIND_REPEATS,
-                     cache_path: Optional[str] = None, workspace_cap: Optional[int] = None,
-                     exclude_winograd: bool = False, search: Optional[str] = None) -> _Measured:
-    """Benchmark ``kern`` (through the cache) for the plan :func:`prepare_kernel` makes with the
-    same arguments, and set ``kern.bench``; writes the "bench" plan record. Measuring in
-    advance with the same arguments (Note [Benchmarks over several GPUs in one process] in
-    :mod:`.spread`) leaves :func:`prepare_kernel` nothing to measure."""
+def measure_for_plan(kern, settings: PlanSettings, *,
+                     workspace_cap: Optional[int] = None) -> dict:
+    """Benchmark ``kern`` (through the cache) for the plan its ``settings`` ask for, and set
+    ``kern.bench``, ``kern.settings`` and ``kern.bench_record``; writes the "bench" plan
+    record and returns its fields. Measuring in advance with the same settings (Note
+    [Benchmarks over several GPUs in one process] in :mod:`.spread`) leaves nothing to measure
+    when the kernel is planned."""
+    from .bench import cache_key, measure
     where = f"layer {kern.name!r}"
-    policy = normalise_policy(policy, f"{where}: field 'policy'")
-    if isinstance(optimizer, int):
-        if optimizer not in OPTIMIZER_CODES:
-            raise PlanError(f"{where}: field 'optimizer': unknown value {optimizer} "
-                            "(0 DP, 1 ILP, 2 SHARED)")
-        optimizer = OPTIMIZER_CODES[optimizer]
-    if limit < 0:
-        raise PlanError(f"{where}: field 'workspace_limit': must not be negative, got {limit}")
-    search = search_mode(search)
-    pruned = search == "pruned" and policy == "all" and sizes is None and optimizer == "dp"
-    cands = candidate_sizes(policy, kern.n, sizes)
-    from .bench import measure
+    search = search_mode(settings.search)
+    pruned = (search == "pruned" and settings.policy == "all" and settings.sizes is None
+              and settings.optimizer == "dp")
+    cands = settings.candidate_sizes(kern.n, where)
     measured: List[int] = []
-    excluded = WINOGRAD_ALGOS[kern.op] if exclude_winograd else frozenset()
+    excluded = WINOGRAD_ALGOS[kern.op] if settings.exclude_winograd else frozenset()
 
     def measure_sizes(want, cache=None):
-        return measure(kern, want, repeats=repeats, cache_path=cache_path,
+        return measure(kern, want, repeats=settings.repeats, cache_path=settings.cache_path,
                        workspace_cap=workspace_cap, progress=measured.append, cache=cache)
 
     spent0 = dict(kern.benchmark_seconds)
@@ -135,30 +125,27 @@ def measure_for_plan(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
     rounds = None
     if pruned:
         from ..plan.search import pruned_sizes
-        from .bench import cache_key
         from .cache import BenchCache
-        # one set-up of the buffers and one opening of the cache for all rounds
-        kern.hold_benchmark_buffers(True)
+        kern.hold_benchmark_buffers(True)        # one set-up of the buffers for all rounds
         try:
-            with BenchCache(cache_path) as cache:
+            with BenchCache(settings.cache_path) as cache:
                 def usable(got):
-                    # every size asked stays a key (the search needs one), without excluded
-                    # algorithms
+                    # every size asked stays a key (the search needs one)
                     return {b: [p for p in perfs if p.algo not in excluded]
                             for b, perfs in got.items()}
 
                 key = cache_key(kern.shape, kern.op, kern.math, kern.dtype,
                                 workspace_cap=workspace_cap)
-                res = _search_cached(cache, key, kern.n, limit, usable, where)
+                res = _search_cached(cache, key, kern.n, settings.limit, usable, where)
                 if res is None:
                     res = pruned_sizes(lambda want: usable(measure_sizes(want, cache)),
-                                       kern.n, [limit], name=where)
+                                       kern.n, [settings.limit], name=where)
         finally:
             kern.hold_benchmark_buffers(False)
         kern.bench, cands, rounds = res.bench, res.measured, len(res.rounds)
     else:
         kern.bench = measure_sizes(cands)
-        if exclude_winograd:
+        if excluded:
             kern.bench = without_algorithms(kern.bench, excluded)
     bench = {"bench_s": time.perf_counter() - t0, "sizes": len(cands),
              "sizes_benchmarked": len(set(measured)),
@@ -166,48 +153,13 @@ def measure_for_plan(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
              "search": "pruned" if pruned else "exhaustive", "search_rounds": rounds,
              "benchmark_seconds": {k: round(v - spent0.get(k, 0.0), 6)
                                    for k, v in kern.benchmark_seconds.items()}}
-    kern.settings = {"policy": policy, "sizes": sizes, "limit": limit, "optimizer": optimizer,
-                     "search": bench["search"],
-                     # pruned: plan over the sizes measured (the others were ruled out)
-                     "strict": not pruned}
+    kern.settings, kern.bench_record = settings, bench
     if records.records_path():
         records.append_record({"kind": "bench", **records.kernel_fields(kern),
-                               **records.settings_fields(kern), "repeats": repeats,
-                               "cache_path": cache_path, "exclude_winograd": exclude_winograd,
-                               **bench})
-    return _Measured(policy, optimizer, list(cands), bench)
-
-
-def prepare_kernel(kern, *, policy=1, optimizer=0, limit: int = 8 << 20,
-                   sizes: Optional[Sequence[int]] = None, repeats: int = FIND_REPEATS,
-                   cache_path: Optional[str] = None, workspace_cap: Optional[int] = None,
-                   exclude_winograd: bool = False, search: Optional[str] = None):
-    """Benchmark ``kern`` and plan it (DP within ``limit``) or prepare it for the ILP.
-
-    ``exclude_winograd``: plan without the Winograd algorithms (the cache keeps them).
-    ``search``: ``exhaustive`` or ``pruned`` (default ``$UCUDNN_SEARCH``; Note [Pruned search
-    at run time])."""
-    where = f"layer {kern.name!r}"
-    m = measure_for_plan(kern, policy=policy, optimizer=optimizer, limit=limit, sizes=sizes,
-                         repeats=repeats, cache_path=cache_path, workspace_cap=workspace_cap,
-                         exclude_winograd=exclude_winograd, search=search)
-    t1 = time.perf_counter()
-    bench = m.bench_record
-    if m.optimizer == "dp":
-        plan = _apply(kern, limit)
-    else:
-        kern.desirable = desirable_set(kern.bench, kern.n, m.policy, sizes, name=where)
-        # until the network is planned, run the smallest-workspace plan
-        plan = _apply(kern, kern.desirable[0].ws_bytes)
-    kern.timing = {"bench_s": bench["bench_s"], "plan_s": time.perf_counter() - t1}
-    log.info("%s %s: %d micro-batch sizes benchmarked (or read from the cache) in %.3f s, "
-             "planned in %.3f s", where, kern.op, len(m.sizes), kern.timing["bench_s"],
-             kern.timing["plan_s"])
-    _record_plan(kern, "dp" if m.optimizer == "dp" else "ilp_initial", plan,
-                 limit if m.optimizer == "dp" else kern.desirable[0].ws_bytes,
-                 plan_s=kern.timing["plan_s"], **bench,
-                 desirable=len(kern.desirable) if kern.desirable is not None else None)
-    return kern
+                               **records.settings_fields(kern), "repeats": settings.repeats,
+                               "cache_path": settings.cache_path,
+                               "exclude_winograd": settings.exclude_winograd, **bench})
+    return bench
 
 
 class _Uncached(Exception):
@@ -234,49 +186,38 @@ def _search_cached(cache, key, n: int, limit: int, usable, where: str):
         return None
 
 
-def _record_plan(kern, stage, plan, limit, **extra):
-    """The ``kernel`` record of ``plan`` (Note [Plan records]), with the undivided baseline
-    within the same limit."""
-    if records.records_path():
-        records.append_record(records.plan_record(kern, stage, plan, limit,
-                                                  _baseline(kern, limit), **extra))
+def _strict(kern) -> bool:
+    """Whether ``kern``'s plans need every candidate size measured (not after a pruned
+    search, which measured only some)."""
+    return (kern.bench_record or {}).get("search") != "pruned"
 
 
-def _apply(kern, limit: int, first=None):
-    """Plan ``kern`` within ``limit`` and resolve it; see Note [Falling back]."""
-    s = kern.settings
+# ---------------------------------------------------------------------------------------------
+# resolving plans (Note [Falling back])
+# ---------------------------------------------------------------------------------------------
+
+def _resolve(kern, plan) -> bool:
+    """Give ``kern`` ``plan``; False (and ``kern.bench`` corrected) where it cannot run as
+    planned, so that the caller plans again."""
     where = f"layer {kern.name!r}"
-    while True:
-        plan = first or plan_kernel(kern.bench, kern.n, s["policy"], limit, s["sizes"],
-                                    strict=s.get("strict", True), name=where)
-        first = None
-        try:
-            kern.set_plan(plan)
-        except Exception as e:  # a CudnnError from the workspace query, typically
-            bad = _first_unresolvable(kern, plan)
-            if bad is None:
-                raise
-            log.warning("%s %s: dropping micro-batch %d algorithm %s (%d): %s", where, kern.op,
-                        bad[0], algo_name(kern.op, bad[1]), bad[1], e)
-            _drop(kern, *bad)
-            continue
-        if kern.workspace_size > limit:
-            # the cache under-stated the workspace: record what cuDNN says and plan again
-            _fix_workspace(kern, plan)
-            continue
-        baseline = _baseline(kern, limit)
-        log.info("%s %s: %s, %.3f ms predicted, workspace %s (undivided %s)", where, kern.op,
-                 plan.describe(kern.op), plan.time_ms,
-                 format_size(kern.workspace_size),
-                 f"{baseline.time_ms:.3f} ms" if baseline else "n/a")
-        return plan
-
-
-def _baseline(kern, limit):
     try:
-        return undivided_plan(kern.bench, kern.n, limit)
-    except PlanError:
-        return None
+        kern.set_plan(plan)
+    except Exception as e:  # a CudnnError from the workspace query, typically
+        bad = _first_unresolvable(kern, plan)
+        if bad is None:
+            raise
+        log.warning("%s %s: dropping micro-batch %d algorithm %s (%d): %s", where, kern.op,
+                    bad[0], algo_name(kern.op, bad[1]), bad[1], e)
+        kern.bench = {b: [p for p in perfs if (b, p.algo, p.math) != bad]
+                      for b, perfs in kern.bench.items()}
+        return False
+    if kern.workspace_size > plan.ws_bytes:
+        # the cache under-stated the workspace: record what cuDNN says
+        log.warning("%s %s: cuDNN needs %s for the plan, the benchmark said %s; planning again",
+                    where, kern.op, format_size(kern.workspace_size), format_size(plan.ws_bytes))
+        _fix_workspace(kern, plan)
+        return False
+    return True
 
 
 def _first_unresolvable(kern, plan):
@@ -288,22 +229,56 @@ def _first_unresolvable(kern, plan):
     return None
 
 
-def _drop(kern, batch, algo, math):
-    kern.bench = {b: [p for p in perfs if (b, p.algo, p.math) != (batch, algo, math)]
+def _fix_workspace(kern, plan):
+    chosen = {(c.batch, c.algo, c.math) for c in plan.chunks}
+    kern.bench = {b: [AlgoPerf(p.algo, p.time_ms, kern.workspace_for(b, p.algo, p.math), p.math)
+                      if (b, p.algo, p.math) in chosen else p for p in perfs]
                   for b, perfs in kern.bench.items()}
 
 
-def _fix_workspace(kern, plan):
-    from ..plan.table import AlgoPerf
-    new = {}
-    for b, perfs in kern.bench.items():
-        fixed = []
-        for p in perfs:
-            if any(c.batch == b and c.algo == p.algo and c.math == p.math for c in plan.chunks):
-                p = AlgoPerf(p.algo, p.time_ms, kern.workspace_for(b, p.algo, p.math), p.math)
-            fixed.append(p)
-        new[b] = fixed
-    kern.bench = new
+def _baseline(kern, limit):
+    try:
+        return undivided_plan(kern.bench, kern.n, limit)
+    except PlanError:
+        return None
+
+
+def _describe(kern, plan, limit) -> str:
+    base = _baseline(kern, limit)
+    return (f"{plan.describe(kern.op)}, {plan.time_ms:.3f} ms predicted, workspace "
+            f"{format_size(kern.workspace_size)} (undivided "
+            f"{f'{base.time_ms:.3f} ms' if base else 'n/a'})")
+
+
+# ---------------------------------------------------------------------------------------------
+# one kernel
+# ---------------------------------------------------------------------------------------------
+
+def _plan_alone(kern, limit: int):
+    """The DP's plan of ``kern`` within ``limit``, resolved (Note [Falling back])."""
+    s = kern.settings
+    while True:
+        plan = plan_kernel(kern.bench, kern.n, s.policy, limit, s.sizes, strict=_strict(kern),
+                           name=f"layer {kern.name!r}")
+        if _resolve(kern, plan):
+            log.info("layer %r %s: %s", kern.name, kern.op, _describe(kern, plan, limit))
+            return plan
+
+
+def prepare_kernel(kern, settings: PlanSettings, *, workspace_cap: Optional[int] = None):
+    """Benchmark ``kern`` and give it the DP's plan within ``settings.limit``; the optimizers
+    that plan a net's kernels together need :func:`plan_net`."""
+    if settings.optimizer != "dp":
+        raise InputError(f"layer {kern.name!r}: field 'optimizer': {settings.optimizer} plans "
+                         "a net's kernels together (ucudnn_net_plan); one kernel takes dp")
+    bench = measure_for_plan(kern, settings, workspace_cap=workspace_cap)
+    t1 = time.perf_counter()
+    plan = _plan_alone(kern, settings.limit)
+    plan_s = time.perf_counter() - t1
+    kern.timing = {"bench_s": bench["bench_s"], "plan_s": plan_s}
+    _record_plan(kern, "dp", plan, settings.limit, _baseline(kern, settings.limit),
+                 plan_s=plan_s, optimizer="dp", **bench)
+    return kern
 
 
 def replan_kernel(kern, limit: int):
@@ -311,50 +286,82 @@ def replan_kernel(kern, limit: int):
     if kern.bench is None:
         raise PlanError(f"layer {kern.name!r}: kernel was never benchmarked")
     t0 = time.perf_counter()
-    plan = _apply(kern, limit)
-    _record_plan(kern, "replan", plan, limit, plan_s=time.perf_counter() - t0)
+    plan = _plan_alone(kern, limit)
+    _record_plan(kern, "replan", plan, limit, _baseline(kern, limit),
+                 plan_s=time.perf_counter() - t0, optimizer="dp")
     return plan
 
 
-def plan_network_kernels(kernels: List, budget: int, counts: Optional[Sequence[int]] = None):
-    """Divide ``budget`` bytes among ``kernels`` (prepared with the ILP optimizer).
-
-    ``counts[i]``: how many instances run kernel i's plan, each on its own workspace (Caffe:
-    the layer's group count; default: each kernel's ``instances``); the budget covers all of
-    them."""
-    fronts = {}
-    for i, k in enumerate(kernels):
-        if k.desirable is None:
-            raise PlanError(f"layer {k.name!r}: kernel was not prepared for the ILP optimizer")
-        fronts[i] = k.desirable
-    if counts is not None and len(counts) != len(kernels):
-        raise PlanError(f"counts: {len(counts)} given for {len(kernels)} kernels")
-    if counts is None:
-        counts = [getattr(k, "instances", 1) or 1 for k in kernels]
-    weights = {i: int(c) for i, c in enumerate(counts)}
-    result = solve_workspace_division(fronts, budget, weights=weights)
-    instances = sum(result.weights.values())
-    per_kernel = budget // max(1, instances)
-    for i, k in enumerate(kernels):
-        _apply(k, result.choices[i].ws_bytes, first=result.choices[i])
-    base = [_baseline(k, per_kernel) for k in kernels]
-    bt = (sum(result.weights.get(i, 1) * b.time_ms for i, b in enumerate(base)) if all(base)
-          else None)
-    if bt is not None:
-        log.info("ILP: %d kernels (%d instances), budget %s, %.3f ms predicted (undivided at "
-                 "%s per instance: %.3f ms, expected speedup %.2fx), solved in %.3f s",
-                 len(kernels), instances, format_size(budget), result.total_time_ms,
-                 format_size(per_kernel), bt,
-                 bt / result.total_time_ms if result.total_time_ms else float("nan"),
-                 result.solve_seconds)
-    else:
-        log.info("ILP: %d kernels (%d instances), budget %s, %.3f ms predicted, solved in "
-                 "%.3f s", len(kernels), instances, format_size(budget),
-                 result.total_time_ms, result.solve_seconds)
+def _record_plan(kern, stage, plan, limit, baseline, **extra):
     if records.records_path():
-        records.append_record(records.ilp_record(kernels, result, budget, bt, per_kernel))
-        for i, k in enumerate(kernels):
-            records.append_record(records.plan_record(
-                k, "ilp", result.choices[i], result.choices[i].ws_bytes, base[i],
-                instances=result.weights.get(i, 1), budget_bytes=int(budget)))
-    return result
+        records.append_record(records.plan_record(kern, stage, plan, limit, baseline, **extra))
+
+
+# ---------------------------------------------------------------------------------------------
+# a net
+# ---------------------------------------------------------------------------------------------
+
+@dataclass
+class LiveNet:
+    """A planned net: the plan (with every kernel's slot) and the live kernel of every
+    ``(layer, op)``."""
+    plan: NetworkPlan
+    kernels: Dict[Tuple[str, str], object]
+
+    @property
+    def workspace_bytes(self) -> int:
+        return self.plan.workspace_bytes
+
+    @property
+    def arena_bytes(self) -> int:
+        return self.plan.arena_bytes or 0
+
+
+def _measure_net(kernels, settings: Mapping[str, PlanSettings], layers) -> Dict:
+    """Benchmark every kernel (spread over ``$UCUDNN_BENCH_DEVICES`` first when set)."""
+    devices = os.environ.get(DEVICES_ENV, "").strip()
+    if devices:
+        from .spread import Job, measure_on_devices, parse_devices
+        gpus = parse_devices(devices, f"${DEVICES_ENV}")
+        jobs = [Job(l, op, settings[l.name]) for l in layers for op in l.ops]
+        summary = measure_on_devices(jobs, gpus, where=f"${DEVICES_ENV}")
+        log.info("%d kernels measured over GPUs %s in %.1f s", len(jobs), devices,
+                 summary["seconds"])
+    return {key: measure_for_plan(kern, settings[key[0]]) for key, kern in kernels.items()}
+
+
+def plan_net(layers: Sequence[LayerSpec], settings: Mapping[str, PlanSettings], *,
+             cap: Optional[int] = None, name: str = "net") -> LiveNet:
+    """Create, benchmark, plan (Note [One network planner] in :mod:`ucudnn.plan.network`) and
+    resolve the kernels of ``layers`` on the current GPU; ``cap``: plan within that many bytes
+    in all (after a host could not allocate the previous plan's)."""
+    from .bench import core
+    Kernel = core().Kernel
+    for l in layers:
+        if l.count != 1:
+            raise InputError(f"layer {l.name!r}: field 'count': a live net describes each "
+                             f"layer once, got {l.count}")
+    kernels = {(l.name, op): Kernel(ConvShape.from_layer(l), op, l.n, settings[l.name].dtype,
+                                    settings[l.name].math, l.name, l.groups)
+               for l in layers for op in l.ops}
+    bench = _measure_net(kernels, settings, layers)
+    t0 = time.perf_counter()
+    while True:
+        plan = plan_network(layers, {k: kern.bench for k, kern in kernels.items()}, settings,
+                            strict=lambda layer, op: _strict(kernels[layer, op]), cap=cap)
+        if all([_resolve(kernels[k.layer, k.op], k.plan) for k in plan.kernels]):
+            break
+    plan_s = time.perf_counter() - t0
+    for k in plan.kernels:
+        kern = kernels[k.layer, k.op]
+        kern.timing = {"bench_s": bench[k.layer, k.op]["bench_s"], "plan_s": plan_s}
+        log.info("layer %r %s: %s", k.layer, k.op, _describe(kern, k.plan, k.limit))
+        _record_plan(kern, k.optimizer, k.plan, k.limit, k.baseline, plan_s=plan_s,
+                     optimizer=k.optimizer, slot=k.slot, **bench[k.layer, k.op])
+    log.info("net %s: %d kernels, %.3f ms predicted, workspace %s, shared arena %s, planned "
+             "in %.3f s", name, len(plan.kernels), plan.time_ms,
+             format_size(plan.workspace_bytes),
+             format_size(plan.arena_bytes) if plan.arena_bytes is not None else "none", plan_s)
+    if records.records_path():
+        records.append_record(records.net_record(name, plan, kernels, plan_s, cap))
+    return LiveNet(plan, kernels)

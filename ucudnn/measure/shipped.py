@@ -41,7 +41,7 @@ from importlib import resources
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..plan.conv import ConvShape
-from ..plan.network import LayerSpec, read_layers
+from ..plan.layers import LayerSpec, read_layers
 from ..plan.table import AlgoPerf, KernelBench, group_by_kernel, parse_table
 from ..vocab import DTYPES, MATH_MODES, InputError
 from .cache import CacheKey

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..plan.conv import ConvShape
-from ..plan.dp import candidate_sizes
+from ..plan.settings import candidate_sizes
 from ..plan.table import OPS, BenchRow, KernelBench, group_by_kernel, read_table
 from ..vocab import InputError
 from .bench import FIND_REPEATS

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
 from ..plan.conv import ConvShape
-from ..plan.dp import candidate_sizes
-from ..plan.network import LayerSpec
+from ..plan.settings import candidate_sizes
+from ..plan.layers import LayerSpec
 from ..vocab import InputError, normalise_policy
 
 __all__ = ["Job", "parse_devices", "measure_on_devices"]

@@ -1,9 +1,12 @@
-"""The geometry of one convolution kernel, independent of the (micro-)batch size.
+"""Convolution geometry, in one place: the output-size rule (:func:`out_size`) and the kernel
+record (:class:`ConvShape`) that the benchmark cache keys on and the core builds cuDNN
+descriptors from. A layer (:class:`ucudnn.plan.layers.LayerSpec`) gives its kernel with
+:meth:`ConvShape.from_layer`.
 
-This is what the benchmark cache keys on and what the core builds cuDNN descriptors from.
-Strides are in elements, NCHW order; ``None`` means a packed tensor. Caffe's grouped layers run
-each group as a strided view into the whole blob (for group g of G: channel stride H*W, sample
-stride C_total*H*W), so strides are part of a kernel's identity.
+Every spatial parameter is per axis (height, width): kernel R x S, pad, stride, dilation.
+Tensor strides are in elements, NCHW order; ``None`` means a packed tensor. Caffe's grouped
+layers run each group as a strided view into the whole blob (for group g of G: channel stride
+H*W, sample stride C_total*H*W), so strides are part of a kernel's identity.
 
 Note [Grouped layers]
     A Caffe convolution layer with ``group: G`` over C input and K output channels is run by
@@ -12,7 +15,7 @@ Note [Grouped layers]
     into the whole blobs: x strides (C*H*W, H*W, W, 1), y strides (K*OH*OW, OH*OW, OW, 1).
     All G calls share one kernel and one plan, each on its own workspace slot.
     :meth:`ConvShape.from_layer` builds exactly that kernel from a
-    :class:`~ucudnn.plan.network.LayerSpec` (whose ``c``, ``k`` are the layer's totals and
+    :class:`~ucudnn.plan.layers.LayerSpec` (whose ``c``, ``k`` are the layer's totals and
     ``groups`` Caffe's group count), so the benchmark cache key computed offline is the one
     Caffe's run computes. A layer with G = 1 is a packed tensor (strides ``None``), which is
     the same key as Caffe's explicit packed strides.
@@ -22,9 +25,16 @@ from __future__ import annotations
 from dataclasses import dataclass, asdict, replace
 from typing import Optional, Tuple
 
-__all__ = ["ConvShape"]
+__all__ = ["out_size", "ConvShape"]
 
 Strides = Optional[Tuple[int, int, int, int]]
+
+
+def out_size(size: int, kernel: int, pad: int, stride: int, dilation: int) -> int:
+    """The output extent of one spatial axis (Caffe's and cuDNN's rule): positions of a
+    ``kernel``-tap filter dilated by ``dilation`` over ``size`` padded by ``pad`` on both
+    sides, every ``stride``. Below 1 the filter is larger than the padded input."""
+    return (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
 
 
 @dataclass(frozen=True)
@@ -66,11 +76,11 @@ class ConvShape:
 
     @property
     def out_h(self) -> int:
-        return (self.h + 2 * self.pad_h - self.dil_h * (self.r - 1) - 1) // self.stride_h + 1
+        return out_size(self.h, self.r, self.pad_h, self.stride_h, self.dil_h)
 
     @property
     def out_w(self) -> int:
-        return (self.w + 2 * self.pad_w - self.dil_w * (self.s - 1) - 1) // self.stride_w + 1
+        return out_size(self.w, self.s, self.pad_w, self.stride_w, self.dil_w)
 
     def packed_x_strides(self) -> Tuple[int, int, int, int]:
         return self.x_strides or (self.c * self.h * self.w, self.h * self.w, self.w, 1)
@@ -81,17 +91,17 @@ class ConvShape:
 
     @classmethod
     def from_layer(cls, layer) -> "ConvShape":
-        """The kernel Caffe runs for a :class:`ucudnn.plan.network.LayerSpec` (square
-        pad/stride/dilation): one group's C/G -> K/G channels as a strided view into the whole
-        blobs when ``layer.groups`` > 1 (Note [Grouped layers]), a packed tensor otherwise.
-        The batch size ``layer.n`` is not part of the kernel."""
+        """The kernel Caffe runs for a :class:`ucudnn.plan.layers.LayerSpec`: one group's
+        C/G -> K/G channels as a strided view into the whole blobs when ``layer.groups`` > 1
+        (Note [Grouped layers]), a packed tensor otherwise. The batch size ``layer.n`` is not
+        part of the kernel."""
         g = layer.groups
         if layer.c % g or layer.k % g:
             raise ValueError(f"layer {layer.name!r}: field 'groups': {g} does not divide "
                              f"C={layer.c} and K={layer.k}")
+        (ph, pw), (sh, sw), (dh, dw) = layer.pad, layer.stride, layer.dilation
         shape = cls(layer.c // g, layer.h, layer.w, layer.k // g, layer.r, layer.s,
-                    layer.pad, layer.pad, layer.stride, layer.stride,
-                    layer.dilation, layer.dilation, 1)
+                    ph, pw, sh, sw, dh, dw, 1)
         if g == 1:
             return shape
         h, w, oh, ow = layer.h, layer.w, shape.out_h, shape.out_w

@@ -25,15 +25,13 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
 
+from .settings import candidate_sizes
 from .table import AlgoPerf
-from ..vocab import (MATH_MODES, POLICIES, UNLIMITED, PlanError, algo_name, format_size,
-                     normalise_policy)
-
-_MATH_NAMES = {v: k for k, v in MATH_MODES.items()}
+from ..vocab import MATH_NAMES, UNLIMITED, PlanError, algo_name, format_size
 
 __all__ = [
-    "POLICIES", "PlanError", "Chunk", "Plan", "candidate_sizes", "best_algorithms",
-    "plan_kernel", "min_partition", "pareto_front", "desirable_set", "undivided_plan",
+    "Chunk", "Plan", "best_algorithms", "plan_kernel", "min_partition", "pareto_front",
+    "desirable_set", "undivided_plan", "WINOGRAD_ALGOS", "without_algorithms",
 ]
 
 @dataclass(frozen=True)
@@ -83,34 +81,8 @@ class Plan:
             return ", ".join(f"{c.batch}x{k}:algo{c.algo}" + ("" if c.math == 0 else f"/m{c.math}")
                              for c, k in self.runs())
         return ", ".join(f"{c.batch}x{k}:{algo_name(op, c.algo)}"
-                         + (f"/{_MATH_NAMES.get(c.math, c.math)}" if c.math else "")
+                         + (f"/{MATH_NAMES.get(c.math, c.math)}" if c.math else "")
                          for c, k in self.runs())
-
-
-def candidate_sizes(policy: str, n: int, sizes: Optional[Iterable[int]] = None) -> List[int]:
-    """Micro-batch sizes a policy may use for mini-batch size ``n``.
-
-    ``sizes`` (an explicit list) overrides the policy; N itself is always a candidate, so the
-    undivided plan stays reachable.
-    """
-    if not isinstance(n, int) or n < 1:
-        raise PlanError(f"batch: mini-batch size must be a positive integer, got {n!r}")
-    if sizes is not None:
-        sizes = list(sizes)
-        bad = [s for s in sizes if not isinstance(s, int) or s < 1]
-        if bad:
-            raise PlanError(f"micro_batch_sizes: sizes must be positive integers, got {bad}")
-        return sorted({s for s in sizes if s <= n} | {n})
-    policy = normalise_policy(policy)
-    if policy == "undivided":
-        return [n]
-    if policy == "all":
-        return list(range(1, n + 1))
-    out, b = [], 1
-    while b < n:
-        out.append(b)
-        b *= 2
-    return out + [n]
 
 
 # cuDNN's Winograd algorithms per operation (cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t:
@@ -150,7 +122,7 @@ def _chunk(b: int, p: AlgoPerf) -> Chunk:
 
 
 def _usable_sizes(bench, policy, n, sizes, strict, name) -> List[int]:
-    cands = candidate_sizes(policy, n, sizes)
+    cands = candidate_sizes(policy, n, sizes, name)
     missing = [b for b in cands if b not in bench]
     if missing and strict:
         raise PlanError(f"{name}: no measurements for micro-batch size(s) "

@@ -32,7 +32,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, Hashable, Mapping, Sequence
 
-from .dp import Plan, PlanError
+from .dp import Plan
+from ..vocab import PlanError
 from ..vocab import format_size
 
 __all__ = ["IlpResult", "solve_workspace_division", "IlpError"]

@@ -1,193 +1,104 @@
-"""Plans for a whole network: per-layer limits (DP) or one total budget (ILP).
+"""The one network planner: a net's kernels plus their settings -> every kernel's plan and where
+its workspace lies.
 
-A network is a list of :class:`LayerSpec` (convolution layers as the prototxt states them);
-each layer has up to three kernels (``fwd``, ``bwd_data``, ``bwd_filter``).
+:func:`plan_network` is what every caller plans a net with: ``ucudnn plan`` (from tables, the
+cache or the shipped data), the predicted grid of ``ucudnn reproduce``, and the runtime that
+Caffe's net reaches through the C API (``ucudnn_net_plan``), which benchmarks the live kernels
+and resolves the plans made here.
 
-Note [Layers, groups and counts]
-    The model is what Caffe (caffe_patch/0002) runs, so that offline predictions and cache keys
-    are Caffe's:
+Note [One network planner]
+    A net is a list of :class:`~ucudnn.plan.layers.LayerSpec` with one
+    :class:`~ucudnn.plan.settings.PlanSettings` per layer (Caffe: the layer's ucudnn_param over
+    the net's). The layers fall into three groups by their optimizer:
 
-    * ``c``, ``k`` are the layer's TOTAL input and output channels, as in the prototxt.
-    * ``groups`` is Caffe's group count G: the layer runs each kernel G times per pass, one
-      cuDNN call per group on C/G -> K/G channels (a strided view into the whole blob, see
-      Note [Grouped layers] in :mod:`ucudnn.plan.conv`), all G calls with ONE plan, each call
-      on its own workspace slot.
-    * ``count`` is how many identical layers the net has (ResNet repeats shapes); each is a
-      kernel of its own, with its own plan.
+    * ``dp``: each kernel alone, the fastest plan within its layer's ``limit`` per call
+      (Note [DP with a workspace limit] in :mod:`ucudnn.plan.dp`); each owns its workspace.
+    * ``ilp``: the group's kernels divide one budget (Note [Workspace budget] in
+      :mod:`ucudnn.plan.settings`): one plan per kernel from its desirable set, each group
+      call paying time and workspace (:mod:`ucudnn.plan.ilp`); each owns its share.
+    * ``shared``: one arena of the group's budget, reused by every layer (Note [Shared arena]).
 
-    So each (layer, op, repeat) is one :class:`KernelPlan`. The DP's ``limit`` applies to one
-    group call (Caffe's ``workspace_limit`` is per slot); the ILP chooses one plan per kernel,
-    weighed by ``groups`` in time and workspace; totals (``time_ms``, ``ws_bytes``, the
-    baseline) count every group call. The ILP's default budget is ``limit`` x the number of
-    group calls, as Caffe's ``PlanNetwork`` sums ``workspace_limit`` x groups.
+    The undivided baseline of a kernel is the fastest single algorithm within its layer's limit
+    (DP) or within the group's budget per call (ILP, shared: the same total memory). Where the
+    group's layers set explicit budgets they must agree. The workspace layout
+    (:func:`layout`) says where each kernel's workspace lies: owned kernels one after another
+    in the net's own workspace, shared ones in the arena; every slot starts 256-byte aligned
+    (cuDNN's kernels fail on a misaligned workspace, and its sizes can be odd).
+
+    ``cap`` plans within that many bytes in all (owned workspace and arena): what a host asks
+    for after an allocation failed. Every group then gets its calls' share of the cap.
 
 Note [Shared arena]
     Caffe runs a net's layers one after another, so a convolution's workspace lies idle except
-    while its own layer runs. The ``shared`` optimizer gives the whole ``budget`` to every
-    layer as one arena that all layers reuse; only kernels that run AT THE SAME TIME need
-    disjoint parts of it. In Caffe's cuDNN layer those are the kernels of one phase: the
-    forward pass runs the G group calls of ``fwd`` on G streams at once; the backward pass runs
-    the G calls of ``bwd_filter`` and the G calls of ``bwd_data`` on 2G streams at once (the
-    bias gradient needs no workspace); the layer waits for all of them before the next layer.
-    So each phase of each layer divides the budget among its concurrent calls (the same
-    division as the ILP, per phase: :func:`~ucudnn.plan.ilp.solve_workspace_division`, exact
-    by enumeration for these small problems), and the arena is the largest phase's total.
-    Its time is never worse than the ILP's at the same budget: the ILP's choices for one
-    phase fit the budget, so they are among the choices the phase's division considers.
-    The default budget is ``limit`` x group calls, so settings compare at equal memory.
+    while its own layer runs. The ``shared`` optimizer gives the whole budget to every layer as
+    one arena that all layers reuse; only kernels that run AT THE SAME TIME need disjoint parts
+    of it. In Caffe's cuDNN layer those are the kernels of one phase: the forward pass runs the
+    G group calls of ``fwd`` on G streams at once; the backward pass runs the G calls of
+    ``bwd_filter`` and the G calls of ``bwd_data`` on 2G streams at once (the bias gradient
+    needs no workspace); the layer waits for all of them before the next layer. So each phase
+    of each layer divides the budget, less the slots' alignment, among its concurrent calls
+    (the ILP's division per phase, exact by enumeration for these small problems), and the
+    arena is the largest phase's total. Its time is never worse than the ILP's at the same
+    budget: the ILP's choices for one phase fit the budget, so they are among the choices the
+    phase's division considers. A layer's forward and backward slots overlap (the passes never
+    run at once). Every net of a process on one device may share one arena (Caffe runs them
+    from one thread).
 """
 from __future__ import annotations
 
-import csv
-import io
-import os
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from .dp import (Plan, PlanError, candidate_sizes, desirable_set, normalise_policy,
-                 plan_kernel, undivided_plan)
+from .dp import Plan, desirable_set, plan_kernel, undivided_plan
 from .ilp import IlpResult, solve_workspace_division
-from .table import OPS, KernelBench, read_text
-from ..vocab import OPTIMIZERS, InputError
+from .layers import LayerSpec
+from .settings import PlanSettings, candidate_sizes
+from .table import KernelBench
+from ..vocab import OPTIMIZERS, PlanError
+
+__all__ = ["PHASES", "ALIGN", "align", "Slot", "KernelPlan", "NetworkPlan", "plan_network",
+           "layout"]
 
 #: Kernels of one layer that Caffe runs at the same time (Note [Shared arena]).
 PHASES = (("fwd",), ("bwd_filter", "bwd_data"))
+#: Alignment of every workspace slot, bytes.
+ALIGN = 256
+#: The order of a layer's slots in owned workspace.
+SLOT_ORDER = ("fwd", "bwd_filter", "bwd_data")
 
-__all__ = ["LayerSpec", "read_layers", "write_layers", "KernelPlan", "NetworkPlan",
-           "plan_network", "LayerError"]
+Benches = Mapping[Tuple[str, str], KernelBench]
+Settings = Union[PlanSettings, Mapping[str, PlanSettings]]
 
 
-class LayerError(InputError):
-    """A layer list is malformed; the message names the file, line, layer and field."""
-
-
-LAYER_COLUMNS = ("name", "N", "C", "H", "W", "K", "R", "S", "pad", "stride",
-                 "dilation", "groups", "count", "bwd_data")
+def align(n: int) -> int:
+    """``n`` rounded up to the slot alignment."""
+    return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
 @dataclass(frozen=True)
-class LayerSpec:
-    """One convolution layer: input N x C x H x W, K output channels, R x S filters.
-
-    ``c``, ``k``: the layer's total channels (as in the prototxt); ``groups``: Caffe's group
-    count (each group a separate cuDNN call on C/groups -> K/groups channels, one plan for all);
-    ``count``: identical layers in the net, each with its own kernels and plans (Note [Layers,
-    groups and counts]). ``bwd_data``: whether backward-data runs (not for the first layer)."""
-    name: str
-    n: int
-    c: int
-    h: int
-    w: int
-    k: int
-    r: int
-    s: int
-    pad: int = 0
-    stride: int = 1
-    dilation: int = 1
-    groups: int = 1
-    count: int = 1
-    bwd_data: bool = True
-
-    def __post_init__(self):
-        for f in ("n", "c", "h", "w", "k", "r", "s", "stride", "dilation", "groups", "count"):
-            v = getattr(self, f)
-            if not isinstance(v, int) or v < 1:
-                raise LayerError(f"layer {self.name!r}: field {f!r} must be a positive integer, got {v!r}")
-        if self.c % self.groups or self.k % self.groups:
-            raise LayerError(f"layer {self.name!r}: field 'groups': {self.groups} does not divide "
-                             f"C={self.c} and K={self.k} (C and K are the layer's total channels)")
-        if not isinstance(self.pad, int) or self.pad < 0:
-            raise LayerError(f"layer {self.name!r}: field 'pad' must be >= 0, got {self.pad!r}")
-        for dim, size, f in (("H", self.h, self.r), ("W", self.w, self.s)):
-            if size + 2 * self.pad < self.dilation * (f - 1) + 1:
-                raise LayerError(f"layer {self.name!r}: filter larger than padded input along {dim}")
-
-    @property
-    def ops(self) -> Tuple[str, ...]:
-        return OPS if self.bwd_data else ("fwd", "bwd_filter")
-
-    @property
-    def out_hw(self) -> Tuple[int, int]:
-        def o(x, f):
-            return (x + 2 * self.pad - self.dilation * (f - 1) - 1) // self.stride + 1
-        return o(self.h, self.r), o(self.w, self.s)
-
-
-def read_layers(path: str | os.PathLike) -> List[LayerSpec]:
-    """Read a layer list CSV.
-
-    Columns ``name,N,C,H,W,K,R,S,pad,stride`` then, optional, ``dilation,groups,count,bwd_data``
-    with the meaning of :class:`LayerSpec` (C, K total; groups Caffe's; count repeats; Note
-    [Layers, groups and counts]). The header may be a comment line (``# name,N,...``) as in ``../shared/data``; columns named
-    ``unused`` are ignored.
-    """
-    path = os.fspath(path)
-    header: Optional[List[str]] = None
-    layers: List[LayerSpec] = []
-    text = read_text(path, LayerError, "a layer list")
-    for lineno, rec in enumerate(csv.reader(io.StringIO(text, newline="")), start=1):
-        rec = [x.strip() for x in rec]
-        if not rec or not "".join(rec):
-            continue
-        if rec[0].startswith("#"):
-            if header is None and rec[0].lstrip("# ").strip() == "name":
-                header = ["name"] + rec[1:]
-            continue
-        if header is None and rec[0] == "name":
-            header = rec
-            continue
-        cols = header or list(LAYER_COLUMNS)
-        if len(rec) > len(cols):
-            raise LayerError(f"{path}:{lineno}: {len(rec)} fields, expected at most {len(cols)}")
-        d = dict(zip(cols, rec))
-        kw = {}
-        where = f"{path}:{lineno}: layer {d.get('name', '?')!r}"
-        for col, attr in (("N", "n"), ("C", "c"), ("H", "h"), ("W", "w"), ("K", "k"),
-                          ("R", "r"), ("S", "s"), ("pad", "pad"), ("stride", "stride"),
-                          ("dilation", "dilation"), ("groups", "groups"), ("count", "count")):
-            if col in d and d[col] != "":
-                try:
-                    kw[attr] = int(d[col])
-                except ValueError:
-                    raise LayerError(f"{where}: field {col!r}: cannot parse {d[col]!r}") from None
-            elif col in LAYER_COLUMNS[:10]:
-                raise LayerError(f"{where}: field {col!r} is missing")
-        if d.get("bwd_data", "") != "":
-            if d["bwd_data"] not in ("0", "1"):
-                raise LayerError(f"{where}: field 'bwd_data' must be 0 or 1, got {d['bwd_data']!r}")
-            kw["bwd_data"] = d["bwd_data"] == "1"
-        try:
-            layers.append(LayerSpec(name=d["name"], **kw))
-        except LayerError as e:
-            raise LayerError(f"{path}:{lineno}: {e}") from None
-    if not layers:
-        raise LayerError(f"{path}: the layer list is empty")
-    names = [l.name for l in layers]
-    dup = {n for n in names if names.count(n) > 1}
-    if dup:
-        raise LayerError(f"{path}: duplicate layer name(s) {sorted(dup)}")
-    return layers
-
-
-def write_layers(path: str | os.PathLike, layers: Iterable[LayerSpec]) -> None:
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(LAYER_COLUMNS)
-        for l in layers:
-            w.writerow([l.name, l.n, l.c, l.h, l.w, l.k, l.r, l.s, l.pad, l.stride,
-                        l.dilation, l.groups, l.count, int(l.bwd_data)])
+class Slot:
+    """Where the workspace of a kernel's group calls lies: group g at ``offset + g * stride``
+    of the net's own workspace, or of the arena (``arena``), ``bytes`` each."""
+    arena: bool
+    offset: int
+    stride: int
+    bytes: int
 
 
 @dataclass
 class KernelPlan:
     """The plan of one kernel: ``instance`` (0..count-1) of layer ``layer``'s ``op``; it runs
-    ``groups`` times per pass (one call per group, each on its own workspace slot)."""
+    ``groups`` times per pass (one call per group). ``limit``: the workspace per call it was
+    planned within; ``baseline``: the undivided plan there (None: no single algorithm fits)."""
     layer: str
     op: str
     instance: int
     plan: Plan
-    baseline: Plan
+    baseline: Optional[Plan]
     groups: int = 1
+    optimizer: str = "dp"
+    limit: int = 0
+    slot: Optional[Slot] = None
 
     @property
     def time_ms(self) -> float:
@@ -206,146 +117,247 @@ class KernelPlan:
 
 @dataclass
 class NetworkPlan:
+    """Every kernel's plan (in net order), the settings they were planned with (by layer), and
+    the workspace: ``workspace_bytes`` owned by the net, ``arena_bytes`` of the shared arena
+    (None without shared layers). ``ilp``: the ILP group's solve; ``budget``: the budget of the
+    ILP or shared group (None without one)."""
     kernels: List[KernelPlan]
-    policy: str
-    optimizer: str
-    limit: Optional[int]
-    budget: Optional[int]
-    baseline_limit: int
-    ilp: Optional[IlpResult] = None
-    notes: List[str] = field(default_factory=list)
-    #: ``shared``: bytes of the one arena every layer reuses (Note [Shared arena])
+    settings: Dict[str, PlanSettings]
+    workspace_bytes: int = 0
     arena_bytes: Optional[int] = None
+    ilp: Optional[IlpResult] = None
+    budget: Optional[int] = None
+    notes: List[str] = field(default_factory=list)
+
+    def _common(self, attr: str, mixed):
+        values = {getattr(s, attr) for s in self.settings.values()}
+        return values.pop() if len(values) == 1 else mixed
+
+    @property
+    def policy(self) -> str:
+        return self._common("policy", "per layer")
+
+    @property
+    def optimizer(self) -> str:
+        return self._common("optimizer", "mixed")
+
+    @property
+    def limit(self) -> Optional[int]:
+        return self._common("limit", None)
+
+    @property
+    def baseline_limit(self) -> Optional[int]:
+        """Workspace per call of the undivided baseline where all kernels share one: the
+        limit (DP), the budget per call (ILP, shared); None for mixed settings."""
+        if self.optimizer in ("ilp", "shared"):
+            return self.budget // self.n_calls if self.n_calls else self.budget
+        return self.limit if self.optimizer == "dp" else None
 
     @property
     def time_ms(self) -> float:
         """Predicted time of one pass: every kernel, every group call."""
-        return sum(k.groups * k.plan.time_ms for k in self.kernels)
+        return sum(k.time_ms for k in self.kernels)
 
     @property
-    def baseline_time_ms(self) -> float:
+    def baseline_time_ms(self) -> Optional[float]:
+        if any(k.baseline is None for k in self.kernels):
+            return None
         return sum(k.groups * k.baseline.time_ms for k in self.kernels)
 
     @property
-    def speedup(self) -> float:
-        return self.baseline_time_ms / self.time_ms if self.time_ms > 0 else float("nan")
+    def speedup(self) -> Optional[float]:
+        base = self.baseline_time_ms
+        return base / self.time_ms if base is not None and self.time_ms > 0 else None
 
     @property
     def ws_bytes(self) -> int:
         """Sum of the kernels' workspace: one slot per group call of every kernel."""
-        return sum(k.groups * k.plan.ws_bytes for k in self.kernels)
+        return sum(k.ws_bytes for k in self.kernels)
 
     @property
     def held_bytes(self) -> int:
-        """Workspace the network holds: the shared arena, else the sum of the kernels'."""
-        return self.arena_bytes if self.arena_bytes is not None else self.ws_bytes
+        """Workspace the network holds: its own and the arena's."""
+        return self.workspace_bytes + (self.arena_bytes or 0)
 
     @property
     def n_calls(self) -> int:
-        """Group calls per pass (the ILP's default budget is ``limit`` x this)."""
+        """Group calls per pass."""
         return sum(k.groups for k in self.kernels)
 
 
-def plan_network(layers: Sequence[LayerSpec], benches: Mapping[Tuple[str, str], KernelBench], *,
-                 policy: str = "powerOfTwo", limit: Optional[int] = None,
-                 budget: Optional[int] = None, optimizer: str = "dp",
-                 sizes: Optional[Sequence[int]] = None, strict: bool = True) -> NetworkPlan:
-    """Plan every kernel of ``layers`` (Note [Layers, groups and counts]).
+# ---------------------------------------------------------------------------------------------
+# planning
+# ---------------------------------------------------------------------------------------------
+
+def _per_layer(layers: Sequence[LayerSpec], settings: Settings) -> Dict[str, PlanSettings]:
+    if isinstance(settings, PlanSettings):
+        return {l.name: settings for l in layers}
+    missing = [l.name for l in layers if l.name not in settings]
+    if missing:
+        raise PlanError(f"layer {missing[0]!r}: no settings given")
+    return {l.name: settings[l.name] for l in layers}
+
+
+def _group_budget(layers: Sequence[LayerSpec], per: Mapping[str, PlanSettings],
+                  what: str) -> int:
+    """The one budget of a group's layers (Note [Workspace budget]): the explicit one they
+    agree on, else the sum of their limit x calls."""
+    explicit = {}
+    for l in layers:
+        if per[l.name].budget is not None:
+            explicit.setdefault(per[l.name].budget, l.name)
+    if len(explicit) > 1:
+        (b1, l1), (b2, l2) = sorted(explicit.items())[:2]
+        raise PlanError(f"layer {l2!r}: field 'total_workspace' {b2} differs from layer "
+                        f"{l1!r}'s {b1} (one {what} budget per net)")
+    if explicit:
+        return next(iter(explicit))
+    return sum(per[l.name].limit * l.calls for l in layers)
+
+
+def plan_network(layers: Sequence[LayerSpec], benches: Benches, settings: Settings, *,
+                 strict: Union[bool, Callable[[str, str], bool]] = True,
+                 cap: Optional[int] = None) -> NetworkPlan:
+    """Plan every kernel of ``layers`` (Note [One network planner], Note [Layers, groups and
+    counts] in :mod:`ucudnn.plan.layers`).
 
     ``benches[layer_name, op]``: the benchmark of the layer's kernel (one group's call).
-    ``optimizer="dp"``: each kernel within ``limit`` bytes per group call. ``optimizer="ilp"``:
-    one ``budget`` for all group calls (default ``limit`` x number of group calls), one plan per
-    kernel for all its groups. ``optimizer="shared"``: one arena of ``budget`` bytes (same
-    default) that every layer reuses (Note [Shared arena]). The baseline is the undivided plan
-    at ``limit`` (ILP and shared: at ``budget`` / number of group calls, the same total
-    memory).
-    """
-    policy = normalise_policy(policy)
-    if optimizer not in OPTIMIZERS:
-        raise PlanError(f"optimizer: unknown optimizer {optimizer!r} (expected "
-                        f"{', '.join(OPTIMIZERS)})")
-    instances = [(l, op, i) for l in layers for op in l.ops for i in range(l.count)]
+    ``settings``: one :class:`PlanSettings` for all layers, or one per layer name.
+    ``strict``: every candidate size must be measured; a callable ``strict(layer, op)`` says
+    it per kernel (False: plan over the sizes measured, e.g. a pruned search's); with False
+    the sizes skipped are noted. ``cap``: plan within that many bytes in all."""
+    per = _per_layer(layers, settings)
     for l in layers:
         for op in l.ops:
             if (l.name, op) not in benches:
                 raise PlanError(f"layer {l.name!r}: no benchmark for op {op!r}")
-    n_calls = sum(l.groups for l, _, _ in instances)
-    if optimizer == "dp":
-        if limit is None:
-            raise PlanError("workspace_limit: the DP optimizer needs a per-layer limit")
-        baseline_limit = limit
-    else:
-        if budget is None:
-            if limit is None:
-                raise PlanError(f"workspace_budget: the {optimizer} optimizer needs a budget "
-                                "(or a per-layer limit to multiply by the number of kernels)")
-            budget = limit * n_calls
-        baseline_limit = budget // n_calls if n_calls else budget
-    for v, what in ((limit, "workspace_limit"), (budget, "workspace_budget")):
-        if v is not None and v < 0:
-            raise PlanError(f"{what}: must not be negative, got {v}")
+    is_strict = strict if callable(strict) else (lambda layer, op, s=bool(strict): s)
+    if cap is not None and cap < 0:
+        raise PlanError(f"cap: must not be negative, got {cap}")
 
     notes: List[str] = []
-    cands = sizes
-    if not strict:
-        missing = sorted({b for l in layers for op in l.ops
-                          for b in candidate_sizes(policy, l.n, sizes) if b not in benches[l.name, op]})
-        if missing:
-            notes.append(f"policy {policy}: sizes without measurements skipped "
-                         f"({len(missing)} sizes, e.g. {missing[:5]})")
+    missing = sorted({b for l in layers for op in l.ops if not is_strict(l.name, op)
+                      for b in candidate_sizes(per[l.name].policy, l.n, per[l.name].sizes,
+                                               f"layer {l.name!r}")
+                      if b not in benches[l.name, op]})
+    if missing and not callable(strict):
+        notes.append(f"sizes without measurements skipped ({len(missing)} sizes, e.g. "
+                     f"{missing[:5]})")
 
-    kernels: List[KernelPlan] = []
-    ilp = None
-    arena = None
-    baseline: Dict[Tuple[str, str], Plan] = {}
+    groups = {o: [l for l in layers if per[l.name].optimizer == o] for o in OPTIMIZERS}
+    total_calls = sum(l.calls for l in layers)
 
-    def base(l, op):
-        if (l.name, op) not in baseline:
-            baseline[l.name, op] = undivided_plan(benches[l.name, op], l.n, baseline_limit,
-                                                  name=f"layer {l.name!r} op {op} (undivided baseline)")
-        return baseline[l.name, op]
+    def capped(calls: int, value: int, slack: int) -> int:
+        """``value`` within the group's share of the cap, less its slots' alignment."""
+        if cap is None:
+            return value
+        return min(value, max(0, cap * calls // total_calls - slack))
 
-    if optimizer == "dp":
-        for l in layers:
+    plans: Dict[Tuple[str, str, int], KernelPlan] = {}
+
+    def name(l, op):
+        return f"layer {l.name!r} op {op}"
+
+    def base(l, op, limit):
+        try:
+            return undivided_plan(benches[l.name, op], l.n, limit,
+                                  name=f"{name(l, op)} (undivided baseline)")
+        except PlanError:
+            return None
+
+    for l in groups["dp"]:
+        s = per[l.name]
+        limit = s.limit if cap is None else min(s.limit, max(0, cap // total_calls - ALIGN))
+        for op in l.ops:
+            plan = plan_kernel(benches[l.name, op], l.n, s.policy, limit, s.sizes,
+                               strict=is_strict(l.name, op), name=name(l, op))
+            b = base(l, op, limit)
+            for i in range(l.count):
+                plans[l.name, op, i] = KernelPlan(l.name, op, i, plan, b, l.groups, "dp", limit)
+
+    def fronts_of(group):
+        fronts = {}
+        for l in group:
+            s = per[l.name]
             for op in l.ops:
-                plan = plan_kernel(benches[l.name, op], l.n, policy, limit, cands,
-                                   strict=strict, name=f"layer {l.name!r} op {op}")
-                kernels += [KernelPlan(l.name, op, i, plan, base(l, op), l.groups)
-                            for i in range(l.count)]
-    elif optimizer == "shared":
+                fronts[l.name, op] = desirable_set(benches[l.name, op], l.n, s.policy, s.sizes,
+                                                   strict=is_strict(l.name, op),
+                                                   name=name(l, op))
+        return fronts
+
+    ilp = budget = None
+    if groups["ilp"]:
+        group = groups["ilp"]
+        calls = sum(l.calls for l in group)
+        budget = capped(calls, _group_budget(group, per, "ILP"), ALIGN * calls)
+        fronts = fronts_of(group)
+        keys = [(l, op, i) for l in group for op in l.ops for i in range(l.count)]
+        ilp = solve_workspace_division({(l.name, op, i): fronts[l.name, op] for l, op, i in keys},
+                                       budget, weights={(l.name, op, i): l.groups
+                                                        for l, op, i in keys})
+        per_call = budget // calls if calls else budget
+        for l, op, i in keys:
+            chosen = ilp.choices[l.name, op, i]
+            plans[l.name, op, i] = KernelPlan(l.name, op, i, chosen, base(l, op, per_call),
+                                              l.groups, "ilp", chosen.ws_bytes)
+
+    arena = None
+    if groups["shared"]:
+        group = groups["shared"]
+        calls = sum(l.calls for l in group)
+        shared_budget = capped(calls, _group_budget(group, per, "shared-arena"), 0)
+        budget = shared_budget if budget is None else budget
+        fronts = fronts_of(group)
+        per_call = shared_budget // calls if calls else shared_budget
         arena = 0
-        planned = []
-        for l in layers:
+        for l in group:
             chosen = {}
             for phase in PHASES:
                 ops = [op for op in phase if op in l.ops]
-                fronts = {op: desirable_set(benches[l.name, op], l.n, policy, cands,
-                                            strict=strict, name=f"layer {l.name!r} op {op}")
-                          for op in ops}
+                within = max(0, shared_budget - ALIGN * len(ops) * l.groups)
                 try:
-                    res = solve_workspace_division(fronts, budget,
-                                                   weights={op: l.groups for op in ops})
+                    res = solve_workspace_division({op: fronts[l.name, op] for op in ops},
+                                                   within, weights={op: l.groups for op in ops})
                 except PlanError as e:
                     raise PlanError(f"layer {l.name!r} ({' + '.join(ops)} run at once, "
                                     f"{l.groups} group call(s) each): {e}") from None
                 chosen.update(res.choices)
-                arena = max(arena, res.total_ws_bytes)
-            planned.append((l, chosen))
-        kernels = [KernelPlan(l.name, op, i, chosen[op], base(l, op), l.groups)
-                   for l, chosen in planned for op in l.ops for i in range(l.count)]
-    else:
-        fronts = {}
-        cache: Dict[Tuple[str, str], List[Plan]] = {}
-        for l, op, i in instances:
-            if (l.name, op) not in cache:
-                cache[l.name, op] = desirable_set(benches[l.name, op], l.n, policy, cands,
-                                                  strict=strict, name=f"layer {l.name!r} op {op}")
-            fronts[l.name, op, i] = cache[l.name, op]
-        # solved before the baseline is planned, so that a budget error is the one reported
-        # one choice per kernel for all its groups, each group call paying time and workspace
-        weights = {(l.name, op, i): l.groups for l, op, i in instances}
-        ilp = solve_workspace_division(fronts, budget, weights=weights)
-        kernels = [KernelPlan(l.name, op, i, ilp.choices[l.name, op, i], base(l, op), l.groups)
-                   for l, op, i in instances]
-    return NetworkPlan(kernels, policy, optimizer, limit, budget, baseline_limit, ilp, notes,
-                       arena)
+                arena = max(arena, sum(align(res.choices[op].ws_bytes) * l.groups
+                                       for op in ops))
+            for op in l.ops:
+                for i in range(l.count):
+                    plans[l.name, op, i] = KernelPlan(l.name, op, i, chosen[op],
+                                                      base(l, op, per_call), l.groups, "shared",
+                                                      chosen[op].ws_bytes)
+
+    kernels = [plans[l.name, op, i] for l in layers for op in l.ops for i in range(l.count)]
+    net = NetworkPlan(kernels, per, arena_bytes=arena, ilp=ilp, budget=budget, notes=notes)
+    net.workspace_bytes = layout(net)
+    return net
+
+
+def layout(net: NetworkPlan) -> int:
+    """Give every kernel of ``net`` its :class:`Slot` (Note [One network planner], Note
+    [Shared arena]); returns the bytes of the net's own workspace. Owned slots follow each
+    other, per layer forward, backward-filter, backward-data, each group's slot aligned;
+    shared kernels lie in the arena, a layer's backward-data after its backward-filter."""
+    offset = 0
+    by_layer: Dict[Tuple[str, int], Dict[str, KernelPlan]] = {}
+    for k in net.kernels:
+        by_layer.setdefault((k.layer, k.instance), {})[k.op] = k
+    for kernels in by_layer.values():
+        at = 0
+        for op in SLOT_ORDER:
+            k = kernels.get(op)
+            if k is None:
+                continue
+            stride = align(k.plan.ws_bytes)
+            if k.optimizer == "shared":
+                start = at if op == "bwd_data" else 0
+                k.slot = Slot(True, start, stride, k.plan.ws_bytes)
+                if op == "bwd_filter":
+                    at = stride * k.groups
+            else:
+                k.slot = Slot(False, offset, stride, k.plan.ws_bytes)
+                offset += stride * k.groups
+    return offset

@@ -90,7 +90,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from .dp import Plan, PlanError, best_algorithms, candidate_sizes, min_partition, plan_kernel
+from .dp import Plan, best_algorithms, min_partition, plan_kernel
+from .settings import candidate_sizes
+from ..vocab import PlanError
 from .table import AlgoPerf
 
 __all__ = ["start_sizes", "lower_bounds", "pruned_sizes", "plan_pruned", "PrunedResult",

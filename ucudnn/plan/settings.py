@@ -1,0 +1,142 @@
+"""The one settings record of a plan (:class:`PlanSettings`) and its defaults.
+
+Every way in builds it: the command line (``ucudnn plan``, ``ucudnn prototxt``,
+:mod:`ucudnn.cli.options`), a prototxt's ``ucudnn_param`` (:mod:`ucudnn.caffe.params`, which
+Caffe's net reaches through the C API) and the C API's ``ucudnn_plan_options`` of one kernel.
+Values are checked here, with the field named; enumerations take any spelling (Note [Enum
+spellings] in :mod:`ucudnn.vocab`).
+
+Note [Default settings]
+    There is one set of defaults, and they are Caffe's: ``workspace_limit`` 8 MiB per kernel
+    call (stock Caffe's fixed limit), policy ``powerOfTwo``, optimizer ``dp``, cuDNN's default
+    math, one cudnnFind per size (Note [Find repeats] in :mod:`ucudnn.measure.bench`). So
+    ``ucudnn plan`` without options predicts what Caffe runs for ``ucudnn_param {}``, and
+    turning ucudnn on never gives a layer more workspace than stock Caffe did. The command line
+    does not default to a larger limit: a prediction made under another limit than Caffe's
+    would not be the plan Caffe runs. Ask for more with ``--limit`` (the README's examples use
+    64 MiB, where micro-batching pays most on the H200).
+
+Note [Workspace budget]
+    The ILP and the shared arena divide one ``budget`` (bytes). Unset (None; caffe.proto: no
+    ``total_workspace`` field) it is ``limit`` x the net's cuDNN calls, the memory the DP would
+    give the same kernels, so the settings compare at equal memory. A budget that is set is
+    that many bytes, 0 included (only zero-workspace algorithms): ``--budget 0`` and
+    ``total_workspace: 0`` mean the same everywhere.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Iterable, List, Optional, Tuple
+
+from ..vocab import (DTYPE, ENGINE, LAYOUT, MATH, OPTIMIZER, POLICY, SEARCH, InputError,
+                     PlanError, parse_size)
+
+__all__ = ["PlanSettings", "DEFAULTS", "candidate_sizes", "FIND_REPEATS", "DEFAULT_LIMIT"]
+
+#: cudnnFind calls per micro-batch size (their median); Note [Find repeats] in
+#: ucudnn/measure/bench.py.
+FIND_REPEATS = 1
+#: Stock Caffe's workspace per cuDNN call (Note [Default settings]).
+DEFAULT_LIMIT = 8 << 20
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    """How to plan a kernel (Note [Default settings], Note [Workspace budget]).
+
+    ``sizes``: explicit candidate micro-batch sizes (override ``policy``); ``limit``: bytes
+    per kernel call (the DP's bound, and the undivided baseline's); ``budget``: bytes for the
+    net's ILP or shared arena; ``repeats``: cudnnFind calls per size; ``search``: how policy
+    ``all`` finds its sizes (None: ``$UCUDNN_SEARCH``, else pruned); ``cache_path``: the benchmark cache (None: ``$UCUDNN_CACHE`` or
+    the default); ``engines`` and ``layout``: the family of cuDNN choices and the activations'
+    layout (one of each today)."""
+    policy: str = "powerOfTwo"
+    sizes: Optional[Tuple[int, ...]] = None
+    limit: int = DEFAULT_LIMIT
+    budget: Optional[int] = None
+    optimizer: str = "dp"
+    math: str = "default"
+    dtype: str = "float32"
+    repeats: int = FIND_REPEATS
+    search: Optional[str] = None
+    exclude_winograd: bool = False
+    cache_path: Optional[str] = None
+    engines: str = "legacy"
+    layout: str = "NCHW"
+
+    def __post_init__(self):
+        set_ = object.__setattr__
+        for f, choices in (("policy", POLICY), ("optimizer", OPTIMIZER), ("math", MATH),
+                           ("dtype", DTYPE), ("engines", ENGINE), ("layout", LAYOUT)):
+            set_(self, f, choices(getattr(self, f), f))
+        if self.search is not None:
+            set_(self, "search", SEARCH(self.search, "search"))
+        set_(self, "limit", parse_size(self.limit, "limit"))
+        if self.budget is not None:
+            set_(self, "budget", parse_size(self.budget, "budget"))
+        if self.sizes is not None:
+            sizes = list(self.sizes)
+            bad = [b for b in sizes if not isinstance(b, int) or isinstance(b, bool) or b < 1]
+            if bad or not sizes:
+                raise InputError(f"sizes: micro-batch sizes must be positive integers, got "
+                                 f"{sizes}")
+            set_(self, "sizes", tuple(sorted(set(sizes))))
+        if not isinstance(self.repeats, int) or isinstance(self.repeats, bool) or \
+                self.repeats < 1:
+            raise InputError(f"repeats: must be a positive integer, got {self.repeats!r}")
+        set_(self, "exclude_winograd", bool(self.exclude_winograd))
+        if self.cache_path == "":
+            set_(self, "cache_path", None)
+
+    def replace(self, **changes) -> "PlanSettings":
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def netwide(self) -> bool:
+        """The ILP or the shared arena: planned with the net's other kernels."""
+        return self.optimizer != "dp"
+
+    def candidate_sizes(self, n: int, where: str = "") -> List[int]:
+        """The micro-batch sizes a kernel of mini-batch ``n`` may use; an explicit size larger
+        than ``n`` is refused (:class:`PlanError` naming ``where``)."""
+        return candidate_sizes(self.policy, n, self.sizes, where)
+
+    def budget_for(self, calls: int) -> int:
+        """The ILP's or the arena's budget for ``calls`` cuDNN calls (Note [Workspace
+        budget])."""
+        return self.budget if self.budget is not None else self.limit * calls
+
+
+#: The defaults (Note [Default settings]).
+DEFAULTS = PlanSettings()
+
+
+def candidate_sizes(policy: str, n: int, sizes: Optional[Iterable[int]] = None,
+                    where: str = "") -> List[int]:
+    """Micro-batch sizes a policy may use for mini-batch size ``n``.
+
+    ``sizes`` (an explicit list) overrides the policy; N itself is always a candidate, so the
+    undivided plan stays reachable. An explicit size above ``n`` is an error."""
+    if not isinstance(n, int) or n < 1:
+        raise PlanError(f"batch: mini-batch size must be a positive integer, got {n!r}")
+    if sizes is not None:
+        sizes = list(sizes)
+        bad = [s for s in sizes if not isinstance(s, int) or s < 1]
+        if bad:
+            raise PlanError(f"micro_batch_sizes: sizes must be positive integers, got {bad}")
+        big = sorted(s for s in sizes if s > n)
+        if big:
+            raise PlanError(f"{where + ': ' if where else ''}micro_batch_size {big[0]} is "
+                            f"larger than the mini-batch ({n})")
+        return sorted(set(sizes) | {n})
+    policy = POLICY(policy)
+    if policy == "undivided":
+        return [n]
+    if policy == "all":
+        return list(range(1, n + 1))
+    out, b = [], 1
+    while b < n:
+        out.append(b)
+        b *= 2
+    return out + [n]
