@@ -61,7 +61,7 @@ def plan_net(net, policy, search, limit, cache, records, shard=None, repeats=1):
     from ucudnn.measure import records as rw
     from ucudnn.measure import shipped
     from ucudnn.measure.sources import plan_kernels, shard_kernels
-    from ucudnn.plan.settings import candidate_sizes
+    from ucudnn.plan.settings import PlanSettings, candidate_sizes
     from ucudnn.vocab import OPS
     os.environ[rw.ENV] = str(records)
     if records.exists() and shard is None:
@@ -73,8 +73,8 @@ def plan_net(net, policy, search, limit, cache, records, shard=None, repeats=1):
                                  shard[1])[shard[0]])
         kernels = [(l, op) for l, op in kernels if (l.name, op) in mine]
     t0 = time.perf_counter()
-    planned = plan_kernels(kernels, policy=policy, limit=limit, search=search,
-                           cache_path=str(cache), repeats=repeats)
+    planned = plan_kernels(kernels, PlanSettings(policy=policy, limit=limit, search=search,
+                                                 cache_path=str(cache), repeats=repeats))
     seconds = time.perf_counter() - t0
     predicted = sum(l.groups * l.count * k.plan.time_ms for l, _, k in planned)
     return seconds, bench_totals(records)[0], predicted

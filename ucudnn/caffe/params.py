@@ -20,12 +20,13 @@ from typing import Dict, Mapping, Optional
 
 from ..plan.settings import PlanSettings
 from ..vocab import MATH, OPTIMIZER, POLICY, InputError
+from .proto import PrototxtError
 
 __all__ = ["ParamError", "merged_param", "settings_of", "check_shared_is_net_wide",
            "net_settings", "set_param"]
 
 
-class ParamError(InputError):
+class ParamError(PrototxtError):
     """A ucudnn_param that Caffe's ucudnn layer would refuse; the message names the layer and
     the field."""
 

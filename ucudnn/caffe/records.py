@@ -10,8 +10,8 @@ Note [Plan records]
     Every record has the envelope::
 
         schema    "ucudnn.plan-record"            (records.SCHEMA)
-        version   1                               (records.VERSION; other versions refused)
-        kind      "bench" | "kernel" | "ilp"
+        version   2                               (records.VERSION; other versions refused)
+        kind      "bench" | "kernel" | "net"
         pid       writing process; thread: its native thread id
         time      seconds since the epoch (float) when the record was written
 
@@ -20,14 +20,14 @@ Note [Plan records]
     described by::
 
         device      CUDA device index the kernel was created on (null where unknown)
-        layer, op   Caffe's layer name; "fwd" | "bwd_data" | "bwd_filter"
+        layer, op   the layer's name; "fwd" | "bwd_data" | "bwd_filter"
         instances   runs of the kernel per pass, each on its own workspace (Caffe's group
                     count; 1 for ungrouped layers)
         batch       the mini-batch the plan covers
         shape       the ConvShape's fields (c, h, w, k, r, s, pad_*, stride_*, dil_*, groups,
                     x_strides, y_strides); per group where Caffe runs groups separately
         dtype, math "float32"..., "default" | "tensor_op" | ... | "fma"
-        policy, optimizer, limit_bytes, micro_batch_sizes   the kernel's ucudnn_param
+        policy, optimizer, limit_bytes, micro_batch_sizes   the kernel's settings
 
     ``kind: "bench"`` -- one per benchmark of a kernel (before its first plan)::
 
@@ -43,32 +43,38 @@ Note [Plan records]
     ``kind: "kernel"`` -- one per plan a kernel is given; the last of a kernel is the plan it
     runs::
 
-        stage           "dp": the DP's plan within limit_bytes; "ilp_initial": the
-                        smallest-workspace plan a kernel prepared for the ILP runs until the
-                        net is planned; "ilp": the ILP's choice; "replan": planned again
-                        (a failed workspace allocation, a reshape within the ILP's share)
-        plan_limit_bytes  the limit this plan was made within
+        stage           the optimizer that made the plan: "dp" (within plan_limit_bytes),
+                        "ilp" (the net's ILP), "shared" (a pass of the shared arena); or
+                        "replan" (one kernel planned again within a new limit)
+        plan_limit_bytes  the workspace per call the plan was made within
         plan            runs of equal micro-batches: [{batch, count, algo, algo_name (cuDNN's
                         name, vocab.algo_name), math (cudnnMathType_t), time_ms and ws_bytes
                         of ONE micro-batch}]
         plan_text       Plan.describe(), as the C API and Caffe's log line print it
         predicted_ms    the plan's time for the mini-batch, one instance
         ws_bytes        workspace of one instance as cuDNN resolved it
-        undivided       the undivided baseline within the same limit: {predicted_ms, ws_bytes,
-                        plan} or null when no algorithm fits
-        plan_s          seconds spent planning (stages dp, ilp_initial, replan)
-        sizes, sizes_benchmarked, sizes_cached, bench_s, desirable   (dp, ilp_initial: the
-                        benchmark that preceded the plan; desirable: size of the desirable set)
-        budget_bytes    (stage ilp) the net's budget
+        undivided       the undivided baseline within the kernel's limit (DP) or the budget
+                        per call (ILP, shared): {predicted_ms, ws_bytes, plan}, or null when no
+                        algorithm fits
+        slot            where the host puts its workspace: {arena, offset, stride, bytes}
+                        (Note [One network planner] in ucudnn/plan/network.py); absent for a
+                        kernel planned alone
+        plan_s          seconds spent planning (the net's, for a net's kernels)
+        optimizer, and the kernel's benchmark fields: sizes, sizes_benchmarked,
+                        sizes_cached, bench_s, search, search_rounds, benchmark_seconds
 
-    ``kind: "ilp"`` -- one per ILP solve, written before its kernels' ``ilp`` records::
+    ``kind: "net"`` -- one per net planned (ucudnn_net_plan), after its kernels' records::
 
-        budget_bytes, kernels, instances   the budget and what shares it
-        predicted_ms, ws_bytes             totals over all instances
-        undivided_ms                       undivided at budget/instances per instance (null:
-                                           some kernel has no algorithm within that)
-        undivided_limit_bytes, solve_s     and the solver's seconds
-        members         [{kernel_id, layer, op, instances, ws_bytes}]
+        net             the host's name of the net
+        kernels, calls  its kernels, and their group calls per pass
+        predicted_ms    all of them; undivided_ms: their undivided baselines (null: some
+                        kernel has none)
+        workspace_bytes the net's own workspace; arena_bytes: the shared arena's (null:
+                        none)
+        budget_bytes    the ILP's or shared arena's budget (null: DP only); solve_s: the
+                        ILP's solve (null: none); plan_s; cap_bytes (the cap after a failed
+                        allocation, else null)
+        members         [{kernel_id, layer, op, instances, optimizer, ws_bytes}]
 
     Times are null rather than NaN (JSON has none). Readers must ignore fields they do not
     know; a new field keeps the version, a changed meaning raises it.
@@ -123,7 +129,8 @@ def parse_records(text: str, source: str = "records") -> List[dict]:
 _KERNEL = ("pid", "kernel_id", "layer", "op", "instances", "batch")
 _REQUIRED = {"bench": _KERNEL + ("sizes_benchmarked", "sizes_cached", "bench_s"),
              "kernel": _KERNEL + ("stage", "plan", "plan_text", "predicted_ms", "ws_bytes"),
-             "ilp": ("pid", "budget_bytes", "solve_s", "members")}
+             "net": ("pid", "workspace_bytes", "arena_bytes", "budget_bytes", "solve_s",
+                     "members")}
 
 
 def read_records(path: Union[str, Path]) -> List[dict]:
@@ -166,16 +173,18 @@ class KernelPlan:
                    undivided_ms=und.get("predicted_ms"), bench_s=rec.get("bench_s"),
                    plan_s=rec.get("plan_s"), sizes=rec.get("sizes"),
                    sizes_benchmarked=rec.get("sizes_benchmarked"),
-                   sizes_cached=rec.get("sizes_cached"), optimizer=rec.get("optimizer"))
+                   sizes_cached=rec.get("sizes_cached"),
+                   optimizer=rec.get("optimizer") or rec["stage"])
 
 
 @dataclass
 class PlanSummary:
-    """What the records of one net say: per ``layer/op`` the plan it ran, and the totals."""
+    """What the records of one net say: per ``layer/op`` the plan it ran, and the totals of
+    the last net planned (its own workspace plus the shared arena)."""
     kernels: Dict[str, KernelPlan] = field(default_factory=dict)
-    ilp_solve_s: Optional[float] = None       # summed over solves
-    ilp_budget_bytes: Optional[int] = None    # the last solve's
-    ilp_ws_bytes: Optional[int] = None
+    ilp_solve_s: Optional[float] = None       # summed over the nets planned
+    ilp_budget_bytes: Optional[int] = None    # the last net's budget (ILP or shared)
+    held_bytes: Optional[int] = None          # the last net's workspace and arena
     replans: int = 0
 
     @property
@@ -184,7 +193,7 @@ class PlanSummary:
 
     @property
     def plan_s(self) -> float:
-        return sum(k.plan_s or 0.0 for k in self.kernels.values())
+        return max((k.plan_s or 0.0 for k in self.kernels.values()), default=0.0)
 
     def predicted_conv_ms(self) -> Optional[float]:
         """Predicted time of one pass's convolutions (every instance)."""
@@ -193,21 +202,13 @@ class PlanSummary:
         return sum((k.predicted_ms or 0.0) * k.instances for k in self.kernels.values())
 
     def workspace_bytes(self) -> Optional[int]:  # None: no kernel (stock Caffe)
-        """Workspace the net holds: each DP/ILP kernel's own (every instance), plus the shared
-        arena -- the largest set of kernels that run at once in one layer (Note [Shared arena]
-        in ucudnn/plan/network.py; slots rounded up to 256 B as Caffe carves them)."""
-        from ..plan.network import PHASES
+        """Workspace the net holds: what its ``net`` record says (its own workspace and the
+        shared arena), else the sum of its kernels' (kernels planned alone)."""
         if not self.kernels:
             return None
-        own = sum(k.ws_bytes * k.instances for k in self.kernels.values()
-                  if k.optimizer != "shared")
-        phases: Dict[tuple, int] = {}
-        for k in self.kernels.values():
-            if k.optimizer == "shared":
-                phase = next(i for i, p in enumerate(PHASES) if k.op in p)
-                slot = -(-k.ws_bytes // 256) * 256
-                phases[k.layer, phase] = phases.get((k.layer, phase), 0) + slot * k.instances
-        return own + max(phases.values(), default=0)
+        if self.held_bytes is not None:
+            return self.held_bytes
+        return sum(k.ws_bytes * k.instances for k in self.kernels.values())
 
 
 def kernel_plans(records: Iterable[dict]) -> List[KernelPlan]:
@@ -217,31 +218,27 @@ def kernel_plans(records: Iterable[dict]) -> List[KernelPlan]:
 
 
 def summarize(records: Iterable[dict]) -> PlanSummary:
-    """Per ``layer/op``: the last plan, the benchmark and planning times of its first plan
-    (the benchmark it was planned from) and how often it was planned again; the ILP's solve
-    time summed, its budget and workspace the last solve's. Meant for one net in one process
-    (``caffe time``): kernels of several nets with the same layer names overwrite each other;
-    use :func:`kernel_plans` there."""
+    """Per ``layer/op``: the last plan, with its benchmark and planning times, and how often
+    it was planned again; the net's totals from its last ``net`` record (solve times summed).
+    Meant for one net in one process (``caffe time``): kernels of several nets with the same
+    layer names overwrite each other; use :func:`kernel_plans` there."""
     s = PlanSummary()
-    first: Dict[str, KernelPlan] = {}
     for r in records:
-        if r["kind"] == "ilp":
-            s.ilp_solve_s = (s.ilp_solve_s or 0.0) + float(r["solve_s"])
-            s.ilp_budget_bytes = int(r["budget_bytes"])
-            s.ilp_ws_bytes = r.get("ws_bytes")
+        if r["kind"] == "net":
+            if r["solve_s"] is not None:
+                s.ilp_solve_s = (s.ilp_solve_s or 0.0) + float(r["solve_s"])
+            s.ilp_budget_bytes = r["budget_bytes"]
+            s.held_bytes = int(r["workspace_bytes"]) + int(r["arena_bytes"] or 0)
         elif r["kind"] == "kernel":
             key = f"{r['layer']}/{r['op']}"
             k = KernelPlan.from_record(r)
-            if r["stage"] in ("dp", "ilp_initial"):
-                first[key] = k
-            elif r["stage"] == "replan":
-                s.replans += 1
             prior = s.kernels.get(key)
+            if r["stage"] == "replan":
+                s.replans += 1
+                if prior is not None:       # a replan keeps the benchmark it was planned from
+                    k.bench_s, k.sizes = prior.bench_s, prior.sizes
+                    k.sizes_benchmarked, k.sizes_cached = (prior.sizes_benchmarked,
+                                                           prior.sizes_cached)
             k.replans = (prior.replans if prior else 0) + (r["stage"] == "replan")
             s.kernels[key] = k
-    for key, k in s.kernels.items():
-        f = first.get(key)
-        if f is not None and k is not f:
-            k.bench_s, k.plan_s, k.sizes = f.bench_s, f.plan_s, f.sizes
-            k.sizes_benchmarked, k.sizes_cached = f.sizes_benchmarked, f.sizes_cached
     return s

@@ -73,7 +73,8 @@ def _join_negative_values(argv: List[str]) -> List[str]:
 #: library field names -> the options that set them
 _FIELDS = {"workspace_budget": "--budget", "workspace_limit": "--limit", "policy": "--policy",
            "optimizer": "--optimizer", "micro_batch_sizes": "--sizes", "batch": "--batch",
-           "phase": "--phase"}
+           "phase": "--phase", "limit": "--limit", "budget": "--budget", "sizes": "--sizes",
+           "math": "--math", "dtype": "--dtype", "repeats": "--repeats"}
 
 
 def _message(e: BaseException) -> str:

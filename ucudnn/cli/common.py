@@ -188,6 +188,9 @@ def add_layer_source(p: argparse.ArgumentParser, default_net: bool) -> None:
                    "Convolution layer of --phase")
     p.add_argument("--phase", default="TRAIN", choices=("TRAIN", "TEST"),
                    help="phase of --prototxt")
+    p.add_argument("--input-shape", metavar="BLOB=N,C,H,W", action="append",
+                   help="the shape of a blob of --prototxt that the file does not settle (a "
+                   "data layer reading files, a Python layer); repeatable")
     p.add_argument("--batch", type=int, metavar="N",
                    help="replace the mini-batch size (default: the network's)")
 
@@ -203,10 +206,18 @@ def load_layers(args, default_net: Optional[str]):
     ucudnn_param)."""
     from ..plan.layers import read_layers
     batch = positive(args.batch, "--batch")
+    given = {}
+    for text in args.input_shape or ():
+        from ..caffe.shapes import parse_input_shape
+        blob, shape = parse_input_shape(text)
+        given[blob] = shape
+    if given and not args.prototxt:
+        raise CliError("--input-shape: only with --prototxt")
     if args.prototxt:
         from ..caffe.prototxt import load_prototxt
         text_file(args.prototxt, "--prototxt")
-        args.prototxt_net = load_prototxt(args.prototxt, phase=args.phase, batch=batch)
+        args.prototxt_net = load_prototxt(args.prototxt, phase=args.phase, batch=batch,
+                                          given=given)
         return list(args.prototxt_net.layers), args.prototxt, None
     if args.layers:
         text_file(args.layers, "--layers")

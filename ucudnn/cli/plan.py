@@ -1,8 +1,10 @@
 """``ucudnn plan``: plan micro-batches for a network (DP per kernel or the network ILP).
 
-Settings come from the command line, else from the ``--prototxt`` file's ``ucudnn_param``
-(a layer's fields over the net-wide ones, as Caffe merges them), else the defaults below.
-Benchmark data: :func:`ucudnn.measure.sources.gather`.
+Settings come from the command line (Note [Settings options] in :mod:`ucudnn.cli.options`),
+else from the ``--prototxt`` file's ``ucudnn_param`` (a layer's fields over the net-wide ones,
+as Caffe merges them), else the defaults (Note [Default settings] in
+:mod:`ucudnn.plan.settings`). Benchmark data: :func:`ucudnn.measure.sources.gather_net`; the
+plan: :func:`ucudnn.plan.network.plan_network`, as Caffe's net is planned.
 
 Note [plan --json]
     A JSON object with the keys
@@ -19,8 +21,8 @@ Note [plan --json]
     ``undivided_plan``, ``undivided_time_ms``, ``undivided_ws_bytes``, ``speedup``} (times and
     workspaces of one call);
     ``totals`` {``kernels``, ``undivided_time_ms``, ``time_ms``, ``speedup``, ``ws_bytes``,
-    ``undivided_ws_bytes``, ``held_bytes`` (what the network holds: the shared arena, else
-    ``ws_bytes``)}; ``solver`` {``name`` (dp | cbc | enumerate), ``seconds``, ``status``,
+    ``undivided_ws_bytes``, ``held_bytes`` (what the network holds: its own workspace and the
+    shared arena's), ``workspace_bytes``, ``arena_bytes``}; ``solver`` {``name`` (dp | cbc | enumerate), ``seconds``, ``status``,
     ``variables``}; ``ilp`` (null for dp) {``budget_bytes``, ``baseline_limit_bytes``,
     ``expected_speedup`` (vs. undivided at the same total memory), ``arena_bytes`` (shared,
     else null)}; ``notes`` (list of text).
@@ -35,46 +37,31 @@ import json
 import time
 from typing import Dict, List, Optional, Tuple
 
-from ..vocab import DTYPES, MATH_MODES, OPTIMIZERS, POLICIES, algo_name, format_size
+from ..plan.settings import DEFAULTS
+from ..vocab import DTYPE, algo_name, format_size
 from . import common as c
+from . import options
 
 HELP = ("plan micro-batches for a network (DP per kernel, ILP over the network, or one shared "
         "arena)")
 #: Optimizers that take one budget for the whole network.
 NETWIDE = ("ilp", "shared")
-DEFAULTS = {"policy": "powerOfTwo", "limit": "64MiB", "optimizer": "dp", "math": "default"}
 
 
 def add_parser(sub) -> None:
     s = sub.add_parser("plan", help=HELP, description=HELP + ". Times are predicted from "
                        "benchmarks: a plan's time is the sum of its micro-batches' benchmarked "
                        "times. Options not given come from the --prototxt file's ucudnn_param, "
-                       "else the defaults shown.")
+                       "else the defaults, which are Caffe's (8 MiB per cuDNN call).")
     c.add_layer_source(s, default_net=True)
     s.add_argument("--table", metavar="CSV", action="append",
                    help="benchmark table(s) to plan from, layers by name (repeatable; "
                    "default: the cache, this GPU or the shipped data)")
     s.add_argument("--cache", metavar="PATH", help="benchmark cache to plan from / fill "
                    "(default: $UCUDNN_CACHE or ~/.cache/ucudnn/bench.sqlite)")
-    g = s.add_mutually_exclusive_group()
-    g.add_argument("--policy", help=f"micro-batch policy: {', '.join(POLICIES)} "
-                   f"(default: {DEFAULTS['policy']})")
-    g.add_argument("--sizes", metavar="LIST", help="explicit micro-batch sizes, e.g. 1,2,4,256 "
-                   "(default: those of --policy)")
-    s.add_argument("--limit", metavar="SIZE", help="workspace per kernel; 64M = 64MiB, sizes "
-                   f"are powers of 1024 (default: {DEFAULTS['limit']}; ILP: budget = limit x "
-                   "kernels)")
-    s.add_argument("--budget", metavar="SIZE", help="total workspace for the ILP or the shared "
-                   "arena (implies --optimizer ilp unless shared is asked; default: limit x "
-                   "kernels)")
-    s.add_argument("--optimizer", choices=OPTIMIZERS, help="dp: each kernel within --limit; "
-                   "ilp: all kernels divide --budget; shared: every layer reuses one arena of "
-                   "--budget, divided among the kernels that run at the same time (default: dp, "
-                   "ilp with --budget)")
-    s.add_argument("--math", help=f"math mode of the benchmarks: {', '.join(MATH_MODES)} "
-                   f"(default: {DEFAULTS['math']})")
+    options.add_settings_options(s)
     s.add_argument("--dtype", default="float32", help="data type of the benchmarks: "
-                   + ", ".join(DTYPES))
+                   "float32, float64, float16, bfloat16")
     s.add_argument("--gpu", help="GPU name of the benchmarks, e.g. 'NVIDIA H200' (default: "
                    "the visible GPU, else any in the cache or the shipped data)")
     s.add_argument("--cudnn-version", type=int, metavar="V", help="cuDNN version of the "
@@ -86,182 +73,65 @@ def add_parser(sub) -> None:
     s.set_defaults(func=run)
 
 
-# ---------------------------------------------------------------------------------------------
-# settings: command line, then the prototxt's ucudnn_param, then the defaults
-# ---------------------------------------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class Settings:
-    policy: str
-    sizes: Optional[Tuple[int, ...]]
-    limit: int
-    math: str
-    exclude_winograd: bool = False
-
-
-def _settings(args, layers) -> Tuple[Dict[str, Settings], str, Optional[int], List[str]]:
-    """({layer: Settings}, optimizer, budget, notes): the command line, else the layer's
-    ucudnn_param in the --prototxt file (merged over the net's as Caffe does), else DEFAULTS."""
+def _settings(args, layers, given) -> Tuple[Dict[str, object], List[str]]:
+    """({layer: PlanSettings}, notes): the prototxt's ucudnn_param of each layer (else the
+    defaults) with the command line's fields over it."""
+    dtype = options._choice(DTYPE, args.dtype, "--dtype")
     pnet = getattr(args, "prototxt_net", None)
-    net_s = pnet.net_ucudnn if pnet is not None else None
-    file_s = {name: s for name, s in (pnet.ucudnn.items() if pnet is not None else ())
-              if s is not None}
-    policy = c.policy(args.policy) if args.policy else None
-    sizes = tuple(c.sizes(args.sizes)) if args.sizes else None
-    limit = c.size(args.limit, "--limit", echo=False)       # echoed in the header
-    math_mode = c.math(args.math) if args.math else None
-    budget = c.size(args.budget, "--budget", echo=False)
-    default_limit = c.size(DEFAULTS["limit"], "--limit", echo=False)
-    out = {}
-    for l in layers:
-        s = file_s.get(l.name)
-        out[l.name] = Settings(
-            policy=policy or (s.policy if s else DEFAULTS["policy"]),
-            sizes=sizes if sizes else (None if policy or not s or not s.micro_batch_sizes
-                                       else tuple(sorted(s.micro_batch_sizes))),
-            limit=limit if limit is not None else (s.workspace_limit if s else default_limit),
-            math=math_mode or (s.math if s else DEFAULTS["math"]),
-            exclude_winograd=bool(s and s.exclude_winograd))
-    optimizer = args.optimizer
-    if optimizer is None and file_s:
-        asked = {s.optimizer for s in file_s.values()}
-        if len(asked) > 1:
-            raise c.CliError(f"--prototxt: {args.prototxt}: its layers ask for optimizers "
-                             f"{' and '.join(sorted(asked))}; pass --optimizer")
-        optimizer = asked.pop()
-    if budget is None and optimizer in NETWIDE:
-        totals = {s.total_workspace for s in ([net_s] if net_s else []) + list(file_s.values())
-                  if s.total_workspace > 0}
-        if len(totals) > 1:
-            raise c.CliError(f"--prototxt: {args.prototxt}: its layers set different "
-                             f"total_workspace values {sorted(totals)}; pass --budget")
-        budget = totals.pop() if totals else None
-    optimizer = optimizer or ("ilp" if budget is not None else DEFAULTS["optimizer"])
-    if optimizer == "dp" and budget is not None:
-        raise c.CliError("--budget: only the ilp and shared optimizers take a total budget "
-                         "(use --optimizer ilp or shared, or --limit for dp)")
+    from_file = {name: s for name, s in (pnet.ucudnn.items() if pnet is not None else ())
+                 if s is not None}
+    out = {l.name: options.apply(from_file.get(l.name), dict(given, dtype=dtype))
+           for l in layers}
     notes = []
-    if file_s:
-        taken = [what for what, given in (("policy", policy or sizes), ("limit", limit),
-                                          ("math", math_mode), ("optimizer", args.optimizer))
-                 if given is None]
-        notes.append(f"{args.prototxt}: ucudnn_param of {len(file_s)} of {len(layers)} "
+    if from_file:
+        taken = [f for f in ("policy", "limit", "budget", "optimizer", "math") if f not in given
+                 and not (f == "policy" and "sizes" in given)]
+        notes.append(f"{args.prototxt}: ucudnn_param of {len(from_file)} of {len(layers)} "
                      f"convolution layers used for {', '.join(taken) or 'nothing'} (the command "
                      "line overrides it); layers without one planned with the defaults")
-    return out, optimizer, budget, notes
+    return out, notes
 
 
-# ---------------------------------------------------------------------------------------------
-# planning
-# ---------------------------------------------------------------------------------------------
-
-def _calls(layers) -> int:
-    """cuDNN calls per pass: every op of every identical layer, once per group."""
-    return sum(l.count * l.groups * len(l.ops) for l in layers)
-
-
-def _check_budget(layers, benches, policy, sizes, strict, budget, limit) -> None:
-    """Name the budget when it is below the least total workspace of any plan.
-
-    plan_network computes the undivided baseline at budget / kernels first, whose error
-    ("no plan within ...") would hide the cause.
-    """
-    from ..plan.dp import PlanError, desirable_set, undivided_plan
-    n_kernels = _calls(layers)
-    if budget is None:
-        budget, field = limit * n_kernels, "--limit"
-    else:
-        field = "--budget"
-    need = sum(l.count * l.groups * desirable_set(benches[l.name, op], l.n, policy, sizes, strict=strict,
-                                       name=f"layer {l.name!r} op {op}")[0].ws_bytes
-               for l in layers for op in l.ops if (l.name, op) in benches)
-    what = (f"{format_size(budget)} ({budget} B)" if field == "--budget" else
-            f"{format_size(limit)} x {n_kernels} kernel calls = {format_size(budget)}")
-    if budget < need:
-        raise c.CliError(f"{field}: {what} is below the smallest total workspace of any plan, "
-                         f"{format_size(need)} ({need} B)")
-    per = budget // n_kernels
-    for l in layers:
-        for op in l.ops:
-            try:
-                undivided_plan(benches[l.name, op], l.n, per)
-            except (PlanError, KeyError):
-                raise c.CliError(f"{field}: {what} leaves {format_size(per)} per kernel, where "
-                                 f"the undivided baseline of layer {l.name!r} op {op} has no "
-                                 "algorithm; the speedup cannot be stated (raise the budget)"
-                                 ) from None
-
-
-def _plan(args, layers, settings, optimizer, budget):
-    """(NetworkPlan, source, notes, solve seconds): one gather and plan per group of layers
-    with equal settings (one group unless the prototxt sets them per layer)."""
-    from ..measure.cache import DEFAULT_WORKSPACE_CAP
-    from ..measure.sources import gather
-    from ..plan.dp import WINOGRAD_ALGOS, PlanError, without_algorithms
-    from ..plan.network import NetworkPlan, plan_network
+def run(args) -> int:
+    from ..measure.sources import gather_net
+    from ..plan.network import plan_network
     from ..plan.table import TableError
-    groups: Dict[Settings, list] = {}
-    for l in layers:
-        groups.setdefault(settings[l.name], []).append(l)
-    if optimizer in NETWIDE and len({(s.policy, s.sizes, s.math) for s in groups}) > 1:
-        raise c.CliError(f"--prototxt: {args.prototxt}: its layers set different policies, "
-                         f"sizes or math modes, which one {optimizer} budget cannot plan; pass "
-                         "--policy/--sizes/--math to plan them alike, or --optimizer dp")
-    if optimizer in NETWIDE:
-        one = next(iter(groups))
-        groups = {one: list(layers)}
-    plans, sources, notes, solve_s = [], [], [], 0.0
-    for s, group in groups.items():
-        # measurements must have been offered the workspace a plan may use
-        need = budget if optimizer in NETWIDE and budget is not None else s.limit * (
-            _calls(group) if optimizer in NETWIDE else 1)
-        try:
-            got = gather(group, policy=s.policy, sizes=s.sizes, tables=args.table,
-                         cache_path=args.cache, gpu=args.gpu, cudnn_version=args.cudnn_version,
-                         math=s.math, dtype=args.dtype,
-                         workspace_cap=min(need, DEFAULT_WORKSPACE_CAP), strict=args.strict,
+    given = options.settings_given(args)
+    if args.table:
+        for path in args.table:
+            c.text_file(path, "--table")
+    layers, label, _ = c.load_layers(args, "alexnet")
+    options.check_sizes(given, [l.n for l in layers])
+    settings, notes = _settings(args, layers, given)
+    try:
+        got = gather_net(layers, settings, tables=args.table, cache_path=args.cache,
+                         gpu=args.gpu, cudnn_version=args.cudnn_version, strict=args.strict,
                          progress=c.say)
-        except TableError as e:
-            raise c.CliError(f"--table: {e}") from None
-        if s.exclude_winograd:
-            got.benches = {(name, op): without_algorithms(b, WINOGRAD_ALGOS[op])
-                           for (name, op), b in got.benches.items()}
-        sources.append(got.source)
-        notes += [n for n in got.notes if n not in notes]
-        t0 = time.perf_counter()
-        try:
-            plans.append(plan_network(group, got.benches, policy=s.policy, limit=s.limit,
-                                      budget=budget, optimizer=optimizer,
-                                      sizes=list(s.sizes) if s.sizes else None,
-                                      strict=args.strict))
-        except PlanError:
-            if optimizer == "ilp":
-                _check_budget(group, got.benches, s.policy, s.sizes, args.strict, budget,
-                              s.limit)
-            raise
-        solve_s += time.perf_counter() - t0
-    if len(plans) == 1:
-        return plans[0], sources[0], notes, solve_s
-    order = {l.name: i for i, l in enumerate(layers)}
-    kernels = sorted((k for p in plans for k in p.kernels), key=lambda k: order[k.layer])
-    policies = sorted({p.policy for p in plans})
-    merged = NetworkPlan(kernels, policies[0] if len(policies) == 1 else "per layer",
-                         optimizer, None, None, None, None,
-                         [n for p in plans for n in p.notes])
-    kinds = sorted({s.kind for s in sources})
-    src = dataclasses.replace(sources[0], kind=kinds[0] if len(kinds) == 1 else "mixed",
-                              detail="; ".join(dict.fromkeys(s.detail for s in sources)))
-    notes.append("settings differ by layer (ucudnn_param of the prototxt): "
-                 f"{len(groups)} groups planned separately")
-    return merged, src, notes, solve_s
+    except TableError as e:
+        raise c.CliError(f"--table: {e}") from None
+    t0 = time.perf_counter()
+    plan = plan_network(layers, got.benches, settings, strict=args.strict)
+    solve_s = time.perf_counter() - t0
+    notes += got.notes
+    for n in notes + plan.notes:
+        c.note(n)
+    plan.notes[:0] = notes
+    sizes = sorted({s.sizes for s in settings.values()} - {None})
+    doc = _plan_json(plan, label, got.source, layers, solve_s,
+                     list(sizes[0]) if len(sizes) == 1 else None)
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        _print(doc, plan)
+    return 0
 
 
 # ---------------------------------------------------------------------------------------------
 # output
 # ---------------------------------------------------------------------------------------------
 
-def _speedup(base: float, t: float) -> Optional[float]:
-    return base / t if t > 0 else None
+def _speedup(base: Optional[float], t: float) -> Optional[float]:
+    return base / t if base is not None and t > 0 else None
 
 
 def _legend(plan) -> str:
@@ -282,21 +152,25 @@ def _legend(plan) -> str:
             "within the same workspace")
 
 
-def _plan_json(plan, args, label, source, layers, solve_s, sizes) -> dict:
+def _plan_json(plan, label, source, layers, solve_s, sizes) -> dict:
     kernels = []
     for k in plan.kernels:
         chunks = [dict(dataclasses.asdict(ch), algo_name=algo_name(k.op, ch.algo))
                   for ch in k.plan.chunks]
+        b = k.baseline
         kernels.append({
             "kernel": k.name, "layer": k.layer, "op": k.op, "instance": k.instance,
-            "groups": getattr(k, "groups", 1),
+            "groups": k.groups, "optimizer": k.optimizer,
             "plan": k.plan.describe(), "micro_batches": k.plan.micro_batches,
             "chunks": chunks, "time_ms": k.plan.time_ms, "ws_bytes": k.plan.ws_bytes,
-            "undivided_plan": k.baseline.describe(), "undivided_time_ms": k.baseline.time_ms,
-            "undivided_ws_bytes": k.baseline.ws_bytes,
-            "speedup": _speedup(k.baseline.time_ms, k.plan.time_ms),
+            "undivided_plan": b.describe() if b else None,
+            "undivided_time_ms": b.time_ms if b else None,
+            "undivided_ws_bytes": b.ws_bytes if b else None,
+            "speedup": _speedup(b.time_ms if b else None, k.plan.time_ms),
+            "slot": dataclasses.asdict(k.slot) if k.slot else None,
         })
     batches = sorted({l.n for l in layers})
+    netwide = plan.optimizer in NETWIDE
     return {
         "ucudnn_version": c.version(), "network": label, "source": source.as_dict(),
         "batch": batches[0] if len(batches) == 1 else batches,
@@ -305,20 +179,20 @@ def _plan_json(plan, args, label, source, layers, solve_s, sizes) -> dict:
         "baseline_limit_bytes": plan.baseline_limit,
         "kernels": kernels,
         "totals": {"kernels": len(plan.kernels), "undivided_time_ms": plan.baseline_time_ms,
-                   "time_ms": plan.time_ms,
-                   "speedup": _speedup(plan.baseline_time_ms, plan.time_ms),
+                   "time_ms": plan.time_ms, "speedup": plan.speedup,
                    "ws_bytes": plan.ws_bytes, "held_bytes": plan.held_bytes,
-                   "undivided_ws_bytes": sum(getattr(k, "groups", 1) * k.baseline.ws_bytes
-                                             for k in plan.kernels)},
+                   "workspace_bytes": plan.workspace_bytes, "arena_bytes": plan.arena_bytes,
+                   "undivided_ws_bytes": (None if plan.baseline_time_ms is None else
+                                          sum(k.groups * k.baseline.ws_bytes
+                                              for k in plan.kernels))},
         "solver": ({"name": "cbc" if plan.ilp.n_variables else "enumerate",
                     "seconds": plan.ilp.solve_seconds, "status": plan.ilp.status,
                     "variables": plan.ilp.n_variables} if plan.ilp is not None else
                    {"name": "enumerate" if plan.optimizer == "shared" else "dp",
                     "seconds": solve_s, "status": "Optimal", "variables": None}),
         "ilp": ({"budget_bytes": plan.budget, "baseline_limit_bytes": plan.baseline_limit,
-                 "expected_speedup": _speedup(plan.baseline_time_ms, plan.time_ms),
-                 "arena_bytes": plan.arena_bytes}
-                if plan.optimizer in NETWIDE else None),
+                 "expected_speedup": plan.speedup, "arena_bytes": plan.arena_bytes}
+                if netwide else None),
         "notes": list(plan.notes),
     }
 
@@ -338,7 +212,7 @@ def _groups(plan):
     out = []
     for k, inst in groups:
         base = f"{k.layer}/{k.op}"
-        calls = len(inst) * getattr(k, "groups", 1)
+        calls = len(inst) * k.groups
         times = f" x{calls}" if calls > 1 else ""
         if len(inst) == total[k.layer, k.op]:
             label = base + times
@@ -355,9 +229,10 @@ def _bytes(n: Optional[int]) -> str:
 def _print(doc, plan) -> None:
     rows = [("kernel", "micro-batches", "time(ms)", "workspace", "undivided(ms)", "speedup")]
     for label, k in _groups(plan):
-        s = _speedup(k.baseline.time_ms, k.plan.time_ms)
+        base = k.baseline.time_ms if k.baseline else None
+        s = _speedup(base, k.plan.time_ms)
         rows.append((label, k.plan.describe(k.op), f"{k.plan.time_ms:.3f}",
-                     format_size(k.plan.ws_bytes), f"{k.baseline.time_ms:.3f}",
+                     format_size(k.plan.ws_bytes), f"{base:.3f}" if base is not None else "-",
                      f"{s:.2f}x" if s is not None else "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     limit = (f", budget {_bytes(plan.budget)}" if plan.optimizer in NETWIDE else
@@ -376,51 +251,32 @@ def _print(doc, plan) -> None:
           "and identical layers; totals count every call)")
     base_ws = format_size(plan.baseline_limit) if plan.baseline_limit is not None else \
         "the layer's limit"
-    print(f"undivided total: {t['undivided_time_ms']:.3f} ms "
-          f"(fastest single algorithm within {base_ws} per kernel; predicted)")
+    und = t["undivided_time_ms"]
+    print(f"undivided total: {und:.3f} ms" if und is not None else
+          "undivided total: - (no single algorithm fits some kernel)", end="")
+    print(f" (fastest single algorithm within {base_ws} per kernel; predicted)")
     print(f"planned total:   {t['time_ms']:.3f} ms (predicted)")
-    print(f"speedup:         {t['speedup']:.3f}x" if t["speedup"] is not None else "speedup: -")
+    print(f"speedup:         {t['speedup']:.3f}x" if t["speedup"] is not None else
+          "speedup:         -")
     if plan.arena_bytes is not None:
         print(f"shared arena:    {format_size(plan.arena_bytes)} ({plan.arena_bytes} B), reused "
               f"by every layer (kernels' workspace summed: {format_size(t['ws_bytes'])})")
-    else:
-        print(f"total workspace: {format_size(t['ws_bytes'])} ({t['ws_bytes']} B) over "
-              f"{t['kernels']} kernels")
+    if plan.workspace_bytes or plan.arena_bytes is None:
+        print(f"total workspace: {format_size(plan.workspace_bytes)} ({plan.workspace_bytes} B)"
+              f" owned by {sum(1 for k in plan.kernels if k.optimizer != 'shared')} kernels "
+              "(slots 256-byte aligned)")
     sv = doc["solver"]
-    if plan.optimizer == "shared":
+    expected = doc["ilp"]["expected_speedup"] if doc["ilp"] else None
+    if plan.optimizer in NETWIDE:
         print(f"budget:          {format_size(plan.budget)} ({plan.budget} B)")
-        print(f"expected speedup vs undivided at the same total memory "
-              f"({base_ws} per kernel): {doc['ilp']['expected_speedup']:.3f}x")
+        print(f"expected speedup vs undivided at the same total memory ({base_ws} per kernel): "
+              + (f"{expected:.3f}x" if expected is not None else "-"))
+    if plan.optimizer == "shared":
         print(f"optimizer:       shared (each layer's concurrent kernels divide the arena, "
               f"solved exactly), {sv['seconds']:.3f} s")
     elif plan.ilp is not None:
-        print(f"budget:          {format_size(plan.budget)} ({plan.budget} B)")
-        print(f"expected speedup vs undivided at the same total memory "
-              f"({base_ws} per kernel): {doc['ilp']['expected_speedup']:.3f}x")
         print(f"optimizer:       ilp (CBC), status {sv['status']}, {sv['variables']} variables, "
               f"solve {sv['seconds']:.3f} s")
     else:
-        print(f"optimizer:       dp, limit {_bytes(plan.limit)} per kernel, "
+        print(f"optimizer:       {plan.optimizer}, limit {_bytes(plan.limit)} per kernel, "
               f"{sv['seconds']:.3f} s")
-
-
-def run(args) -> int:
-    c.dtype(args.dtype)
-    if args.table:
-        for path in args.table:
-            c.text_file(path, "--table")
-    layers, label, _ = c.load_layers(args, "alexnet")
-    settings, optimizer, budget, notes = _settings(args, layers)
-    plan, source, data_notes, solve_s = _plan(args, layers, settings, optimizer, budget)
-    notes += data_notes
-    for n in notes + plan.notes:
-        c.note(n)
-    plan.notes[:0] = notes
-    sizes = sorted({s.sizes for s in settings.values()} - {None})
-    doc = _plan_json(plan, args, label, source, layers, solve_s,
-                     list(sizes[0]) if len(sizes) == 1 else None)
-    if args.json:
-        print(json.dumps(doc, indent=2))
-    else:
-        _print(doc, plan)
-    return 0

@@ -32,7 +32,8 @@ def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Op
     ``dest``; returns its layers' types by name, in the net's order. ``bn_engine_field``: the Caffe
     binary knows ``batch_norm_param.engine`` (caffe_patch/0004), so the engine is written on
     every BatchNorm layer even where it is BVLC's (Note [BatchNorm engines])."""
-    from ..caffe.proto import read_net, set_ucudnn_param, write_net
+    from ..caffe.params import set_param
+    from ..caffe.proto import read_net, write_net
     net = read_net(pb2, str(source))
     fill_once(net)
     net.ClearField("ucudnn_param")
@@ -45,13 +46,16 @@ def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Op
             layer.batch_norm_param.engine = getattr(pb2.BatchNormParameter, point.bn.upper())
     if point.setting != "caffe":
         if point.setting in ("ilp", "shared"):
-            set_ucudnn_param(net, policy=ilp_policy, optimizer=point.setting, limit=point.limit)
+            set_param(net.ucudnn_param, {"policy": ilp_policy, "optimizer": point.setting,
+                                         "limit": point.limit})
         elif point.setting == "shared_stock":
             if point.limit is None:
                 raise ValueError("shared_stock: no budget (stock Caffe's workspace not measured)")
-            set_ucudnn_param(net, policy=ilp_policy, optimizer="shared", budget=point.limit)
+            set_param(net.ucudnn_param, {"policy": ilp_policy, "optimizer": "shared",
+                                         "budget": point.limit})
         else:
-            set_ucudnn_param(net, policy=point.policy, optimizer="dp", limit=point.limit)
+            set_param(net.ucudnn_param, {"policy": point.policy, "optimizer": "dp",
+                                         "limit": point.limit})
         if cache_path:
             net.ucudnn_param.cache_path = cache_path
     dest.parent.mkdir(parents=True, exist_ok=True)

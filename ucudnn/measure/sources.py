@@ -21,19 +21,19 @@ Note [Where plan gets its benchmark data]
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..plan.conv import ConvShape
-from ..plan.settings import candidate_sizes
-from ..plan.table import OPS, BenchRow, KernelBench, group_by_kernel, read_table
-from ..vocab import InputError
-from .bench import FIND_REPEATS
+from ..plan.settings import FIND_REPEATS, PlanSettings, candidate_sizes
+from ..plan.table import BenchRow, KernelBench, group_by_kernel, read_table
+from ..vocab import OPS, InputError
 
 __all__ = ["SourceError", "Source", "Gathered", "device_status", "format_cudnn", "gather",
-           "benchmark_layers", "core_kernel", "plan_kernels", "shard_kernels", "kernel_cost", "resolve_device",
+           "gather_net", "benchmark_layers", "core_kernel", "plan_kernels", "shard_kernels", "kernel_cost", "resolve_device",
            "import_table", "export_rows", "cache_listing", "shipped_meta"]
 
 Benches = Dict[Tuple[str, str], KernelBench]
@@ -121,21 +121,17 @@ def core_kernel(layer, op: str, dtype: str = "float32", math: str = "default"):
                                   layer.name, layer.groups)
 
 
-def plan_kernels(kernels, *, policy, limit: int, search: Optional[str] = None,
-                 cache_path=None, repeats: int = FIND_REPEATS, math: str = "default",
-                 dtype: str = "float32", workspace_cap: Optional[int] = None,
+def plan_kernels(kernels, settings: PlanSettings, *, workspace_cap: Optional[int] = None,
                  done: Optional[Callable] = None) -> List[Tuple[object, str, object]]:
-    """``[(layer, op, kernel)]``: each ``(layer, op)`` of ``kernels`` created in the core and
-    benchmarked (through the cache at ``cache_path``) and planned within ``limit`` by
-    ``runtime.prepare_kernel`` -- what Caffe's layers run through the C API (DP; ``search``:
-    Note [Pruned search at run time]). ``done(i, layer, op, kernel)`` after each."""
+    """``[(layer, op, kernel)]``: each ``(layer, op)`` of ``kernels`` created in the core,
+    benchmarked through the cache and given the DP's plan within ``settings.limit`` by
+    ``runtime.prepare_kernel`` (``settings.search``: Note [Pruned search at run time]).
+    ``done(i, layer, op, kernel)`` after each."""
     from . import runtime
     out = []
     for i, (l, op) in enumerate(kernels, start=1):
-        kern = core_kernel(l, op, dtype, math)
-        runtime.prepare_kernel(kern, policy=policy, limit=limit, repeats=repeats,
-                               cache_path=cache_path, workspace_cap=workspace_cap,
-                               search=search)
+        kern = core_kernel(l, op, settings.dtype, settings.math)
+        runtime.prepare_kernel(kern, settings, workspace_cap=workspace_cap)
         out.append((l, op, kern))
         if done is not None:
             done(i, l, op, kern)
@@ -156,10 +152,11 @@ def _fill(layers, ops: Sequence[str], sizes_of: Callable, cache, *, math: str, d
             _say(progress, f"[{i}/{len(kernels)}] {l.name} {op}: pruned search looked at "
                  f"{len(kern.bench)} sizes, elapsed {time.perf_counter() - t0:.1f} s")
         # the sizes the pruned search measured go into the cache; its benches are those
+        settings = PlanSettings(policy="all", limit=search_limit, search="pruned",
+                                cache_path=str(cache.path), repeats=repeats, math=math,
+                                dtype=dtype)
         return {(l.name, op): dict(k.bench) for l, op, k in plan_kernels(
-            kernels, policy="all", limit=search_limit, search="pruned",
-            cache_path=str(cache.path), repeats=repeats, math=math, dtype=dtype,
-            workspace_cap=workspace_cap, done=said)}
+            kernels, settings, workspace_cap=workspace_cap, done=said)}
     bench = _bench()
     benches: Benches = {}
     for i, (l, op) in enumerate(kernels, start=1):
@@ -418,6 +415,50 @@ def gather(layers, *, policy: str = "powerOfTwo", sizes: Optional[Sequence[int]]
         "To plan them, measure them on a GPU with what you ask for ('ucudnn bench ... --csv "
         "OUT' there), then pass --table OUT here, or 'ucudnn cache import OUT' with the same "
         "layers and plan with --cache (the cache matches layers by shape, not name)")
+
+
+def gather_net(layers, settings, *, tables: Optional[Sequence] = None, cache_path=None,
+               gpu: Optional[str] = None, cudnn_version: Optional[int] = None,
+               benchmark: bool = True, strict: bool = False,
+               progress: Progress = None) -> Gathered:
+    """:func:`gather` for a net whose layers have their own settings (``{layer name:
+    PlanSettings}``): one gather per group of layers measured alike (sizes, math, dtype,
+    repeats), each with the workspace its plans may use offered, and the Winograd algorithms
+    left out where a layer's settings ask."""
+    from ..plan.dp import WINOGRAD_ALGOS, without_algorithms
+    from .cache import DEFAULT_WORKSPACE_CAP
+    netwide_calls = sum(l.calls for l in layers if settings[l.name].netwide)
+
+    def need(l):
+        s = settings[l.name]
+        return s.limit if not s.netwide else s.budget_for(netwide_calls)
+    groups: Dict[tuple, list] = {}
+    for l in layers:
+        s = settings[l.name]
+        groups.setdefault((s.policy, s.sizes, s.math, s.dtype, s.repeats), []).append(l)
+    benches: Benches = {}
+    sources, notes = [], []
+    for (policy, sizes, math, dtype, repeats), group in groups.items():
+        got = gather(group, policy=policy, sizes=sizes, tables=tables, cache_path=cache_path,
+                     gpu=gpu, cudnn_version=cudnn_version, math=math, dtype=dtype,
+                     workspace_cap=min(max(need(l) for l in group), DEFAULT_WORKSPACE_CAP),
+                     repeats=repeats, benchmark=benchmark, strict=strict, progress=progress)
+        for l in group:
+            for op in l.ops:
+                b = got.benches[l.name, op]
+                if settings[l.name].exclude_winograd:
+                    b = without_algorithms(b, WINOGRAD_ALGOS[op])
+                benches[l.name, op] = b
+        sources.append(got.source)
+        notes += [n for n in got.notes if n not in notes]
+    if len(sources) == 1:
+        return Gathered(benches, sources[0], notes)
+    kinds = sorted({src.kind for src in sources})
+    src = dataclasses.replace(sources[0], kind=kinds[0] if len(kinds) == 1 else "mixed",
+                              detail="; ".join(dict.fromkeys(x.detail for x in sources)))
+    notes.append(f"layers measured differently (their ucudnn_param): {len(groups)} groups "
+                 "gathered separately")
+    return Gathered(benches, src, notes)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,19 +1,17 @@
 """Benchmarks of many kernels spread over the GPUs of a node, in one process.
 
 Note [Benchmarks over several GPUs in one process]
-    Caffe plans its convolution layers one after another while its net is set up, each
-    measuring on the net's GPU. With ``$UCUDNN_BENCH_DEVICES`` (e.g. ``0,1``), the root
-    solver's ``Net::Init`` (caffe_patch/0002) first hands the rest of the net to
-    :func:`ucudnn.caffe.prefetch.prefetch_net`, which lists every kernel those layers will
-    plan, with the arguments they will pass to :func:`ucudnn.measure.runtime.prepare_kernel`,
-    and :func:`measure_on_devices` measures them here: one thread per GPU
+    A net planned through the C API (:func:`ucudnn.measure.runtime.plan_net`, which Caffe's
+    net calls once) measures its kernels on the net's GPU. With ``$UCUDNN_BENCH_DEVICES``
+    (e.g. ``0,1``) :func:`measure_on_devices` first measures them over those GPUs, with the
+    settings each kernel will be planned with: one thread per GPU
     (``_core.set_device``; the core keeps cuDNN handles per thread and device and one
     benchmark lock per device, and its cudnnFind calls run without the GIL, so the GPUs
     measure at once), each taking the costliest kernel left (largest first,
     :func:`ucudnn.measure.sources.kernel_cost`; kernels identical for the cache -- layers of
     one shape and settings -- once, since two threads would both miss it), all through
-    :func:`~ucudnn.measure.runtime.measure_for_plan` into the one benchmark cache. The layers
-    then find everything there. The GPUs must be of one model: the cache keys measurements on
+    :func:`~ucudnn.measure.runtime.measure_for_plan` into the one benchmark cache. The net's
+    planning then finds everything there. The GPUs must be of one model: the cache keys measurements on
     it. Threads rather than the processes of ``ucudnn bench --devices`` (Note [Benchmarks over
     several GPUs] in :mod:`ucudnn.cli.bench`): inside Caffe's embedded interpreter
     ``sys.executable`` is not a Python to start, and the GIL-bound part of a benchmark (the
@@ -27,36 +25,28 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
 from ..plan.conv import ConvShape
-from ..plan.settings import candidate_sizes
 from ..plan.layers import LayerSpec
-from ..vocab import InputError, normalise_policy
+from ..plan.settings import PlanSettings
+from ..vocab import InputError
 
 __all__ = ["Job", "parse_devices", "measure_on_devices"]
 
 
 @dataclass(frozen=True)
 class Job:
-    """One kernel to measure: ``layer``'s ``op`` in ``dtype`` and ``math``, with the keyword
-    arguments of :func:`~ucudnn.measure.runtime.measure_for_plan` (those the layer passes to
-    ``prepare_kernel``)."""
+    """One kernel to measure: ``layer``'s ``op`` with the settings it will be planned with."""
     layer: LayerSpec
     op: str
-    dtype: str = "float32"
-    math: str = "default"
-    options: Dict[str, object] = field(default_factory=dict)
+    settings: PlanSettings = field(default_factory=PlanSettings)
 
     def identity(self) -> tuple:
         """What the benchmark cache sees of the job (the layer's name aside)."""
-        options = tuple(sorted((k, tuple(v) if isinstance(v, list) else v)
-                               for k, v in self.options.items()))
-        return (ConvShape.from_layer(self.layer), self.op, self.layer.n, self.dtype, self.math,
-                options)
+        return (ConvShape.from_layer(self.layer), self.op, self.layer.n, self.settings)
 
     def cost(self) -> float:
         from .sources import kernel_cost
-        policy = normalise_policy(self.options.get("policy", 1), f"layer {self.layer.name!r}")
         return kernel_cost(self.layer, self.op,
-                           candidate_sizes(policy, self.layer.n, self.options.get("sizes")))
+                           self.settings.candidate_sizes(self.layer.n, self.layer.name))
 
 
 def parse_devices(text: str, where: str) -> List[int]:
@@ -135,17 +125,16 @@ def measure_on_devices(jobs: Sequence[Job], devices: Sequence[int], *,
                         return
                     job = queue.pop(0)
                 t = time.perf_counter()
-                kern = core_kernel(job.layer, job.op, job.dtype, job.math)
-                m = runtime.measure_for_plan(kern, **job.options)
+                kern = core_kernel(job.layer, job.op, job.settings.dtype, job.settings.math)
+                m = runtime.measure_for_plan(kern, job.settings)
                 with lock:
                     d = done[device]
                     d["kernels"] += 1
-                    d["sizes_benchmarked"] += m.bench_record["sizes_benchmarked"]
+                    d["sizes_benchmarked"] += m["sizes_benchmarked"]
                     d["seconds"] += time.perf_counter() - t
                 if progress is not None:
                     progress(f"GPU {device}: {job.layer.name} {job.op}: "
-                             f"{m.bench_record['sizes_benchmarked']} of {len(m.sizes)} sizes "
-                             "measured")
+                             f"{m['sizes_benchmarked']} of {m['sizes']} sizes measured")
         except BaseException as e:    # noqa: BLE001 - reported after the join
             with lock:
                 errors.append((device, e))

@@ -32,15 +32,15 @@ Note [Shared arena]
     Caffe runs a net's layers one after another, so a convolution's workspace lies idle except
     while its own layer runs. The ``shared`` optimizer gives the whole budget to every layer as
     one arena that all layers reuse; only kernels that run AT THE SAME TIME need disjoint parts
-    of it. In Caffe's cuDNN layer those are the kernels of one phase: the forward pass runs the
+    of it. In Caffe's cuDNN layer those are the kernels of one pass: the forward pass runs the
     G group calls of ``fwd`` on G streams at once; the backward pass runs the G calls of
     ``bwd_filter`` and the G calls of ``bwd_data`` on 2G streams at once (the bias gradient
-    needs no workspace); the layer waits for all of them before the next layer. So each phase
+    needs no workspace); the layer waits for all of them before the next layer. So each pass
     of each layer divides the budget, less the slots' alignment, among its concurrent calls
-    (the ILP's division per phase, exact by enumeration for these small problems), and the
-    arena is the largest phase's total. Its time is never worse than the ILP's at the same
-    budget: the ILP's choices for one phase fit the budget, so they are among the choices the
-    phase's division considers. A layer's forward and backward slots overlap (the passes never
+    (the ILP's division per pass, exact by enumeration for these small problems), and the
+    arena is the largest pass's total. Its time is never worse than the ILP's at the same
+    budget: the ILP's choices for one pass fit the budget, so they are among the choices the
+    pass's division considers. A layer's forward and backward slots overlap (the passes never
     run at once). Every net of a process on one device may share one arena (Caffe runs them
     from one thread).
 """
@@ -56,11 +56,11 @@ from .settings import PlanSettings, candidate_sizes
 from .table import KernelBench
 from ..vocab import OPTIMIZERS, PlanError
 
-__all__ = ["PHASES", "ALIGN", "align", "Slot", "KernelPlan", "NetworkPlan", "plan_network",
+__all__ = ["PASSES", "ALIGN", "align", "Slot", "KernelPlan", "NetworkPlan", "plan_network",
            "layout"]
 
-#: Kernels of one layer that Caffe runs at the same time (Note [Shared arena]).
-PHASES = (("fwd",), ("bwd_filter", "bwd_data"))
+#: The passes of a layer: kernels that Caffe runs at the same time (Note [Shared arena]).
+PASSES = (("fwd",), ("bwd_filter", "bwd_data"))
 #: Alignment of every workspace slot, bytes.
 ALIGN = 256
 #: The order of a layer's slots in owned workspace.
@@ -312,8 +312,8 @@ def plan_network(layers: Sequence[LayerSpec], benches: Benches, settings: Settin
         arena = 0
         for l in group:
             chosen = {}
-            for phase in PHASES:
-                ops = [op for op in phase if op in l.ops]
+            for pass_ in PASSES:
+                ops = [op for op in pass_ if op in l.ops]
                 within = max(0, shared_budget - ALIGN * len(ops) * l.groups)
                 try:
                     res = solve_workspace_division({op: fronts[l.name, op] for op in ops},

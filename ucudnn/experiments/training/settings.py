@@ -103,9 +103,9 @@ def variant(pb2, net, setting: str, limit: int, *, engine: Optional[str] = None,
             cache_path: Optional[str] = None):
     """A copy of ``net`` with the net-wide ``ucudnn_param`` of ``setting`` (none for stock):
     its policy and optimizer, ``workspace_limit`` = ``limit`` (the ILP's budget: limit x
-    kernels, ``total_workspace`` 0), ``math: FMA``, :data:`BENCH_REPEATS`. ``engine``: set
+    kernels, ``total_workspace`` unset), ``math: FMA``, :data:`BENCH_REPEATS`. ``engine``: set
     the engine of every layer that has one (``CAFFE`` for a CPU run: no cuDNN layers)."""
-    from ...caffe.proto import set_ucudnn_param
+    from ...caffe.params import set_param
     s = get_setting(setting)
     out = pb2.NetParameter()
     out.CopyFrom(net)
@@ -117,6 +117,9 @@ def variant(pb2, net, setting: str, limit: int, *, engine: Optional[str] = None,
             param = getattr(layer, field)
             param.engine = param.Engine.Value(engine)
     if not s.stock:
-        set_ucudnn_param(out, policy=s.policy, optimizer=s.optimizer, limit=limit, math="fma",
-                         repeats=BENCH_REPEATS, cache_path=cache_path)
+        fields = {"policy": s.policy, "optimizer": s.optimizer, "limit": limit, "math": "fma",
+                  "repeats": BENCH_REPEATS}
+        if cache_path is not None:
+            fields["cache_path"] = cache_path
+        set_param(out.ucudnn_param, fields)
     return out

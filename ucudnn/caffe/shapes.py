@@ -1,0 +1,549 @@
+"""Caffe's shape rules over a parsed net: every blob's shape in one phase, and a
+:class:`~ucudnn.plan.layers.LayerSpec` per ``Convolution`` layer.
+
+:class:`NetShapes` walks the layers of a phase as Caffe's ``Net::Init`` does (its
+``FilterNet`` rules, the checks its layers' ``LayerSetUp``/``Reshape`` make), so that what Caffe
+refuses is refused here with the file, layer and field named.
+
+Note [Convolution layers as LayerSpec]
+    One Convolution layer is one LayerSpec with Caffe's numbers (Note [Layers, groups and
+    counts] in :mod:`ucudnn.plan.layers`): ``c`` and ``k`` the layer's total input channels
+    and ``num_output``, ``groups`` Caffe's ``group``, kernel, pad, stride and dilation per
+    axis, and ``count`` the number of bottoms (a layer with two bottoms runs its kernels on
+    each, with the same weights).
+
+Note [Shapes the prototxt does not settle]
+    Data layers that read files give the shape their parameters settle: ``batch_size``, the
+    crop (``transform_param.crop_size``; ImageData: ``new_height``/``new_width``), the
+    channels (ImageData: ``is_color``; Data and WindowData: the number of ``mean_value``s when
+    there are several); MemoryData, Input and DummyData state theirs. What only the data
+    files know (a Data layer's image size without a crop, HDF5Data's blobs) and the tops of
+    Python layers and of layer types without a shape rule here are unknown: they flow on as
+    unknown, and a layer that needs them (a Convolution to be planned) asks for the blob's
+    shape, ``--input-shape BLOB=N,C,H,W`` (:attr:`NetShapes.given`), naming the blob and the
+    layer that makes it. Checking a net (``ucudnn prototxt``) skips the checks whose shapes
+    are unknown; planning one needs every convolution's input.
+
+Note [Backward-data of the first convolution]
+    Caffe computes a bottom gradient only where some earlier layer needs it: a blob needs
+    backward when the layer producing it has a learnable parameter (``lr_mult`` != 0) or one
+    of its bottoms needs backward. Data layers and net inputs need none (unless the net sets
+    ``force_backward``), so the first convolution of a net runs no backward-data kernel.
+    BatchNorm's statistics are not learnable (Caffe sets their ``lr_mult`` to 0). An explicit
+    ``propagate_down`` replaces the inferred need, and ``force_backward`` overrides both, as in
+    Caffe's ``Net::Init``. Not modelled: Caffe also skips the backward pass of layers that do
+    not contribute to a loss (their kernels are still listed).
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ..plan.conv import out_size
+from ..plan.layers import LayerError, LayerSpec
+from .proto import PrototxtError
+
+__all__ = ["ShapeError", "PHASES", "NetShapes", "phase_layers", "parse_input_shape"]
+
+Shape = Tuple[int, ...]
+PHASES = ("TRAIN", "TEST")
+
+#: shape-preserving layers: top[i] has the shape of bottom[0]
+_ELEMENTWISE = {"ReLU", "Sigmoid", "TanH", "Dropout", "LRN", "BatchNorm", "Scale", "Bias",
+                "Power", "AbsVal", "BNLL", "ELU", "Exp", "Log", "PReLU", "Threshold", "Clip",
+                "Swish", "MVN", "Softmax", "Split"}
+_LOSSES = {"SoftmaxWithLoss", "EuclideanLoss", "SigmoidCrossEntropyLoss", "HingeLoss",
+           "InfogainLoss", "MultinomialLogisticLoss", "ContrastiveLoss"}
+#: data layers whose tops' shapes come (partly) from files (Note [Shapes the prototxt does
+#: not settle])
+_FILE_DATA = {"Data", "ImageData", "HDF5Data", "WindowData"}
+_NO_TOPS = {"Silence", "HDF5Output"}
+
+
+class ShapeError(PrototxtError):
+    """A net Caffe would refuse, or whose shapes cannot be known; the message names the file,
+    the layer and the field (or the blob to give a shape for)."""
+
+
+def parse_input_shape(text: str, option: str = "--input-shape") -> Tuple[str, Shape]:
+    """``BLOB=N,C,H,W`` -> (blob, shape)."""
+    blob, sep, dims = str(text).partition("=")
+    try:
+        shape = tuple(int(d) for d in dims.split(",")) if sep and dims.strip() else ()
+    except ValueError:
+        shape = ()
+    if not blob.strip() or not shape or any(d < 1 for d in shape):
+        raise ShapeError(f"{option}: expected BLOB=N,C,H,W (positive integers), got {text!r}")
+    return blob.strip(), shape
+
+
+def _values(msg, name: str) -> list:
+    """A field's values as a list: a repeated field's, an optional field's where it is set."""
+    f = msg.DESCRIPTOR.fields_by_name[name]
+    repeated = f.is_repeated if hasattr(f, "is_repeated") else f.label == f.LABEL_REPEATED
+    if repeated:                # is_repeated: protobuf >= 6.31, where label warns
+        return list(getattr(msg, name))
+    return [getattr(msg, name)] if msg.HasField(name) else []
+
+
+def _positive(value, where: str, field: str, minimum: int = 1) -> int:
+    if value < minimum:
+        raise ShapeError(f"{where}: field {field!r} must be >= {minimum}, got {value}")
+    return value
+
+
+def _dims(shape, where: str, field: str) -> Shape:
+    dims = tuple(_positive(d, where, f"{field}.dim", 0) for d in shape.dim)
+    if not dims:
+        raise ShapeError(f"{where}: field {field!r} has no dim")
+    return dims
+
+
+def _rule_matches(rule, phase: str, level: int, stages: Sequence[str]) -> bool:
+    """Caffe's StateMeetsRule."""
+    if rule.HasField("phase") and rule.phase != PHASES.index(phase):
+        return False
+    if rule.HasField("min_level") and level < rule.min_level:
+        return False
+    if rule.HasField("max_level") and level > rule.max_level:
+        return False
+    if any(s not in stages for s in rule.stage):
+        return False
+    if any(s in stages for s in rule.not_stage):
+        return False
+    return True
+
+
+def _spatial(p, name: str, where: str, field: str, default: Optional[int],
+             axes: int = 2) -> Tuple[int, ...]:
+    """Caffe's ``x`` / ``x_h``+``x_w`` pairs (kernel_size, pad, stride, dilation)."""
+    plain = "kernel_size" if name == "kernel" else name
+    fields = p.DESCRIPTOR.fields_by_name
+    vals = _values(p, plain)
+    hw = [_values(p, f"{name}_{a}") for a in "hw"] if f"{name}_h" in fields else [[], []]
+    if hw[0] or hw[1]:
+        if vals:
+            raise ShapeError(f"{where}: field '{field}.{plain}': give either {plain} or "
+                             f"{name}_h/{name}_w, not both")
+        if not (hw[0] and hw[1]):
+            raise ShapeError(f"{where}: field '{field}.{name}_h': {name}_h and {name}_w must "
+                             "be given together")
+        vals = hw[0] + hw[1]
+    if not vals:
+        if default is None:
+            raise ShapeError(f"{where}: field '{field}.{plain}' is missing")
+        vals = [default]
+    if len(vals) == 1:
+        vals = vals * axes
+    if len(vals) != axes:
+        raise ShapeError(f"{where}: field '{field}.{plain}': {len(vals)} values for {axes} "
+                         "spatial axes")
+    minimum = 1 if name in ("kernel", "stride", "dilation") else 0
+    return tuple(_positive(v, where, f"{field}.{plain}", minimum) for v in vals)
+
+
+def _learnable(layer, n_blobs: int) -> bool:
+    """Whether any of the layer's ``n_blobs`` parameter blobs has lr_mult != 0."""
+    specs = layer.param
+    return any((specs[i].lr_mult if i < len(specs) else 1.0) != 0 for i in range(n_blobs))
+
+
+def _canon_axis(axis: int, ndim: int, where: str, field: str = "axis") -> int:
+    if not -ndim <= axis < ndim:
+        raise ShapeError(f"{where}: field {field!r}: axis {axis} out of range for {ndim} axes")
+    return axis % ndim
+
+
+def phase_layers(net, phase: str, source: str):
+    """(layer, name, where) for the layers of ``phase`` (Caffe's FilterNet), names unique."""
+    if phase not in PHASES:
+        raise ShapeError(f"phase: expected TRAIN or TEST, got {phase!r}")
+    if not len(net.layer) and len(net.layers):
+        raise ShapeError(f"{source}: V1 'layers' definitions are not supported; upgrade the "
+                         "net with Caffe's upgrade_net_proto_text")
+    level, stages = net.state.level, list(net.state.stage)
+    seen = set()
+    for i, layer in enumerate(net.layer):
+        name = layer.name if layer.HasField("name") else f"#{i + 1}"
+        where = f"{source}: layer {name!r}"
+        if not layer.HasField("type"):
+            raise ShapeError(f"{where}: field 'type' is missing")
+        where = f"{source}: layer {name!r} (type {layer.type})"
+        if len(layer.include) and len(layer.exclude):
+            raise ShapeError(f"{where}: a layer may have include or exclude rules, not both")
+        if len(layer.include):
+            keep = any(_rule_matches(r, phase, level, stages) for r in layer.include)
+        else:
+            keep = not any(_rule_matches(r, phase, level, stages) for r in layer.exclude)
+        if not keep:
+            continue
+        if name in seen:
+            raise ShapeError(f"{where}: duplicate layer name in phase {phase}")
+        seen.add(name)
+        yield layer, name, where
+
+
+class NetShapes:
+    """Every blob's shape in ``phase`` (None: unknown, Note [Shapes the prototxt does not
+    settle]) and the net's convolutions (:attr:`convs`). ``batch`` replaces the first axis of
+    every data layer's and net input's tops; ``given`` maps blobs to shapes for what the
+    prototxt does not settle. ``need_convs``: a Convolution whose input is unknown is an error
+    asking for it (planning); else it is skipped (checking)."""
+
+    def __init__(self, net, phase: str, *, batch: Optional[int] = None,
+                 given: Optional[Mapping[str, Shape]] = None, source: str = "<prototxt>",
+                 need_convs: bool = True):
+        if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int)
+                                  or batch < 1):
+            raise ShapeError(f"batch: must be a positive integer, got {batch!r}")
+        self.net, self.phase, self.batch, self.source = net, phase, batch, source
+        self.given = dict(given or {})
+        self.need_convs = need_convs
+        self.shapes: Dict[str, Optional[Shape]] = {}
+        self.maker: Dict[str, str] = {}             # blob -> the layer that makes it
+        self.need_backward: Dict[str, bool] = {}
+        self.force = net.force_backward
+        self.convs: List[LayerSpec] = []
+        self._used_given = set()
+
+    def data_shape(self, dims: Optional[Shape]) -> Optional[Shape]:
+        if dims is not None and self.batch is not None and dims:
+            dims = (self.batch,) + tuple(dims[1:])
+        return None if dims is None else tuple(dims)
+
+    def add_blob(self, name: str, shape: Optional[Shape], need_backward: bool,
+                 maker: str) -> None:
+        self.shapes[name] = shape
+        self.maker[name] = maker
+        self.need_backward[name] = need_backward or self.force
+
+    def ask(self, blob: str, where: str, why: str) -> ShapeError:
+        known = self.shapes.get(blob)
+        return ShapeError(f"{where}: the shape of blob {blob!r} (made by layer "
+                          f"{self.maker.get(blob, '?')!r}) is not known: {why}; pass "
+                          f"--input-shape {blob}=N,C,H,W"
+                          + (f" (known so far: {known})" if known else ""))
+
+    def net_inputs(self) -> None:
+        inputs = list(self.net.input)
+        where = f"{self.source}: net input"
+        shapes = [_dims(s, where, "input_shape") for s in self.net.input_shape]
+        dims = list(self.net.input_dim)
+        if dims:
+            if len(dims) != 4 * len(inputs):
+                raise ShapeError(f"{where}: field 'input_dim': {len(dims)} values for "
+                                 f"{len(inputs)} input(s), expected 4 per input")
+            shapes = [tuple(_positive(d, where, "input_dim", 0) for d in dims[4 * i:4 * i + 4])
+                      for i in range(len(inputs))]
+        if len(shapes) != len(inputs):
+            raise ShapeError(f"{where}: {len(inputs)} input(s) but {len(shapes)} "
+                             "input_shape/input_dim shape(s)")
+        for name, shape in zip(inputs, shapes):
+            self.add_blob(name, self.data_shape(self.given.get(name, shape)), False, "(input)")
+
+    def run(self) -> "NetShapes":
+        self.net_inputs()
+        for layer, name, where in phase_layers(self.net, self.phase, self.source):
+            bottoms, tops = list(layer.bottom), list(layer.top)
+            for b in bottoms:
+                if b not in self.shapes:
+                    raise ShapeError(f"{where}: bottom blob {b!r} is not produced by any "
+                                     f"earlier layer or net input in phase {self.phase}")
+            in_shapes = [self.shapes[b] for b in bottoms]
+            in_backward = any(self.need_backward[b] for b in bottoms)
+            out_shapes, learnable = self.layer(layer, name, where, in_shapes, tops)
+            if out_shapes is None:                  # no shape rule: tops unknown
+                out_shapes = [None] * len(tops)
+            if len(out_shapes) != len(tops):
+                raise ShapeError(f"{where}: {len(tops)} top blob(s), the layer produces "
+                                 f"{len(out_shapes)}")
+            for t, s in zip(tops, out_shapes):
+                if t in self.given:
+                    s = self.data_shape(self.given[t])
+                    self._used_given.add(t)
+                self.add_blob(t, s, in_backward or learnable, name)
+        unused = sorted(set(self.given) - self._used_given - set(self.net.input))
+        if unused:
+            raise ShapeError(f"--input-shape: no layer of phase {self.phase} makes a blob "
+                             f"{unused[0]!r}")
+        return self
+
+    # -- layers ------------------------------------------------------------------------------
+    def layer(self, layer, name, where, bottoms, tops):
+        """(top shapes or None for 'no rule', whether it has learnable parameters)."""
+        ltype = layer.type
+
+        def need(n_min, n_max=-1):
+            """Check the number of bottoms; ``n_max`` -1: exactly n_min, None: no maximum."""
+            n_max = n_min if n_max == -1 else (10**9 if n_max is None else n_max)
+            if not n_min <= len(bottoms) <= n_max:
+                want = (str(n_min) if n_min == n_max else
+                        f"at least {n_min}" if n_max == 10**9 else f"{n_min} to {n_max}")
+                raise ShapeError(f"{where}: expects {want} bottom blob(s), got {len(bottoms)}")
+
+        if ltype in _FILE_DATA or ltype == "MemoryData":
+            need(0)
+            return self.file_data(layer, where, tops), False
+        if ltype == "Python":       # its tops are asked for where a convolution needs them
+            return None, _learnable(layer, len(layer.param))
+        if ltype == "Input":
+            need(0)
+            shapes = [_dims(s, where, "input_param.shape") for s in layer.input_param.shape]
+            return self.broadcast_shapes(shapes, tops, where, "input_param.shape"), False
+        if ltype == "DummyData":
+            need(0)
+            return self.dummy_data(layer, where, tops), False
+        if ltype == "Convolution":
+            need(1, None)
+            return self.convolution(layer, name, where, bottoms, tops)
+        if None in bottoms:                 # below: rules that need known bottoms
+            return None, ltype in ("InnerProduct", "Scale", "Bias", "PReLU")
+        if ltype == "Pooling":
+            need(1)
+            return [self.pooling(layer, where, bottoms[0])] * len(tops), False
+        if ltype == "InnerProduct":
+            need(1)
+            p = layer.inner_product_param
+            if not p.HasField("num_output"):
+                raise ShapeError(f"{where}: field 'inner_product_param.num_output' is missing")
+            num = _positive(p.num_output, where, "inner_product_param.num_output")
+            axis = _canon_axis(p.axis, len(bottoms[0]), where, "inner_product_param.axis")
+            return [bottoms[0][:axis] + (num,)], _learnable(layer, 2 if p.bias_term else 1)
+        if ltype in _ELEMENTWISE:
+            need(1, 2 if ltype in ("Scale", "Bias") else 1)
+            learnable = False
+            if ltype == "Scale":
+                bias = layer.scale_param.bias_term
+                learnable = _learnable(layer, (2 - len(bottoms)) + (1 if bias else 0))
+            elif ltype in ("Bias", "PReLU"):
+                learnable = _learnable(layer, 2 - len(bottoms))
+            n_tops = len(tops) if ltype == "Split" else 1
+            return [bottoms[0]] * n_tops, learnable
+        if ltype == "Eltwise":
+            need(2, None)
+            if any(s != bottoms[0] for s in bottoms):
+                raise ShapeError(f"{where}: bottoms differ in shape: {bottoms}")
+            return [bottoms[0]], False
+        if ltype == "Concat":
+            need(1, None)
+            p = layer.concat_param
+            axis = p.concat_dim if p.HasField("concat_dim") else p.axis
+            axis = _canon_axis(axis, len(bottoms[0]), where, "concat_param.axis")
+            for s in bottoms:
+                if len(s) != len(bottoms[0]) or any(a != b for i, (a, b) in
+                                                    enumerate(zip(s, bottoms[0])) if i != axis):
+                    raise ShapeError(f"{where}: bottoms differ outside axis {axis}: {bottoms}")
+            out = list(bottoms[0])
+            out[axis] = sum(s[axis] for s in bottoms)
+            return [tuple(out)], False
+        if ltype == "Slice":
+            need(1)
+            return self.slice(layer, where, bottoms[0], tops), False
+        if ltype == "Flatten":
+            need(1)
+            p, s = layer.flatten_param, bottoms[0]
+            a = _canon_axis(p.axis, len(s), where, "flatten_param.axis")
+            e = _canon_axis(p.end_axis, len(s), where, "flatten_param.end_axis")
+            return [s[:a] + (math.prod(s[a:e + 1]),) + s[e + 1:]], False
+        if ltype == "Reshape":
+            need(1)
+            return [self.reshape(layer, where, bottoms[0])], False
+        if ltype in _LOSSES or ltype == "Accuracy":
+            need(2, 3)
+            out = [()]
+            if len(tops) > 1:
+                if ltype == "SoftmaxWithLoss":
+                    out.append(bottoms[0])
+                elif ltype == "Accuracy":
+                    axis = _canon_axis(layer.accuracy_param.axis, len(bottoms[0]), where,
+                                       "accuracy_param.axis")
+                    out.append((bottoms[0][axis],))
+            return out, False
+        if ltype in _NO_TOPS:
+            return [], False
+        return None, _learnable(layer, len(layer.param))
+
+    def broadcast_shapes(self, shapes, tops, where, field):
+        if len(shapes) == 1 and len(tops) > 1:
+            shapes = shapes * len(tops)
+        if len(shapes) != len(tops):
+            raise ShapeError(f"{where}: field {field!r}: {len(shapes)} shape(s) for "
+                             f"{len(tops)} top(s)")
+        return [self.data_shape(s) for s in shapes]
+
+    def dummy_data(self, layer, where, tops):
+        p = layer.dummy_data_param
+        shapes = [_dims(s, where, "dummy_data_param.shape") for s in p.shape]
+        names = ("num", "channels", "height", "width")
+        legacy = [list(getattr(p, f)) for f in names]
+        if any(legacy):
+            if shapes:
+                raise ShapeError(f"{where}: give dummy_data_param shape or "
+                                 "num/channels/height/width, not both")
+            n = max(len(x) for x in legacy)
+            if any(len(x) not in (1, n) for x in legacy) or not all(legacy):
+                raise ShapeError(f"{where}: dummy_data_param num/channels/height/width "
+                                 "must each be given once or once per top")
+            shapes = [tuple(x[i if len(x) > 1 else 0] for x in legacy) for i in range(n)]
+        return self.broadcast_shapes(shapes, tops, where, "dummy_data_param.shape")
+
+    def file_data(self, layer, where, tops):
+        """Note [Shapes the prototxt does not settle]: (data, label) tops, None where only
+        the files know."""
+        ltype, t = layer.type, layer.transform_param
+        crop = t.crop_size if t.crop_size > 0 else None
+        means = len(t.mean_value)
+        channels = means if means > 1 else None
+        if ltype == "MemoryData":
+            p = layer.memory_data_param
+            n, data = p.batch_size, (p.batch_size, p.channels, p.height, p.width)
+        elif ltype == "HDF5Data":
+            n, data = layer.hdf5_data_param.batch_size, None
+        elif ltype == "ImageData":
+            p = layer.image_data_param
+            if (p.new_height > 0) != (p.new_width > 0):
+                raise ShapeError(f"{where}: field 'image_data_param.new_height': new_height "
+                                 "and new_width must be set together")
+            hw = (crop, crop) if crop else ((p.new_height, p.new_width) if p.new_height
+                                            else None)
+            n = p.batch_size
+            data = (n, 3 if p.is_color else 1) + hw if hw else None
+        elif ltype == "WindowData":
+            n = layer.window_data_param.batch_size
+            if not crop:
+                raise ShapeError(f"{where}: field 'transform_param.crop_size' must be > 0 "
+                                 "for WindowData")
+            data = (n, channels, crop, crop) if channels else None
+        else:
+            n = layer.data_param.batch_size
+            data = (n, channels, crop, crop) if channels and crop else None
+        field = {"Data": "data_param", "ImageData": "image_data_param",
+                 "HDF5Data": "hdf5_data_param", "WindowData": "window_data_param",
+                 "MemoryData": "memory_data_param"}[ltype]
+        _positive(n, where, f"{field}.batch_size")
+        if ltype == "HDF5Data":
+            return [None] * len(tops)
+        out = [self.data_shape(data), self.data_shape((n,))]
+        return out[:len(tops)] + [None] * (len(tops) - 2)
+
+    def convolution(self, layer, name, where, bottoms, tops):
+        if not layer.HasField("convolution_param"):
+            raise ShapeError(f"{where}: field 'convolution_param' is missing")
+        p = layer.convolution_param
+        field = "convolution_param"
+        if not p.HasField("num_output"):
+            raise ShapeError(f"{where}: field 'convolution_param.num_output' is missing")
+        num = _positive(p.num_output, where, "convolution_param.num_output")
+        group = _positive(p.group, where, "convolution_param.group")
+        if len(bottoms) != len(tops):
+            raise ShapeError(f"{where}: {len(bottoms)} bottoms but {len(tops)} tops")
+        kernel = _spatial(p, "kernel", where, field, None)
+        pad = _spatial(p, "pad", where, field, 0)
+        stride = _spatial(p, "stride", where, field, 1)
+        dilation = _spatial(p, "dilation", where, field, 1)
+        learnable = _learnable(layer, 2 if p.bias_term else 1)
+        s0 = bottoms[0]
+        if s0 is None:
+            if self.need_convs:
+                raise self.ask(layer.bottom[0], where, "the convolution's input")
+            return None, learnable
+        if p.axis != 1:
+            raise ShapeError(f"{where}: field 'convolution_param.axis': only 1 is supported")
+        if len(s0) != 4:
+            raise ShapeError(f"{where}: only 2-D convolutions of N x C x H x W blobs are "
+                             f"supported, bottom has shape {s0}")
+        if any(s != s0 for s in bottoms):
+            raise ShapeError(f"{where}: bottoms differ in shape: {bottoms}")
+        n, c, h, w = s0
+        if c % group or num % group:
+            raise ShapeError(f"{where}: field 'convolution_param.group': {group} does not "
+                             f"divide input channels {c} and num_output {num}")
+        out = tuple(out_size(x, k, pd, st, dl) for x, k, pd, st, dl in
+                    zip((h, w), kernel, pad, stride, dilation))
+        if min(out) < 1:
+            raise ShapeError(f"{where}: the kernel {kernel[0]}x{kernel[1]} is larger than the "
+                             f"padded input {h}x{w}")
+        bwd_data = any(self.need_backward[b] for b in layer.bottom)
+        if len(layer.propagate_down):   # Caffe: an explicit propagate_down replaces the need
+            bwd_data = any(layer.propagate_down)
+        try:
+            self.convs.append(LayerSpec(name=name, n=n, c=c, h=h, w=w, k=num, r=kernel[0],
+                                        s=kernel[1], pad=pad, stride=stride, dilation=dilation,
+                                        groups=group, count=len(bottoms),
+                                        bwd_data=bwd_data or self.force))
+        except LayerError as e:
+            raise ShapeError(f"{where}: {e}") from None
+        return [(n, num) + out] * len(tops), learnable
+
+    def pooling(self, layer, where, s):
+        if len(s) != 4:
+            raise ShapeError(f"{where}: pooling needs an N x C x H x W bottom, got {s}")
+        p = layer.pooling_param
+        field = "pooling_param"
+        n, c, h, w = s
+        if p.global_pooling:
+            if any(p.HasField(k) for k in ("kernel_size", "kernel_h", "kernel_w")):
+                raise ShapeError(f"{where}: field 'pooling_param.kernel_size': global_pooling "
+                                 "takes no kernel size")
+            return (n, c, 1, 1)
+        kh, kw = _spatial(p, "kernel", where, field, None)
+        ph, pw = _spatial(p, "pad", where, field, 0)
+        sh, sw = _spatial(p, "stride", where, field, 1)
+        if ph >= kh or pw >= kw:
+            raise ShapeError(f"{where}: field 'pooling_param.pad' must be smaller than the "
+                             "kernel")
+        rnd = math.ceil if p.round_mode == p.CEIL else math.floor
+
+        def out(x, k, pad, st):
+            o = int(rnd((x + 2 * pad - k) / st)) + 1
+            if pad and (o - 1) * st >= x + pad:     # the last window must start inside the image
+                o -= 1
+            if o < 1:
+                raise ShapeError(f"{where}: the pooling window is larger than the input")
+            return o
+        return (n, c, out(h, kh, ph, sh), out(w, kw, pw, sw))
+
+    def slice(self, layer, where, s, tops):
+        p = layer.slice_param
+        axis = p.slice_dim if p.HasField("slice_dim") else p.axis
+        axis = _canon_axis(axis, len(s), where, "slice_param.axis")
+        points = list(p.slice_point)
+        if points:
+            if len(points) != len(tops) - 1 or any(b <= a for a, b in zip([0] + points, points)) \
+                    or points[-1] >= s[axis]:
+                raise ShapeError(f"{where}: field 'slice_param.slice_point': {points} does not "
+                                 f"split axis {axis} of {s} into {len(tops)} parts")
+            sizes = [b - a for a, b in zip([0] + points, points + [s[axis]])]
+        else:
+            if s[axis] % len(tops):
+                raise ShapeError(f"{where}: axis {axis} of {s} does not divide into "
+                                 f"{len(tops)} equal parts")
+            sizes = [s[axis] // len(tops)] * len(tops)
+        return [s[:axis] + (k,) + s[axis + 1:] for k in sizes]
+
+    def reshape(self, layer, where, s):
+        p = layer.reshape_param
+        dims = [_positive(d, where, "reshape_param.shape.dim", -1) for d in p.shape.dim]
+        axis = _canon_axis(p.axis, len(s) + 1, where, "reshape_param.axis")
+        end = len(s) if p.num_axes == -1 else axis + p.num_axes
+        if not axis <= end <= len(s):
+            raise ShapeError(f"{where}: field 'reshape_param.num_axes' out of range")
+        mid = []
+        for i, d in enumerate(dims):
+            if d == 0:
+                if axis + i >= len(s):
+                    raise ShapeError(f"{where}: dim 0 copies a missing axis")
+                mid.append(s[axis + i])
+            else:
+                mid.append(d)
+        if mid.count(-1) > 1:
+            raise ShapeError(f"{where}: at most one dim may be -1")
+        total = math.prod(s[axis:end])
+        if -1 in mid:
+            known = math.prod(d for d in mid if d != -1)
+            if known == 0 or total % known:
+                raise ShapeError(f"{where}: cannot infer the -1 dim of {dims} from {s}")
+            mid[mid.index(-1)] = total // known
+        if math.prod(mid) != total:
+            raise ShapeError(f"{where}: reshape {dims} does not keep the count of {s}")
+        return tuple(s[:axis]) + tuple(mid) + tuple(s[end:])

@@ -1,0 +1,101 @@
+"""The plan settings on the command line, one validation for ``ucudnn plan`` and ``ucudnn
+prototxt``: which options there are, what each may be combined with, and the
+:class:`~ucudnn.plan.settings.PlanSettings` fields they give.
+
+Note [Settings options]
+    ``--policy`` or ``--sizes`` (not both: explicit sizes replace the policy), ``--limit``
+    (bytes per cuDNN call), ``--budget`` (the net's total for ``ilp`` or ``shared``, Note
+    [Workspace budget] in ucudnn/plan/settings.py: 0 is zero bytes), ``--optimizer`` (default
+    ``ilp`` when ``--budget`` is given, else what the prototxt says, else ``dp``),
+    ``--math``; enumerations in any spelling (Note [Enum spellings] in ucudnn/vocab.py).
+    ``--budget`` with ``--optimizer dp`` is refused: the DP has no net-wide budget. A size in
+    ``--sizes`` larger than the net's mini-batch is refused once the net is read
+    (:func:`check_sizes`). Options not given leave the prototxt's ``ucudnn_param`` (or the
+    defaults, Note [Default settings]) as they are.
+"""
+from __future__ import annotations
+
+import argparse
+from typing import Dict, Optional, Sequence
+
+from ..plan.settings import DEFAULTS, PlanSettings
+from ..vocab import MATH, MATH_MODES, OPTIMIZER, OPTIMIZERS, POLICIES, POLICY, InputError
+from . import common as c
+
+__all__ = ["add_settings_options", "settings_given", "check_sizes", "apply"]
+
+
+def add_settings_options(p: argparse.ArgumentParser, *, repeats: bool = False) -> None:
+    """The options of Note [Settings options] (``repeats``: also ``--repeats``)."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--policy", help=f"micro-batch policy: {', '.join(POLICIES)} (default: the "
+                   f"prototxt's, else {DEFAULTS.policy})")
+    g.add_argument("--sizes", metavar="LIST", help="explicit micro-batch sizes, e.g. 32,64,256 "
+                   "(replace the policy's)")
+    p.add_argument("--limit", metavar="SIZE", help="workspace per cuDNN call; 64M = 64MiB, "
+                   "sizes are powers of 1024 (default: the prototxt's, else 8MiB, Caffe's)")
+    p.add_argument("--budget", metavar="SIZE", help="total workspace of the net's ILP or shared "
+                   "arena; 0 is zero bytes (implies --optimizer ilp unless shared is asked; "
+                   "default: limit x cuDNN calls)")
+    p.add_argument("--optimizer", help=f"{', '.join(OPTIMIZERS)}: each kernel within --limit; "
+                   "all kernels divide --budget; every layer reuses one arena of --budget, "
+                   "divided among the kernels that run at once (default: ilp with --budget, "
+                   "else the prototxt's, else dp)")
+    p.add_argument("--math", help=f"math mode: {', '.join(MATH_MODES)} (default: the "
+                   "prototxt's, else default)")
+    if repeats:
+        p.add_argument("--repeats", type=int, help="cudnnFind calls per micro-batch size "
+                       f"(default: the prototxt's, else {DEFAULTS.repeats})")
+
+
+def _choice(choices, text, option):
+    try:
+        return choices(text, option)
+    except InputError as e:
+        raise c.CliError(str(e)) from None
+
+
+def settings_given(args) -> Dict[str, object]:
+    """The PlanSettings fields the command line sets, checked (Note [Settings options])."""
+    out: Dict[str, object] = {}
+    if args.policy is not None:
+        out["policy"] = _choice(POLICY, args.policy, "--policy")
+    if args.sizes is not None:
+        out["sizes"] = tuple(c.sizes(args.sizes))
+    if args.limit is not None:
+        out["limit"] = c.size(args.limit, "--limit")
+    if args.budget is not None:
+        out["budget"] = c.size(args.budget, "--budget")
+    if args.optimizer is not None:
+        out["optimizer"] = _choice(OPTIMIZER, args.optimizer, "--optimizer")
+    elif "budget" in out:
+        out["optimizer"] = "ilp"
+    if out.get("optimizer") == "dp" and "budget" in out:
+        raise c.CliError("--budget: only the ilp and shared optimizers take a total budget "
+                         "(use --optimizer ilp or shared, or --limit for dp)")
+    if args.math is not None:
+        out["math"] = _choice(MATH, args.math, "--math")
+    if getattr(args, "repeats", None) is not None:
+        out["repeats"] = c.positive(args.repeats, "--repeats")
+    return out
+
+
+def check_sizes(given: Dict[str, object], batches: Sequence[int]) -> None:
+    """Refuse ``--sizes`` larger than the smallest mini-batch of the net."""
+    sizes = given.get("sizes")
+    if sizes and batches and max(sizes) > min(batches):
+        raise c.CliError(f"--sizes: {max(sizes)} is larger than the net's mini-batch "
+                         f"({min(batches)})")
+
+
+def apply(base: Optional[PlanSettings], given: Dict[str, object]) -> PlanSettings:
+    """``base`` (DEFAULTS where None) with the command line's fields: explicit sizes replace
+    a policy and a policy replaces sizes; a net-wide optimizer keeps the budget it finds."""
+    base = base or DEFAULTS
+    changes = dict(given)
+    if "policy" in changes:
+        changes.setdefault("sizes", None)
+    try:
+        return base.replace(**changes)
+    except InputError as e:
+        raise c.CliError(str(e)) from None
