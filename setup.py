@@ -174,7 +174,9 @@ def caffe_descriptor_set():
 
 class BuildPy(build_py):
     """Also write caffe_subset.desc (a build output, not in git) into the package, and into
-    the source tree for an editable install."""
+    the source tree for an editable install; and copy the nets of ``prototxt/`` into the
+    package (``ucudnn/nets``: Note [Checkout and installed package] in ucudnn/paths.py; an
+    editable install reads ``prototxt/`` itself)."""
 
     def run(self):
         super().run()
@@ -186,6 +188,10 @@ class BuildPy(build_py):
             os.makedirs(d, exist_ok=True)
             with open(os.path.join(d, "caffe_subset.desc"), "wb") as f:
                 f.write(data)
+        nets = os.path.join(self.build_lib, "ucudnn", "nets")
+        os.makedirs(nets, exist_ok=True)
+        for src in sorted(glob.glob(os.path.join(HERE, "prototxt", "*.prototxt"))):
+            shutil.copy(src, nets)
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": BuildExt, "build_py": BuildPy})

@@ -21,19 +21,16 @@ import statistics
 import subprocess
 import sys
 import time
-from importlib import resources
 
-from ucudnn.measure import bench
+from ucudnn.measure import bench, shipped
 from ucudnn.plan.conv import ConvShape
 from ucudnn.plan.dp import plan_kernel
 from ucudnn.plan.settings import candidate_sizes
-from ucudnn.plan.layers import read_layers
 from ucudnn.vocab import format_size, parse_size
 
 
 def shipped_layers(net):
-    with resources.as_file(resources.files("ucudnn") / "data" / "h200" / f"{net}_layers.csv") as p:
-        return read_layers(p)
+    return shipped.layers(net)
 
 
 def git_commit():

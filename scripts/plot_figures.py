@@ -12,9 +12,9 @@ import glob
 import json
 import os
 import sys
-from importlib import resources
 
 from ucudnn.experiments import plots
+from ucudnn.paths import shipped_dir
 from ucudnn.plan.layers import read_layers
 from ucudnn.plan.table import group_by_kernel, read_table
 
@@ -23,10 +23,7 @@ def tables(folder, net):
     if folder:
         return (read_layers(os.path.join(folder, f"{net}_layers.csv")),
                 group_by_kernel(read_table(os.path.join(folder, f"{net}_bench.csv"))))
-    base = resources.files("ucudnn") / "data" / "h200"
-    with resources.as_file(base / f"{net}_layers.csv") as lp, \
-            resources.as_file(base / f"{net}_bench.csv") as bp:
-        return read_layers(lp), group_by_kernel(read_table(bp))
+    return tables(shipped_dir(), net)
 
 
 def main(argv=None):

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""PyTorch baseline: the networks of ucudnn/data/nets/ timed in PyTorch with cudnn.benchmark on.
+"""PyTorch baseline: the networks of prototxt/ timed in PyTorch with cudnn.benchmark on.
 
 Compares to the Caffe runs of `ucudnn reproduce` (ucudnn/reproduce.py: `caffe time`
-"Forward-Backward" on ucudnn/data/nets/ (alexnet, resnet18, cifar10), with and without μ-cuDNN). The
+"Forward-Backward" on prototxt/ (alexnet, resnet18, cifar10), with and without μ-cuDNN). The
 same networks are written layer for layer in torch.nn and one iteration does the same work:
 forward, softmax cross-entropy against constant labels 0 (DummyData), backward; grads zeroed
 before, no optimizer step.
@@ -49,7 +49,7 @@ NETS = ("alexnet", "resnet18", "cifar10")
 
 
 # ---------------------------------------------------------------------------------------------
-# The networks, layer for layer as in ucudnn/data/nets/. Caffe pools with ceil-mode output sizes.
+# The networks, layer for layer as in prototxt/. Caffe pools with ceil-mode output sizes.
 
 def alexnet():
     """bvlc_alexnet train_val. 227 -> conv1 55 -> pool1 27 -> pool2 13 -> pool5 6: 256x6x6 = 9216
@@ -132,7 +132,7 @@ SPECS = {
 
 
 def build_net(name, batch=None):
-    """(model, input_shape, num_classes) for a net of ucudnn/data/nets/; batch None = the prototxt's."""
+    """(model, input_shape, num_classes) for a net of prototxt/; batch None = the prototxt's."""
     make, default_batch, chw, classes = SPECS[name]
     return make(), (batch or default_batch, *chw), classes
 

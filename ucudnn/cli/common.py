@@ -12,7 +12,6 @@ from ..plan.table import read_text
 from ..vocab import DTYPES, MATH_MODES, OPS, InputError, format_size, parse_size
 
 PROG = "ucudnn"
-NETS = ("alexnet", "resnet18")
 
 
 class CliError(InputError):
@@ -180,7 +179,7 @@ def output_file(path, option: str, *, inputs: Sequence = (), force: bool = False
 def add_layer_source(p: argparse.ArgumentParser, default_net: bool) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--net", choices=None, metavar="NET",
-                   help="a network shipped with the package: " + ", ".join(NETS) +
+                   help="a network of the shipped benchmark data: alexnet, resnet18" +
                    (" (default: alexnet)" if default_net else ""))
     g.add_argument("--layers", metavar="CSV", help="a layer list (name,N,C,H,W,K,R,S,pad,stride"
                    ",dilation,groups,count,bwd_data)")
@@ -193,11 +192,6 @@ def add_layer_source(p: argparse.ArgumentParser, default_net: bool) -> None:
                    "data layer reading files, a Python layer); repeatable")
     p.add_argument("--batch", type=int, metavar="N",
                    help="replace the mini-batch size (default: the network's)")
-
-
-def shipped_layers_path(net: str):
-    from importlib import resources
-    return resources.files("ucudnn") / "data" / "h200" / f"{net}_layers.csv"
 
 
 def load_layers(args, default_net: Optional[str]):
@@ -223,15 +217,14 @@ def load_layers(args, default_net: Optional[str]):
         text_file(args.layers, "--layers")
         layers, label, net = read_layers(args.layers), args.layers, None
     else:
+        from ..measure import shipped
         net = args.net or default_net
         if net is None:
             raise CliError("one of --net, --layers or --prototxt is required")
-        if net not in NETS:
-            raise CliError(f"--net: unknown network {net!r} (expected one of {', '.join(NETS)})")
-        from importlib import resources
-        with resources.as_file(shipped_layers_path(net)) as path:
-            layers = read_layers(path)
-        label = net
+        if net not in shipped.nets():
+            raise CliError(f"--net: unknown network {net!r} (expected one of "
+                           f"{', '.join(shipped.nets())})")
+        layers, label = shipped.layers(net), net
     if batch is not None:
         layers = [dataclasses.replace(l, n=batch) for l in layers]
     return layers, label, net

@@ -37,7 +37,6 @@ import json
 import time
 from typing import Dict, List, Optional, Tuple
 
-from ..plan.settings import DEFAULTS
 from ..vocab import DTYPE, algo_name, format_size
 from . import common as c
 from . import options

@@ -17,7 +17,7 @@ def add_parser(sub) -> None:
                    help="results folder (reproduce.json, points.csv, layers.csv, logs/); a run "
                    "with the same folder resumes")
     s.add_argument("--nets", default="alexnet,resnet18,cifar10",
-                   help="comma-separated names of the shipped nets (ucudnn/data/nets/NAME.prototxt)")
+                   help="comma-separated names of the shipped nets (prototxt/NAME.prototxt)")
     s.add_argument("--limits", default="8MiB,64MiB,512MiB", help="per-kernel workspace limits")
     s.add_argument("--policies", default="undivided,powerOfTwo,all", help="DP policies")
     s.add_argument("--ilp-policy", default="powerOfTwo",
@@ -52,6 +52,10 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from ..experiments import reproduce as rp
+    from ..experiments.grid import BN_ENGINES
+    from ..experiments.results import ReproduceError
+    from ..experiments.summary import format_summary
+    from ..paths import caffe_binary
     from ..measure.sources import device_status
     c.positive(args.iterations, "--iterations")
     c.positive(args.repeats, "--repeats")
@@ -60,10 +64,9 @@ def run(args) -> int:
     ilp_policy = c.policy(args.ilp_policy, "--ilp-policy")
     bn_engines = c.split_list(args.bn_engines)
     for b in bn_engines:
-        if b not in rp.BN_ENGINES:
-            raise c.CliError(f"--bn-engines: {b!r} is not one of {', '.join(rp.BN_ENGINES)}")
-    caffe = args.caffe or os.environ.get("UCUDNN_CAFFE") or str(
-        rp.local_root() / "third_party" / "caffe" / "build" / "tools" / "caffe")
+        if b not in BN_ENGINES:
+            raise c.CliError(f"--bn-engines: {b!r} is not one of {', '.join(BN_ENGINES)}")
+    caffe = args.caffe or str(caffe_binary())
     predict = args.predict
     if not predict:
         if args.caffe and not os.access(args.caffe, os.X_OK):
@@ -90,9 +93,9 @@ def run(args) -> int:
         argv=["ucudnn", "reproduce", *getattr(args, "argv", [])])
     try:
         doc = rp.run(opts, say=lambda m: print(m, flush=True))
-    except rp.ReproduceError as e:      # not an InputError in every tree
+    except ReproduceError as e:      # not an InputError in every tree
         raise c.CliError(str(e)) from None
-    summary = rp.format_summary(doc)
+    summary = format_summary(doc)
     print(summary)
     if predict and "all" in policies:
         print("note: predicted 'all' equals 'powerOfTwo' (the shipped data has only power-of-two "

@@ -10,14 +10,9 @@ in the results document (:mod:`.results`, Note [Results schema], Note [Resuming]
 plans every point from the shipped H200 data instead (:mod:`.predict`) and says so.
 
 Paths are explicit (:class:`Options`) and never the working directory's: the networks come
-from ``prototxt_dir`` (default :func:`default_nets_dir`: the package's ``ucudnn/data/nets``
-when present, else the checkout's ``ucudnn/data/nets`` next to the package), PyTorch's timer from
+from ``prototxt_dir`` (default :func:`ucudnn.paths.nets_dir`), PyTorch's timer from
 ``pytorch_script`` (default the checkout's ``scripts/time_pytorch.py``), git metadata from the
-checkout holding this module.
-
-This module re-exports the names of the modules it was split into (``grid``, ``Point``,
-``load_results``, ``merge_repeats``, ``write_csv``, ``format_summary``, ...) for callers of the
-single module it used to be.
+checkout holding the package (Note [Checkout and installed package] in ucudnn/paths.py).
 """
 from __future__ import annotations
 
@@ -31,67 +26,23 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
-from ..vocab import CAFFE_COMMIT, UNLIMITED, parse_size
-from .caffe_run import fill_once, plan_record, run_caffe_time, timing_record, variant_prototxt
-from .grid import (BN_ENGINES, LEGACY_UNLIMITED, LIMITS, NETS, NETWIDE, POLICIES, SETTINGS,
-                   Point, grid, is_unlimited, limit_label, point_order)
+from ..paths import CHECKOUT, caffe_patches, local_root, nets_dir
+from ..vocab import CAFFE_COMMIT, parse_size
+from .caffe_run import run_caffe_time, variant_prototxt
+from .grid import LIMITS, NETS, NETWIDE, POLICIES, Point, grid
 from .predict import predict_point
-from .results import (REPEAT_FIELDS, SCHEMA, ReproduceError, conv_ms, load_results,
-                      measured_repeats, merge_repeats, pending, point_conv_ms, runs_needed,
-                      save_results, speedup, starts_afresh, stock_workspace, type_ms, upgrade,
-                      vs_pytorch)
-from .summary import POINT_COLUMNS, format_summary, summary_line, write_csv
+from .results import (REPEAT_FIELDS, ReproduceError, conv_ms, load_results, measured_repeats,
+                      merge_repeats, pending, runs_needed, save_results, starts_afresh,
+                      stock_workspace, type_ms)
+from .summary import summary_line, write_csv
 
-__all__ = [
-    "Options", "run", "run_point", "run_pytorch", "metadata", "default_nets_dir", "CHECKOUT",
-    "REPO", "ReproduceError", "local_root", "git", "caffe_patches",
-    # re-exported from grid, results, caffe_run, predict, summary
-    "NETS", "POLICIES", "LIMITS", "SETTINGS", "BN_ENGINES", "UNLIMITED", "LEGACY_UNLIMITED", "Point", "grid",
-    "is_unlimited", "limit_label", "point_order", "has_batchnorm", "has_cudnn_batchnorm",
-    "stock_workspace", "with_stock_budget",
-    "type_ms", "SCHEMA", "REPEAT_FIELDS", "load_results",
-    "save_results", "upgrade", "pending", "measured_repeats", "merge_repeats", "conv_ms",
-    "point_conv_ms", "speedup", "vs_pytorch", "variant_prototxt", "fill_once",
-    "run_caffe_time", "timing_record", "plan_record", "predict_point", "POINT_COLUMNS",
-    "write_csv", "format_summary", "summary_line",
-]
-
-_PACKAGE = Path(__file__).resolve().parents[1]
-
-
-def _checkout() -> Optional[Path]:
-    """The source checkout this module runs from (an editable install), or None (a wheel)."""
-    root = _PACKAGE.parent
-    return root if (root / "pyproject.toml").is_file() and (root / "ucudnn").is_dir() else None
-
-
-#: The checkout holding this module (None when installed from a wheel).
-CHECKOUT = _checkout()
-#: Kept for callers that build paths from it (the CLI's default Caffe binary): the checkout,
-#: or the folder above the package; never the working directory.
-REPO = CHECKOUT or _PACKAGE.parent
-
-
-def default_nets_dir() -> Path:
-    """The networks' prototxt: package data (``ucudnn/data/nets``) when shipped, else the
-    checkout's ``ucudnn/data/nets``."""
-    shipped = _PACKAGE / "data" / "nets"
-    if shipped.is_dir() and any(shipped.glob("*.prototxt")):
-        return shipped
-    return REPO / "ucudnn" / "data" / "nets"
-
-
-def local_root() -> Path:
-    """Where the checkout's own files (``scripts/``, ``third_party/caffe``) are: the checkout
-    this module runs from, else -- an installed package, whose site-packages hold neither --
-    the working directory (gpu_node.sh runs from the checkout)."""
-    return CHECKOUT or Path.cwd()
-
+__all__ = ["Options", "run", "run_point", "run_pytorch", "metadata", "git",
+           "has_batchnorm", "has_cudnn_batchnorm", "with_stock_budget"]
 
 def default_pytorch_script() -> Path:
-    """``scripts/time_pytorch.py`` under :func:`local_root`."""
+    """``scripts/time_pytorch.py`` under :func:`ucudnn.paths.local_root`."""
     return local_root() / "scripts" / "time_pytorch.py"
 
 
@@ -99,7 +50,7 @@ def default_pytorch_script() -> Path:
 class Options:
     """What one ``ucudnn reproduce`` invocation runs; recorded in the results (``meta.options``).
 
-    ``prototxt_dir``/``pytorch_script``: None for the defaults (:func:`default_nets_dir`,
+    ``prototxt_dir``/``pytorch_script``: None for the defaults (:func:`ucudnn.paths.nets_dir`,
     :func:`default_pytorch_script`). ``argv``: the command line as its caller wants it recorded
     (``meta.command``), or None; the runner never reads ``sys.argv``."""
     out: Path
@@ -127,7 +78,7 @@ class Options:
 
     @property
     def nets_dir(self) -> Path:
-        return Path(self.prototxt_dir) if self.prototxt_dir is not None else default_nets_dir()
+        return Path(self.prototxt_dir) if self.prototxt_dir is not None else nets_dir()
 
     def to_json(self) -> Dict[str, Any]:
         """The options as JSON values (paths as strings, sequences as lists)."""
@@ -184,13 +135,6 @@ def metadata(opts: Options, mode: str) -> dict:
         if patches is not None:
             meta["caffe_patches"] = patches
     return meta
-
-
-def caffe_patches(build: Path) -> Optional[List[str]]:
-    """The patch stamp scripts/build_caffe.sh writes into the source tree next to ``build``
-    (``source=...``, then one ``NAME SHA256`` line per patch applied), or None."""
-    stamp = Path(build).parent / "src" / ".ucudnn-patches"
-    return stamp.read_text(encoding="utf-8").splitlines() if stamp.is_file() else None
 
 
 def with_stock_budget(p: Point, doc: dict) -> Tuple[Point, Optional[str]]:

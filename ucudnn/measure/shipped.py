@@ -37,9 +37,9 @@ from __future__ import annotations
 import copy
 import json
 from functools import lru_cache
-from importlib import resources
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from ..paths import SHIPPED, shipped_dir
 from ..plan.conv import ConvShape
 from ..plan.layers import LayerSpec, read_layers
 from ..plan.table import AlgoPerf, KernelBench, group_by_kernel, parse_table
@@ -49,11 +49,11 @@ from .cache import CacheKey
 __all__ = ["DATA", "meta", "nets", "layers", "entries", "lookup"]
 
 #: The shipped data folder, inside the package.
-DATA = "h200"
+DATA = SHIPPED
 
 
 def _file(name: str):
-    return resources.files("ucudnn") / "data" / DATA / name
+    return shipped_dir() / name
 
 
 @lru_cache(maxsize=None)
@@ -85,8 +85,7 @@ def nets() -> List[str]:
 def _layers(net: str) -> Tuple[LayerSpec, ...]:
     if net not in _meta()["nets"]:
         raise InputError(f"net: no shipped data for {net!r} (shipped: {', '.join(nets())})")
-    with resources.as_file(_file(f"{net}_layers.csv")) as path:
-        return tuple(read_layers(path))
+    return tuple(read_layers(_file(f"{net}_layers.csv")))
 
 
 def layers(net: str) -> List[LayerSpec]:

@@ -38,7 +38,8 @@ from ...caffe.records import RecordError, read_records, summarize
 from ...plan.table import write_text
 from ..caffe_run import PACKAGE_ROOT
 from .nets import Dataset, dataset
-from .options import Options, default_caffe_build, default_pycaffe
+from ...paths import caffe_build, pycaffe_dir
+from .options import Options
 from .settings import SETTINGS, TrainingError
 
 #: what the runner starts with ``-m`` (its ``__main__`` calls :func:`main`)
@@ -50,7 +51,7 @@ STRICT_FP32_ENV = {"NVIDIA_TF32_OVERRIDE": "0"}
 def child_env(opts: Options, records: Optional[Path]) -> Dict[str, str]:
     """The child's environment: pycaffe and this ucudnn importable, Caffe's libraries found,
     :data:`STRICT_FP32_ENV`, and the plan records going to ``records`` (absolute), if any."""
-    pycaffe = Path(opts.pycaffe or default_pycaffe()).resolve()
+    pycaffe = Path(opts.pycaffe or pycaffe_dir()).resolve()
     e = dict(os.environ)
     e["PYTHONPATH"] = os.pathsep.join([str(pycaffe), str(PACKAGE_ROOT)]
                                       + [p for p in sys.path if p])
@@ -58,7 +59,7 @@ def child_env(opts: Options, records: Optional[Path]) -> Dict[str, str]:
     # ucudnn's own lines (Python logging) and plan records in full
     e.update({"GLOG_logtostderr": "1", "GLOG_minloglevel": "1", "UCUDNN_LOG": "INFO"})
     e.update(STRICT_FP32_ENV)
-    build = Path(opts.caffe_build or default_caffe_build())
+    build = Path(opts.caffe_build or caffe_build())
     if (build / "lib").is_dir():
         e["LD_LIBRARY_PATH"] = os.pathsep.join(
             [str((build / "lib").resolve())] + [p for p in e.get("LD_LIBRARY_PATH", "")
@@ -78,7 +79,7 @@ def _python() -> List[str]:
 
 def probe(opts: Options) -> dict:
     """Import pycaffe in a child once (its versions, or an error naming --pycaffe)."""
-    spec = {"probe": True, "pycaffe": str(Path(opts.pycaffe or default_pycaffe()).resolve())}
+    spec = {"probe": True, "pycaffe": str(Path(opts.pycaffe or pycaffe_dir()).resolve())}
     with tempfile.TemporaryDirectory() as tmp:
         sp = Path(tmp) / "probe.json"
         sp.write_text(json.dumps(spec), encoding="utf-8")
@@ -114,7 +115,7 @@ def run_child(opts: Options, net: str, setting: str, p: dict, model: Path, solve
     run_json.parent.mkdir(parents=True, exist_ok=True)
     spec = {"net": net, "setting": setting, "solver": solver.name, "workdir": str(
         solver.parent.resolve()), "mode": opts.mode, "gpu": opts.gpu, **p,
-        "pycaffe": str(Path(opts.pycaffe or default_pycaffe()).resolve()),
+        "pycaffe": str(Path(opts.pycaffe or pycaffe_dir()).resolve()),
         "out": str(run_json.resolve()), "weights": str(weights_dir / f"{net}_{setting}.npz"),
         "reference_weights": str(weights_dir / f"{net}_stock.npz")}
     spec_path = weights_dir / f"{net}_{setting}.spec.json"

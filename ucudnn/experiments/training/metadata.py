@@ -13,15 +13,17 @@ import shlex
 from pathlib import Path
 from typing import Any, Dict, Mapping
 
-from ..reproduce import CHECKOUT, caffe_patches, git
+from ...paths import CHECKOUT, caffe_patches
+from ..reproduce import git
 from .child import STRICT_FP32_ENV
 from .nets import NETS, solver_text
-from .options import Options, default_caffe_build
+from ...paths import caffe_build
+from .options import Options
 from .settings import BENCH_REPEATS, SETTINGS, setting_order
 
 
 def _caffe_build_facts(build: Path) -> dict:
-    """Caffe's build folder: the patches applied (:func:`.reproduce.caffe_patches`) and the
+    """Caffe's build folder: the patches applied (:func:`ucudnn.paths.caffe_patches`) and the
     CMake settings that say how it was built."""
     facts: Dict[str, Any] = {"build": str(build)}
     patches = caffe_patches(build)
@@ -56,7 +58,7 @@ def metadata(opts: Options, probe: dict, runs: Mapping[str, Mapping[str, dict]])
         "bench_repeats": BENCH_REPEATS, "caffe_commit": CAFFE_COMMIT,
         "bench_cache": opts.cache_path or os.environ.get("UCUDNN_CACHE") or "the core's default",
         "pycaffe": probe, "caffe_build": _caffe_build_facts(
-            Path(opts.caffe_build or default_caffe_build())),
+            Path(opts.caffe_build or caffe_build())),
         "settings": {n: dataclasses.asdict(s) for n, s in SETTINGS.items()},
         "nets": {},
         "note": "Note [Training equivalence] in ucudnn/experiments/training/comparison.py",

@@ -104,7 +104,7 @@ def base_net(pb2, name: str, batch: Optional[int] = None, nets_dir: Optional[Pat
     ``Input`` layer with tops ``data`` and ``label`` at ``batch`` (default: the net's), and with
     an ``Accuracy`` top ``accuracy`` and a loss top ``loss``."""
     from ...caffe.proto import parse_net, read_net
-    from ..reproduce import default_nets_dir
+    from ...paths import nets_dir as default_nets_dir
     cfg = net_config(name)
     batch = batch or cfg.batch
     if name == "digits":

@@ -1,15 +1,14 @@
-"""One ``ucudnn training`` invocation: its :class:`Options`, their defaults (where pycaffe and
-Caffe's build are: :func:`default_pycaffe`, :func:`default_caffe_build`) and
+"""One ``ucudnn training`` invocation: its :class:`Options` (where pycaffe and Caffe's build
+are defaults to :func:`ucudnn.paths.pycaffe_dir` and :func:`ucudnn.paths.caffe_build`) and
 :func:`check_options`, which refuses what cannot run before anything starts.
 """
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 from typing import List, Mapping, Optional, Sequence
 
-from ..reproduce import local_root
+from ...paths import pycaffe_dir
 from .nets import need_sklearn, net_config
 from .settings import DEFAULT_SETTINGS, TrainingError, get_setting
 
@@ -51,21 +50,6 @@ class Options:
                 "seed": cfg.seed if self.seed is None else self.seed}
 
 
-def _caffe_root() -> Path:
-    """``third_party/caffe`` under :func:`.reproduce.local_root`."""
-    return local_root() / "third_party" / "caffe"
-
-
-def default_pycaffe() -> Path:
-    """``$UCUDNN_PYCAFFE``, else ``third_party/caffe/src/python`` (:func:`_caffe_root`)."""
-    env = os.environ.get("UCUDNN_PYCAFFE")
-    return Path(env) if env else _caffe_root() / "src" / "python"
-
-
-def default_caffe_build() -> Path:
-    """``$UCUDNN_CAFFE_BUILD``, else ``third_party/caffe/build`` (:func:`_caffe_root`)."""
-    env = os.environ.get("UCUDNN_CAFFE_BUILD")
-    return Path(env) if env else _caffe_root() / "build"
 
 
 def check_options(opts: Options) -> None:
@@ -85,7 +69,7 @@ def check_options(opts: Options) -> None:
             raise TrainingError(f"--limit: must not be negative, got {p['limit_bytes']}")
     if "digits" in opts.nets:
         need_sklearn()
-    pycaffe = Path(opts.pycaffe or default_pycaffe())
+    pycaffe = Path(opts.pycaffe or pycaffe_dir())
     if not (pycaffe / "caffe" / "__init__.py").is_file():
         raise TrainingError(f"--pycaffe: no pycaffe at {pycaffe} (a folder holding caffe/"
                             "__init__.py; scripts/gpu_node.sh setup or scripts/build_caffe.sh "
