@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 
+from ucudnn.experiments.grid import LIMITS
 from ucudnn.measure import bench, shipped
 from ucudnn.plan.conv import ConvShape
 from ucudnn.plan.dp import plan_kernel
@@ -124,7 +125,7 @@ def report(info, rows, args):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nets", nargs="+", default=["alexnet", "resnet18"])
-    ap.add_argument("--limits", nargs="+", default=["8MiB", "64MiB", "512MiB"])
+    ap.add_argument("--limits", nargs="+", default=list(LIMITS))
     ap.add_argument("--policies", nargs="+", default=["undivided", "powerOfTwo", "all"])
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=3, help="Find...Ex repetitions (median)")

@@ -18,7 +18,7 @@ def add_parser(sub) -> None:
                    "with the same folder resumes")
     s.add_argument("--nets", default="alexnet,resnet18,cifar10",
                    help="comma-separated names of the shipped nets (prototxt/NAME.prototxt)")
-    s.add_argument("--limits", default="8MiB,64MiB,512MiB", help="per-kernel workspace limits")
+    s.add_argument("--limits", default=",".join(LIMITS), help="per-kernel workspace limits")
     s.add_argument("--policies", default="undivided,powerOfTwo,all", help="DP policies")
     s.add_argument("--ilp-policy", default="powerOfTwo",
                    help="micro-batch policy of the ILP points")

@@ -19,11 +19,12 @@ from typing import Dict, List, Optional
 from ..caffe.log import CaffeLogError, parse_caffe_time
 from ..caffe.records import ENV as RECORDS_ENV
 from ..caffe.records import RecordError, read_records, summarize
+from ..paths import PACKAGE
 from .gpu_memory import PeakGpuMemory
 from .grid import Point
 
 #: The folder holding the ``ucudnn`` package: Caffe's embedded interpreter imports the same.
-PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+PACKAGE_ROOT = PACKAGE.parent
 
 
 def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Optional[str],

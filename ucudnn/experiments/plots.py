@@ -14,9 +14,10 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 from ..plan.dp import desirable_set
 from ..plan.layers import LayerSpec
 from ..plan.network import plan_network
+from ..plan.settings import PlanSettings
 from ..plan.table import KernelBench
-from ..vocab import algo_name, format_size
-from .grid import bn_engine, is_unlimited, point_order
+from ..vocab import algo_name, format_size, parse_size
+from .grid import LIMITS, bn_engine, is_unlimited, point_order
 from .results import point_conv_ms, stock_workspace
 
 __all__ = ["kernel_algorithms", "desirable_set_scatter", "measured_vs_predicted",
@@ -24,7 +25,7 @@ __all__ = ["kernel_algorithms", "desirable_set_scatter", "measured_vs_predicted"
            "reproduce_overhead", "reproduce_measured_vs_predicted"]
 
 OP_COLORS = {"fwd": "#4477aa", "bwd_data": "#ee6677", "bwd_filter": "#228833"}
-LIMIT_LINES = (8 << 20, 64 << 20, 512 << 20)
+LIMIT_LINES = tuple(parse_size(x) for x in LIMITS)
 #: Workspace axes are symlog in MiB: linear below this, so that a zero workspace is drawn at 0
 #: (its own "0" tick) and not faked at a tiny positive value on a log axis.
 WS_LINTHRESH_MIB = 1.0
@@ -264,9 +265,10 @@ def ilp_vs_dp(layers: Sequence[LayerSpec], benches: Mapping, title: str, out: st
     shown = None
     results = []
     for lim in limits:
-        dp = plan_network(layers, benches, policy=policy, limit=lim, strict=False)
-        ilp = plan_network(layers, benches, policy=policy, limit=lim, optimizer="ilp",
-                           strict=False)
+        dp = plan_network(layers, benches, PlanSettings(policy=policy, limit=lim),
+                          strict=False)
+        ilp = plan_network(layers, benches,
+                           PlanSettings(policy=policy, limit=lim, optimizer="ilp"), strict=False)
         results.append((dp, ilp))
         if lim == limits[len(limits) // 2]:
             shown, shown_lim = ilp, lim
