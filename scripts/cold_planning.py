@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Cold and warm planning time of a shipped net, as Caffe's layers plan it (issue 14).
+"""Cold and warm planning time of a shipped net's kernels, each planned alone by the DP.
 
 Every convolution kernel of the net is created in the core and planned by
 ``ucudnn.measure.runtime.prepare_kernel`` (what the C API runs for Caffe): first with an empty

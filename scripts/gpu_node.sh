@@ -4,7 +4,7 @@
 # On a connected machine, next to the checkout:
 #   scripts/gather_offline.sh .offline            # Caffe source + the libraries the node lacks
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
-#       -d .wheels "pulp>=3.3,<4"   # (cbcbox, 190 MB, is optional: PuLP 3 ships a CBC)
+#       -d .wheels "pulp>=3.3,<4"   # (PuLP 3 ships the CBC the ILP runs)
 #                                                  # Python packages the node lacks
 # copy the checkout (with .offline and .wheels) to the node, then there:
 #   scripts/gpu_node.sh setup test grid

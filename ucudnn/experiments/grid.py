@@ -18,8 +18,8 @@ SETTINGS = ("caffe", "unlimited", *POLICIES, "ilp", "shared", "shared_stock")
 NETWIDE = ("ilp", "shared", "shared_stock")
 
 # Note [Shared arena at stock memory]
-#     Issue 11 asks for the shared arena at the workspace memory that stock Caffe holds,
-#     measured. Stock Caffe writes no plan records, so its workspace is measured as the
+#     The shared arena is also run at the workspace memory that stock Caffe holds,
+#     measured, so that the two compare at equal memory. Stock Caffe writes no plan records, so its workspace is measured as the
 #     difference of peak GPU memory (Note [Measured memory]): a ucudnn point of the same net
 #     and BatchNorm engine whose workspace is known from its plan records (undivided at the
 #     smallest limit: the least workspace) gives the net's memory without workspace,

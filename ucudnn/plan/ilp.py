@@ -9,9 +9,18 @@ For each kernel k choose exactly one plan c from its desirable set D_k (binary x
 w_k (default 1) is how many instances share kernel k's plan, each with its own workspace
 (Caffe runs a grouped layer's kernel once per group, each group on its own workspace slot).
 
-Solved by CBC through PuLP: ``COIN_CMD`` with the binary of the ``cbcbox`` wheel (what
-``pulp[cbc]`` installs; :func:`cbc_path` says where else it looks). The solution is checked after the solve: optimal status, exactly one
-plan per kernel, the budget respected.
+Solved by CBC through PuLP's ``COIN_CMD`` (:func:`cbc_path`: Note [CBC]). The solution is
+checked after the solve: optimal status, exactly one plan per kernel, the budget respected.
+
+Note [CBC]
+    PuLP 3 ships a CBC binary in its wheel; the ``pulp[cbc]`` extra adds the ``cbcbox`` wheel
+    (191 MB download, 598 MB installed) with another build. Measured on this project's CI
+    machine (2 cores; ``scripts/bench_ilp_solvers.py BINARY [--all]``, median of three
+    solves), both give the same plans, and PuLP's own is not slower: powerOfTwo AlexNet
+    0.019 / 0.011 s (cbcbox 0.066 / 0.069 s) at 8 / 64 MiB, ResNet-18 0.146 / 0.030 s
+    (0.262 / 0.112 s); policy all ResNet-18 (2,745 variables) 0.649 / 0.265 s (0.434 /
+    0.587 s). So ucudnn depends on ``pulp`` alone and uses cbcbox's CBC only where it is
+    installed anyway, then a ``cbc`` on PATH, then PuLP's.
 
 Note [PuLP versions]
     PuLP 3.3 deprecates constructing ``LpVariable`` directly and its bundled ``PULP_CBC_CMD``;
@@ -62,9 +71,8 @@ class IlpResult:
 
 
 def cbc_path() -> str:
-    """The CBC binary the ILP runs (Note [PuLP versions]): cbcbox's (what ``pulp[cbc]``
-    installs), else ``cbc`` on PATH, else the one PuLP 3.x ships inside its package (an
-    air-gapped node may lack the 190 MB cbcbox wheel)."""
+    """The CBC binary the ILP runs (Note [CBC]): cbcbox's where it is installed, else ``cbc``
+    on PATH, else the one PuLP 3.x ships inside its package."""
     try:
         import cbcbox
         path = cbcbox.cbc_bin_path()
@@ -83,8 +91,8 @@ def cbc_path() -> str:
         if not os.access(pulp_cbc_path, os.X_OK):
             raise IlpError(f"the CBC binary {pulp_cbc_path} that PuLP ships is not executable")
         return os.path.realpath(pulp_cbc_path)
-    raise IlpError("the ILP optimizer needs the CBC solver: pip install 'pulp[cbc]' "
-                   "(or put a cbc binary on PATH)")
+    raise IlpError("the ILP optimizer needs the CBC solver: PuLP 3 ships one (pip install "
+                   "'pulp>=3.3,<4'), or put a cbc binary on PATH")
 
 
 def _solver(msg: bool = False, time_limit: float | None = None):

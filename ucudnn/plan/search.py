@@ -66,10 +66,9 @@ Note [Pruned search]
     (0.00-0.45 %), measuring sizes that cost 12.4 % (AlexNet), 13.8 % (ResNet-18) and 3.6 %
     (CIFAR-10 at 1024) of measuring all of them (weighted by size). Single kernels still
     miss: 3 of 162 kernel-limit pairs are more than 1 % slower (worst 13.0 %), small kernels
-    whose loss the net's total hardly sees. (Before: the powers of two, dense 16 and window
-    6, 7.9 % of the cost, within 0.25 % on AlexNet and ResNet-18 but 3.97 % off on CIFAR-10
-    at 8 MiB, whose best sizes (332, 99, 96) lie far from any power of two; before that,
-    powers of two and window 4: 6.3 %, ResNet-18 at 8 MiB 1.56 % slower.)
+    whose loss the net's total hardly sees. Why the geometric grid: CIFAR-10's best sizes
+    at 8 MiB (332, 99, 96) lie far from any power of two, and a start from the powers of two
+    alone ends 3.97 % off there.
 
     The network ILP needs the desirable set (Note [Desirable set] in :mod:`ucudnn.plan.dp`),
     i.e. the optimum at every limit at once. T_lb(L) and T_ub(L) are step functions of L that

@@ -23,7 +23,7 @@ def _fmt(v, spec: str, none: str = "-") -> str:
 
 def format_summary(summary: dict) -> str:
     """The summary as Markdown: one table per net, a row per setting."""
-    lines = [f"Differences to `{summary['reference']}` (issue 13's targets: training loss "
+    lines = [f"Differences to `{summary['reference']}` (the equivalence targets: training loss "
              f"within {100 * summary['loss_target']:g} % relative at every recorded iteration, "
              f"final held-out accuracy within {summary['accuracy_target_pp']:g} pp).", ""]
     for net, per in summary["nets"].items():
@@ -72,7 +72,7 @@ def format_seeds_summary(summary: dict) -> str:
     for net, stats in summary["nets"].items():
         lines += ["", f"### {net}", "",
                   "| setting | accuracy, mean ± sd (pp) | Δ vs stock (pp) ± se | seed-mean loss "
-                  "diff (max) | paired loss diff, per seed | within noise | issue's targets |",
+                  "diff (max) | paired loss diff, per seed | within noise | one-run targets |",
                   "| --- | --- | --- | --- | --- | --- | --- |"]
         for s, st in stats.items():
             acc = (f"{st['accuracy_mean_pp']:.2f} ± {st['accuracy_sd_pp']:.2f}"

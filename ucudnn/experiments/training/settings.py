@@ -59,7 +59,7 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in (
     Setting("ilp", "powerOfTwo", "ilp", "ucudnn, ILP over power-of-two micro-batches, one "
             "budget of limit x kernels for the net (math FMA)"),
     Setting("shared", "powerOfTwo", "shared", "ucudnn, one workspace arena of limit x kernels "
-            "that every layer reuses (optimizer SHARED, issue 11), power-of-two micro-batches "
+            "that every layer reuses (optimizer SHARED), power-of-two micro-batches "
             "(math FMA)"),
     # A setting that Caffe cannot run yet goes here with available=False and why_not: listed
     # in --help, refused when asked for.
