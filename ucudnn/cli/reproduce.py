@@ -5,6 +5,7 @@ import os
 import sys
 from pathlib import Path
 
+from ..experiments.grid import LIMITS
 from . import common as c
 
 HELP = ("the paper's experiment grid with the patched Caffe (predicted from the shipped H200 "
