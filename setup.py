@@ -158,7 +158,7 @@ def extensions():
 
 
 def caffe_descriptor_set():
-    """ucudnn/caffe/caffe_subset.proto compiled into a FileDescriptorSet (bytes) by
+    """ucudnn/caffe/caffe_net.proto compiled into a FileDescriptorSet (bytes) by
     ucudnn/caffe/protoc.py (loaded by path: ucudnn is not importable while it builds); Note
     [Where the Caffe classes come from] in ucudnn/caffe/proto.py says why."""
     import importlib.util
@@ -167,13 +167,13 @@ def caffe_descriptor_set():
     protoc = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(protoc)
     try:
-        return protoc.descriptor_set(os.path.join(HERE, "ucudnn", "caffe", "caffe_subset.proto"))
+        return protoc.descriptor_set(os.path.join(HERE, "ucudnn", "caffe", "caffe_net.proto"))
     except protoc.ProtocError as e:
         sys.exit(f"ucudnn: {e}")
 
 
 class BuildPy(build_py):
-    """Also write caffe_subset.desc (a build output, not in git) into the package, and into
+    """Also write caffe_net.desc (a build output, not in git) into the package, and into
     the source tree for an editable install; and copy the nets of ``prototxt/`` into the
     package (``ucudnn/nets``: Note [Checkout and installed package] in ucudnn/paths.py; an
     editable install reads ``prototxt/`` itself)."""
@@ -186,7 +186,7 @@ class BuildPy(build_py):
             dirs.append(os.path.join(HERE, "ucudnn", "caffe"))
         for d in dirs:
             os.makedirs(d, exist_ok=True)
-            with open(os.path.join(d, "caffe_subset.desc"), "wb") as f:
+            with open(os.path.join(d, "caffe_net.desc"), "wb") as f:
                 f.write(data)
         nets = os.path.join(self.build_lib, "ucudnn", "nets")
         os.makedirs(nets, exist_ok=True)

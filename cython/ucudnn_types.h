@@ -5,7 +5,7 @@
  *   last error on the calling thread is returned by ucudnn_last_error(). No Python exception
  *   crosses into C/C++. Planning functions take the GIL themselves; ucudnn_kernel_run never
  *   touches Python and may be called from any thread without the GIL. Structs are
- *   zero-initialised by the caller ({0}); a field added later keeps 0 meaning "as before".
+ *   zero-initialised by the caller ({0}); a field that is 0 takes its default.
  */
 #ifndef UCUDNN_TYPES_H_
 #define UCUDNN_TYPES_H_

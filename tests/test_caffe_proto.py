@@ -1,9 +1,18 @@
 """caffe.proto with the ucudnn patch: `ucudnn_param` is accepted where it belongs and bad
 values are rejected by protobuf itself (protoc parses the text format against the schema,
-as Caffe's ReadProtoFromTextFile does)."""
+as Caffe's ReadProtoFromTextFile does); and ucudnn's own caffe_net.proto is that file's
+schema of nets, complete."""
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+
+from ucudnn.caffe import proto as cp
+from ucudnn.caffe.protoc import descriptor_set, find_protoc
+
+REPO = Path(__file__).resolve().parents[1]
+NETS = REPO / "ucudnn" / "data" / "nets"
 
 
 @pytest.fixture(scope="module")
@@ -12,8 +21,9 @@ def proto_dir(patched_caffe_source):
 
 
 def _encode(proto_dir, text, message="caffe.NetParameter"):
-    return subprocess.run(["protoc", f"--proto_path={proto_dir}", f"--encode={message}",
-                           str(proto_dir / "caffe.proto")], input=text.encode(),
+    """protoc --encode: the C++ text-format parser (protoc, or grpcio-tools' compiler)."""
+    return subprocess.run(find_protoc() + [f"--proto_path={proto_dir}", f"--encode={message}",
+                                           str(proto_dir / "caffe.proto")], input=text.encode(),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
 
 
@@ -61,98 +71,118 @@ def test_ids_follow_the_next_available_comments(proto_dir):
 @pytest.mark.parametrize("net", ["alexnet", "resnet18", "cifar10"])
 def test_shipped_nets_parse_as_caffe_nets(proto_dir, net):
     """What `caffe time -model prototxt/NET.prototxt` reads first: the text format itself."""
-    from pathlib import Path
-    text = (Path(__file__).resolve().parents[1] / "ucudnn" / "data" / "nets" / f"{net}.prototxt").read_text()
-    res = _encode(proto_dir, text)
+    res = _encode(proto_dir, (NETS / f"{net}.prototxt").read_text())
     assert res.returncode == 0, res.stderr.decode()
 
 
-# -- ucudnn's own caffe_subset.proto against the patched caffe.proto ----------------------------
+# -- ucudnn's caffe_net.proto against the patched caffe.proto ---------------------------------
 
-def _fields(desc):
-    return {f.name: (f.number, f.type, f.is_repeated if hasattr(f, "is_repeated") else f.label,
-                     f.has_default_value, f.default_value if f.has_default_value else None,
-                     f.message_type.full_name if f.message_type else None,
-                     f.enum_type.full_name if f.enum_type else None) for f in desc.fields}
-
-
-def _enums(desc):
-    return {e.name: {v.name: v.number for v in e.values} for e in desc.enum_types}
+def _file(data: bytes):
+    from google.protobuf import descriptor_pb2
+    (fd,) = [f for f in descriptor_pb2.FileDescriptorSet.FromString(data).file
+             if f.package == "caffe"]
+    return fd
 
 
-#: the messages of which caffe_subset.proto declares only some fields; every other message it
-#: declares has all of Caffe's fields (so a net using it round-trips), V1LayerParameter none
-PARTIAL = {"NetParameter", "LayerParameter"}
-STUB = {"V1LayerParameter"}
-
-
-def _messages(pb2):
-    return {n: getattr(pb2, n).DESCRIPTOR for n in vars(pb2) if isinstance(getattr(pb2, n), type)}
-
-
-def test_owned_subset_is_caffes_schema(proto_dir):
-    """Every message, field (name, number, type, label, default, message/enum type) and enum
-    of caffe_subset.proto is the patched caffe.proto's; messages other than NetParameter and
-    LayerParameter are complete, V1LayerParameter an empty stub."""
-    from ucudnn.caffe import proto as cp
-    owned, caffe = cp.load_caffe_pb2(), cp.load_caffe_pb2(str(proto_dir / "caffe.proto"))
-    assert caffe.source != owned.source
-    mine, theirs = _messages(owned), _messages(caffe)
-    assert {"NetParameter", "LayerParameter", "UcudnnParameter", "BlobShape", "NetStateRule",
-            "ParamSpec", "FillerParameter", "ConvolutionParameter"} <= set(mine)
-    assert set(mine) <= set(theirs), set(mine) - set(theirs)
-    for name, o in mine.items():
-        c = theirs[name]
-        of, cf = _fields(o), _fields(c)
-        if name in STUB:
-            assert of == {} and _enums(o) == {}, name
+def _net_schema(fd):
+    """{message or enum name: its descriptor proto} for NetParameter and every top-level
+    message and enum that its fields reach, fields sorted by number (their order in the
+    file is not part of the interface), nested enums and messages by name."""
+    messages = {m.name: m for m in fd.message_type}
+    enums = {e.name: e for e in fd.enum_type}
+    out, todo = {}, ["NetParameter"]
+    while todo:
+        name = todo.pop()
+        if name in out:
             continue
-        assert _enums(o) == _enums(c), name
-        assert set(of) <= set(cf), (name, set(of) - set(cf))
-        assert of == {k: cf[k] for k in of}, name
-        if name not in PARTIAL:
-            assert set(of) == set(cf), (name, "missing", set(cf) - set(of))
-        for f in o.fields:       # every message a field refers to is declared here too
-            if f.message_type:
-                assert f.message_type.name in mine, (name, f.name)
-    # top-level enums (Phase)
-    assert {n: v.number for n, v in owned.pool.FindEnumTypeByName("caffe.Phase")
-            .values_by_name.items()} == {n: v.number for n, v in caffe.pool.FindEnumTypeByName(
-                "caffe.Phase").values_by_name.items()}
-    assert owned.TRAIN == caffe.TRAIN == 0 and owned.TEST == caffe.TEST == 1
-    assert owned.NetParameter.DESCRIPTOR.fields_by_name["ucudnn_param"].number == 9
-    assert owned.LayerParameter.DESCRIPTOR.fields_by_name["ucudnn_param"].number == 149
-    # what the subset covers (the *_param of the layer types shape inference and usual nets use)
-    layer = set(owned.LayerParameter.DESCRIPTOR.fields_by_name)
-    assert {f"{t}_param" for t in (
-        "accuracy", "batch_norm", "bias", "concat", "convolution", "dropout", "dummy_data",
-        "eltwise", "elu", "flatten", "inner_product", "input", "lrn", "pooling", "power",
-        "prelu", "relu", "reshape", "scale", "sigmoid", "softmax", "tanh", "threshold", "clip",
-        "loss", "ucudnn")} <= layer
-    assert not {"data_param", "image_data_param", "hdf5_data_param", "memory_data_param",
-                "window_data_param", "blobs"} & layer
+        m = type(messages[name])()
+        m.CopyFrom(messages[name])
+        _canonical(m)
+        out[name] = m
+        for f in m.field:
+            top = f.type_name.split(".")[-1]
+            if f.type_name == f".caffe.{top}" and top in messages:
+                todo.append(top)
+            elif f.type_name == f".caffe.{top}" and top in enums:
+                out[top] = enums[top]
+    return out
 
 
-@pytest.mark.parametrize("net", ["alexnet", "resnet18", "cifar10"])
-def test_owned_and_patched_write_the_same_bytes(proto_dir, net):
-    """A shipped net read strictly with the subset serializes (wire format) and prints (text
-    format) exactly as with the patched caffe.proto: nothing is lost or renumbered."""
-    from pathlib import Path
+def _canonical(m):
+    fields = sorted(m.field, key=lambda f: f.number)
+    del m.field[:]
+    m.field.extend(fields)
+    for what in ("enum_type", "nested_type"):
+        items = sorted(getattr(m, what), key=lambda x: x.name)
+        del getattr(m, what)[:]
+        getattr(m, what).extend(items)
+    for n in m.nested_type:
+        _canonical(n)
+
+
+def test_schema_is_caffes_nets_complete(proto_dir):
+    """caffe_net.proto holds exactly the messages and enums a NetParameter reaches in the
+    patched caffe.proto -- LayerParameter with every *_param, TransformationParameter, the
+    data layers' parameters, BlobProto, V1LayerParameter, V0LayerParameter -- each field
+    identical (name, number, type, label, default, options, message or enum type), each
+    enum's values identical, and nothing else (no solver, no Datum)."""
+    caffe = _net_schema(_file(descriptor_set(proto_dir / "caffe.proto")))
+    ours_fd = _file(descriptor_set(cp.OWNED_PROTO))
+    ours = _net_schema(ours_fd)
+    assert set(ours) == set(caffe), (set(caffe) - set(ours), set(ours) - set(caffe))
+    for name in caffe:
+        assert ours[name] == caffe[name], name
+    declared = {m.name for m in ours_fd.message_type} | {e.name for e in ours_fd.enum_type}
+    assert declared == set(caffe), declared - set(caffe)
+    assert {"LayerParameter", "TransformationParameter", "HDF5DataParameter",
+            "PythonParameter", "WindowDataParameter", "BlobProto", "V1LayerParameter",
+            "V0LayerParameter", "UcudnnParameter", "Phase"} <= set(ours)
+    assert not {"SolverParameter", "SolverState", "Datum", "BlobProtoVector"} & set(ours)
+    layer = {f.name: f.number for f in ours["LayerParameter"].field}
+    assert layer["ucudnn_param"] == 149 and {f.name: f.number for f in ours[
+        "NetParameter"].field}["ucudnn_param"] == 9
+    # the classes shipped (caffe_net.desc) are those of caffe_net.proto
+    pb2 = cp.load_caffe_pb2()
+    assert pb2.source == cp.OWNED_PROTO
+    assert len(pb2.LayerParameter.DESCRIPTOR.fields) == len(caffe["LayerParameter"].field)
+
+
+def test_schema_is_what_the_generator_writes(proto_dir):
+    """caffe_net.proto is exactly scripts/gen_caffe_schema.py's output for the patched file
+    (regenerate it, never edit it)."""
+    res = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_caffe_schema.py"),
+                          str(proto_dir / "caffe.proto"), "--check"], capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def _all_nets(patched_caffe_source):
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    try:
+        from caffe_nets import tarball_nets
+    finally:
+        sys.path.pop(0)
+    return [NETS / f"{n}.prototxt" for n in ("alexnet", "resnet18", "cifar10")] + \
+        tarball_nets(patched_caffe_source)
+
+
+def test_owned_and_patched_write_the_same_bytes(proto_dir, patched_caffe_source):
+    """Every net (the shipped ones and the tarball's) read with caffe_net.proto serializes
+    (wire format) and prints (text format) exactly as with the patched caffe.proto: nothing
+    is lost or renumbered."""
     from google.protobuf import text_format
-    from ucudnn.caffe import proto as cp
-    path = Path(__file__).resolve().parents[1] / "ucudnn" / "data" / "nets" / f"{net}.prototxt"
-    owned = cp.read_net(cp.load_caffe_pb2(), path)
-    caffe = cp.read_net(cp.load_caffe_pb2(str(proto_dir / "caffe.proto")), path)
-    assert owned.SerializeToString(deterministic=True) == caffe.SerializeToString(
-        deterministic=True)
-    assert text_format.MessageToString(owned) == text_format.MessageToString(caffe)
+    owned_pb2, caffe_pb2 = cp.load_caffe_pb2(), cp.load_caffe_pb2(str(proto_dir / "caffe.proto"))
+    for path in _all_nets(patched_caffe_source):
+        owned, caffe = cp.read_net(owned_pb2, path), cp.read_net(caffe_pb2, path)
+        assert owned.SerializeToString(deterministic=True) == caffe.SerializeToString(
+            deterministic=True), path
+        assert text_format.MessageToString(owned) == text_format.MessageToString(caffe), path
 
 
 @pytest.mark.parametrize("net", ["alexnet", "resnet18", "cifar10"])
 def test_owned_and_patched_classes_give_the_same_layers(proto_dir, net):
-    from pathlib import Path
     from ucudnn.caffe.prototxt import load_prototxt
-    path = Path(__file__).resolve().parents[1] / "ucudnn" / "data" / "nets" / f"{net}.prototxt"
+    path = NETS / f"{net}.prototxt"
     for phase in ("TRAIN", "TEST"):
         assert load_prototxt(path, phase) == load_prototxt(
             path, phase, caffe_proto=str(proto_dir / "caffe.proto"))

@@ -24,8 +24,8 @@ Note [Thread handles]
     first use and destroyed by a pthread key destructor when the thread exits), not in a
     ``threading.local``: a C++ host's threads (Caffe's solvers) enter Python through
     ``with gil``, which makes a fresh thread state on every call, so Python-level thread-local
-    data did not survive from one C API call to the next and every planning call created (and
-    leaked) a new cuDNN handle. ``thread_handle_stats()`` reports the counts for tests.
+    data would not survive from one C API call to the next, and every planning call would
+    create a new cuDNN handle. ``thread_handle_stats()`` reports the counts for tests.
 """
 
 from libc.stdlib cimport malloc, calloc, free

@@ -16,14 +16,14 @@ Note [ucudnn_param merging]
 """
 from __future__ import annotations
 
-from typing import Dict, Mapping, Optional
+from typing import Dict, Mapping, Optional, Tuple
 
 from ..plan.settings import PlanSettings
 from ..vocab import MATH, OPTIMIZER, POLICY, InputError
 from .proto import PrototxtError
 
-__all__ = ["ParamError", "merged_param", "settings_of", "check_shared_is_net_wide",
-           "net_settings", "set_param"]
+__all__ = ["ParamError", "problem", "merged_param", "settings_of", "check_shared_is_net_wide",
+           "check_params", "net_settings", "set_param"]
 
 
 class ParamError(PrototxtError):
@@ -34,18 +34,26 @@ class ParamError(PrototxtError):
 _LEAST = (("workspace_limit", 0), ("total_workspace", 0), ("benchmark_repeats", 1))
 
 
+def problem(p) -> Optional[Tuple[str, Optional[int], str]]:
+    """(field, index of the bad value of a repeated one, what is wrong) for a UcudnnParameter
+    that Caffe's ucudnn layer refuses; None where it is valid."""
+    for field, least in _LEAST:
+        v = getattr(p, field)
+        if v < least:
+            return field, None, f"must be >= {least}, got {v}"
+    bad = [i for i, b in enumerate(p.micro_batch_size) if b < 1]
+    if bad:
+        return "micro_batch_size", bad[0], f"must be >= 1, got {p.micro_batch_size[bad[0]]}"
+    return None
+
+
 def settings_of(p, where: str, dtype: str = "float32") -> PlanSettings:
     """The settings a merged ``UcudnnParameter`` ``p`` means (Note [Workspace budget] in
     :mod:`ucudnn.plan.settings`: an unset ``total_workspace`` is limit x calls); errors name
     ``where`` and the field."""
-    for field, least in _LEAST:
-        v = getattr(p, field)
-        if v < least:
-            raise ParamError(f"{where}: field 'ucudnn_param.{field}' must be >= {least}, got {v}")
-    bad = [b for b in p.micro_batch_size if b < 1]
+    bad = problem(p)
     if bad:
-        raise ParamError(f"{where}: field 'ucudnn_param.micro_batch_size' must be >= 1, got "
-                         f"{bad[0]}")
+        raise ParamError(f"{where}: field 'ucudnn_param.{bad[0]}' {bad[2]}")
     try:
         return PlanSettings(policy=POLICY(p.policy), optimizer=OPTIMIZER(p.optimizer),
                             limit=p.workspace_limit,
@@ -72,15 +80,49 @@ def merged_param(net_param, layer_param):
     return merged
 
 
+_SHARED_MSG = ("field 'ucudnn_param.optimizer' SHARED is net-wide (one arena that every layer "
+               "reuses): set it in the net's ucudnn_param")
+
+
+def _shared_on_layer(net_param, layer_param) -> bool:
+    shared = OPTIMIZER.code("shared")
+    return (layer_param is not None and layer_param.HasField("optimizer")
+            and layer_param.optimizer == shared
+            and (net_param is None or net_param.optimizer != shared))
+
+
 def check_shared_is_net_wide(net_param, layer_param, where: str) -> None:
     """Refuse ``optimizer: SHARED`` on a layer of a net that does not set it (Note
     [ucudnn_param merging])."""
-    shared = OPTIMIZER.code("shared")
-    if layer_param is not None and layer_param.HasField("optimizer") and \
-            layer_param.optimizer == shared and (net_param is None or
-                                                 net_param.optimizer != shared):
-        raise ParamError(f"{where}: field 'ucudnn_param.optimizer' SHARED is net-wide (one "
-                         "arena that every layer reuses): set it in the net's ucudnn_param")
+    if _shared_on_layer(net_param, layer_param):
+        raise ParamError(f"{where}: {_SHARED_MSG}")
+
+
+def check_params(net, text: str, source: str) -> None:
+    """Every ucudnn_param of ``net`` (read from ``text``) as Caffe's ucudnn layer checks it:
+    the error names ``source``, the line and column of the field and the layer."""
+    from .proto import locate
+    from .textscan import position
+
+    def fail(steps, layer, what):
+        at = position(text, steps)
+        where = locate(text, source, at, layer) if at is not None else (
+            f"{source}: " + ("net" if layer is None else f"layer {layer!r}"))
+        raise ParamError(f"{where}: {what}")
+    net_param = net.ucudnn_param if net.HasField("ucudnn_param") else None
+    if net_param is not None and problem(net_param):
+        field, index, what = problem(net_param)
+        fail([("ucudnn_param", None), (field, index)], None, f"field 'ucudnn_param.{field}' "
+             f"{what}")
+    for i, layer in enumerate(net.layer):
+        own = layer.ucudnn_param if layer.HasField("ucudnn_param") else None
+        if own is not None and problem(own):
+            field, index, what = problem(own)
+            fail([("layer", i), ("ucudnn_param", None), (field, index)], layer.name,
+                 f"field 'ucudnn_param.{field}' {what}")
+        if _shared_on_layer(net_param, own):
+            fail([("layer", i), ("ucudnn_param", None), ("optimizer", None)], layer.name,
+                 _SHARED_MSG)
 
 
 def _parse(pb2, text: Optional[str], where: str):

@@ -1,92 +1,102 @@
 """Caffe's net messages and the prototxt text format, through protobuf only.
 
 :func:`load_caffe_pb2` gives Caffe's message classes (``NetParameter``, ``LayerParameter``,
-``UcudnnParameter``, ...); :func:`read_net` / :func:`parse_net` read a prototxt with
-``google.protobuf.text_format`` and :func:`write_net` writes one; :func:`set_ucudnn_param` makes
-a variant by setting message fields, never by editing text. Shape inference over the parsed
-messages is :mod:`ucudnn.caffe.prototxt`.
+``UcudnnParameter``, ...); :func:`parse_net` / :func:`read_net` read a prototxt with
+``google.protobuf.text_format`` (the one reader of nets: ``ucudnn prototxt``, ``ucudnn plan
+--prototxt`` and the experiments) and :func:`write_net` writes one. Variants are made by setting
+message fields (:func:`ucudnn.caffe.params.set_param`), never by editing text; shape inference
+over the parsed messages is :mod:`ucudnn.caffe.shapes`.
 
 Note [Where the Caffe classes come from]
-    By default from ``caffe_subset.proto`` beside this module: ucudnn's own schema for the
-    Caffe nets it handles -- the messages and fields that shape inference reads and that usual
-    deploy/benchmark nets (AlexNet, VGG, ResNet, GoogLeNet-style Concat, CIFAR-10 quick, LeNet
-    with an Input layer) use, with Caffe's names, numbers, types, defaults and enums as
-    caffe_patch/0002 leaves caffe.proto at ``ucudnn.vocab.CAFFE_COMMIT``. It is not a copy of
-    Caffe's file (third-party source is never committed); NetParameter and LayerParameter
-    declare a subset of their fields, data-reading layers' parameters, weights (``blobs``) and
-    the solver are left out, and V1's ``layers`` is an empty stub so that such nets are refused
-    by name. So nothing of Caffe is needed -- no checkout, no build. ``setup.py``
-    (``build_py``) compiles it into ``caffe_subset.desc``, a serialized ``FileDescriptorSet``
-    shipped in the wheel (a build output: not in git); at run time the descriptors go into a
-    private ``DescriptorPool`` and ``message_factory`` makes the classes. So run time needs
-    neither protoc nor generated ``_pb2.py`` code, and a descriptor set has no gencode/runtime
-    version rule (protobuf >= 5.26 refuses ``_pb2.py`` newer than its runtime): any protobuf >=
-    3.20 reads it, whichever protoc wrote it. The build needs a protobuf compiler: ``$PROTOC``,
-    ``protoc`` on ``PATH`` (Ubuntu's 3.21 on the air-gapped node, ``--no-build-isolation``), or
-    grpcio-tools (a build requirement, so an isolated ``pip install`` on a machine without
-    protoc gets one). Where the ``.desc`` is missing (a source tree never built) or older than
-    the ``.proto``, it is compiled on the fly when a compiler is there.
+    By default from ``caffe_net.proto`` beside this module: the schema of every net BVLC
+    Caffe reads -- NetParameter and every message and enum it can hold (LayerParameter with
+    all its ``*_param`` messages, TransformationParameter, the data layers' parameters,
+    BlobProto for weights, V1LayerParameter, V0LayerParameter), with the names, numbers,
+    types, labels, defaults and enums of caffe.proto at ``ucudnn.vocab.CAFFE_COMMIT`` with
+    caffe_patch/ applied. ``scripts/gen_caffe_schema.py`` writes it from the descriptors of
+    that patched file: it is the project's own file, none of Caffe's text or comments, and it
+    is regenerated when caffe_patch/ changes caffe.proto (tests/test_caffe_proto.py compares
+    every message reachable from NetParameter, field by field, both ways, and fails until
+    then). It is written once rather than compiled from the fetched caffe.proto at build time
+    because ``pip install`` must work where there is no Caffe download (air-gapped nodes, a
+    user's laptop), where such a build would need a written fallback -- this file -- anyway.
+    ``setup.py`` (``build_py``) compiles it into ``caffe_net.desc``, a serialized
+    ``FileDescriptorSet`` shipped in the wheel (a build output: not in git); at run time the
+    descriptors go into a private ``DescriptorPool`` and ``message_factory`` makes the
+    classes. So run time needs neither protoc nor generated ``_pb2.py`` code, and a
+    descriptor set has no gencode/runtime version rule (protobuf >= 5.26 refuses ``_pb2.py``
+    newer than its runtime): any protobuf >= 3.20 reads it, whichever protoc wrote it. The
+    build needs a protobuf compiler: ``$PROTOC``, ``protoc`` on ``PATH`` (Ubuntu's 3.21 on the
+    air-gapped node, ``--no-build-isolation``), or grpcio-tools (a build requirement, so an
+    isolated ``pip install`` on a machine without protoc gets one). Where the ``.desc`` is
+    missing (a source tree never built) or older than the ``.proto``, it is compiled on the
+    fly when a compiler is there.
 
-    Caffe's own (patched) caffe.proto is used instead when it is named: the ``proto`` argument
-    (``--caffe-proto``) or ``$UCUDNN_CAFFE_PROTO``; it is compiled the same way, so it needs
-    protoc at run time. That is the way to write variants of nets using fields outside the
-    subset. tests/test_caffe_proto.py checks every subset field against the patched file
-    (number, type, label, default, enums; messages other than NetParameter/LayerParameter
-    complete), that the shipped nets serialize to the same bytes with both, and that both give
-    the same LayerSpecs. A build tree is not picked up on its own, so that results do not
-    depend on whether protoc happens to be on ``PATH``.
+    Another caffe.proto is used instead when it is named: the ``proto`` argument
+    (``--caffe-proto``) or ``$UCUDNN_CAFFE_PROTO`` -- a fork's file that adds fields. It is
+    compiled the same way, so it needs a compiler at run time. A build tree is not picked up
+    on its own, so that results do not depend on whether protoc happens to be on ``PATH``.
 
-Note [Strict and lenient reading]
-    :func:`read_net` is strict by default: an unknown field is an error (file:line:col and the
-    field), because a variant written from a net whose fields were skipped would silently lose
-    them; with the subset the error says to name the patched caffe.proto instead
-    (:data:`SUBSET_HINT`). Shape inference (``lenient=True``) parses with
-    ``allow_unknown_field`` and ``allow_unknown_extension``, so nets with layers or fields the
-    schema does not model (data layers' parameters, transform_param, weights, ...) still give
-    their convolution shapes. Written files carry no comments (text_format drops them) and list
-    fields in schema order.
+Note [Strict reading]
+    :func:`parse_net` is the one reader of nets: ``ucudnn prototxt`` and shape inference
+    (:mod:`ucudnn.caffe.prototxt`) both go through it. It accepts what
+    Caffe's ``ReadProtoFromTextFile`` accepts and refuses the rest: an unknown or misspelled
+    field (``strid: 4``), a fork's field (``ceil_mode``), a value of the wrong type or out
+    of range, a singular field given twice, a missing required field, and the few inputs on
+    which protobuf's Python parser is laxer than Caffe's C++ one (Note [Where the parsers
+    part] in :mod:`ucudnn.caffe.textscan`). A skipped field would be lost from a written
+    variant, or read as its default by shape inference. An error reads like Caffe's with
+    caffe_patch/0002, ``FILE:LINE:COL: layer 'NAME': message`` (the layer: the top-level
+    ``layer { }`` block the position is in, :func:`enclosing_layer`), and quotes at most
+    :data:`EXCERPT` characters of the input, cut around a "..." (a 50 MB line included);
+    nesting deeper than protobuf's recursive parser follows (a RecursionError) is an error
+    naming the line where the text gets that deep. No input ends in a traceback.
+    :func:`ucudnn.caffe.params.check_params` names a ucudnn_param value that Caffe's ucudnn
+    layer refuses at its line of the input. Written files carry no comments (text_format drops them) and list
+    each message's fields by number.
+
+Note [Old net formats]
+    Caffe upgrades V1 nets (``layers { type: CONVOLUTION ... }``) and V0 nets (``layers {
+    layer { ... } }``) when it reads them (upgrade_proto.cpp). ucudnn does not: parse_net
+    refuses them, naming the file, the line of the first ``layers`` block and its layer, and
+    says to run Caffe's ``upgrade_net_proto_text`` once. Upgrading here would be a second
+    copy of upgrade_proto.cpp's rules (type enums to names, blobs_lr and weight_decay to
+    param, per-type fields, data transformation) to keep in step with Caffe's; a variant of
+    an upgraded net would not be its input plus ucudnn_param; and no net of the pinned
+    Caffe's models/ and examples/ is V0 or V1. The schema declares both messages, so such a
+    net is refused by name, not as a field error.
 """
 from __future__ import annotations
 
 import os
 import types
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Optional
 
 from ..plan.table import read_text as read_text_file, write_text
 from ..vocab import InputError
+from .textscan import (EXCERPT, cut, enclosing_layer, field_path, lexical_problems, line_col,
+                       offset, position, tokens)
 
-__all__ = ["PrototxtError", "CaffeProtoError", "OWNED_PROTO", "find_caffe_proto",
-           "SUBSET_HINT", "load_caffe_pb2", "read_text", "parse_net", "read_net", "write_net",
-           "check_ucudnn_param", "set_ucudnn_param", "merged_ucudnn_param", "POLICY_NAMES"]
-
-#: CLI/planner policy names -> UcudnnParameter.Policy names
-POLICY_NAMES = {"undivided": "UNDIVIDED", "powerOfTwo": "POWER_OF_TWO", "all": "ALL"}
-_MATH_NAMES = {"default": "DEFAULT_MATH", "tensor_op": "TENSOR_OP", "fma": "FMA"}
-_OPTIMIZER_NAMES = {"dp": "DP", "ilp": "ILP", "shared": "SHARED"}
+__all__ = ["PrototxtError", "OWNED_PROTO", "find_caffe_proto", "load_caffe_pb2", "read_text",
+           "parse_net", "read_net", "locate", "write_net", "EXCERPT"]
 
 _HERE = Path(__file__).resolve().parent
-#: ucudnn's own subset of Caffe's net messages (Note [Where the Caffe classes come from])
-OWNED_PROTO = _HERE / "caffe_subset.proto"
+#: ucudnn's schema of Caffe's nets (Note [Where the Caffe classes come from])
+OWNED_PROTO = _HERE / "caffe_net.proto"
 #: its FileDescriptorSet, written by setup.py
-OWNED_DESCRIPTOR = _HERE / "caffe_subset.desc"
+OWNED_DESCRIPTOR = _HERE / "caffe_net.desc"
 
-
-#: what a strict read with the subset adds to an unknown field's error
-SUBSET_HINT = ("not in ucudnn's caffe_subset.proto, which declares only the fields of the "
-               "usual layers: pass --caffe-proto PATH (or set $UCUDNN_CAFFE_PROTO) with "
-               "Caffe's patched caffe.proto, e.g. "
-               "third_party/caffe/src/src/caffe/proto/caffe.proto after "
-               "scripts/build_caffe.sh --skip-build")
+#: what an unknown field's error adds where the classes are ucudnn's own
+_UNKNOWN_FIELD_HINT = ("BVLC Caffe has no such field either; for a fork's field, name that "
+                       "fork's caffe.proto with --caffe-proto PATH or $UCUDNN_CAFFE_PROTO")
+_UPGRADE = "upgrade the net with Caffe's upgrade_net_proto_text (tools/upgrade_net_proto_text)"
 
 
 class PrototxtError(InputError):
     """A prototxt or caffe.proto that cannot be read, compiled or used; the message names the
     file (line:column for text-format errors), the layer and the field."""
 
-
-#: the name older callers use
-CaffeProtoError = PrototxtError
 
 
 def find_caffe_proto(proto: Optional[str] = None) -> Optional[Path]:
@@ -139,6 +149,8 @@ def _classes(data: bytes, source: Path):
                 setattr(ns, v.name, v.number)
     if not hasattr(ns, "UcudnnParameter"):
         raise PrototxtError(f"{source} has no UcudnnParameter: apply caffe_patch/0002 first")
+    if not hasattr(ns, "NetParameter") or "layer" not in ns.NetParameter.DESCRIPTOR.fields_by_name:
+        raise PrototxtError(f"{source} has no NetParameter.layer: not a Caffe caffe.proto")
     return ns
 
 
@@ -147,7 +159,7 @@ _loaded = {}
 
 def load_caffe_pb2(proto: Optional[str] = None):
     """Caffe's message classes as attributes of one namespace (``pb2.NetParameter()``, ...),
-    from ucudnn's caffe_subset.proto or the named caffe.proto (Note [Where the Caffe classes
+X
     come from]); cached per source."""
     path = find_caffe_proto(proto) or OWNED_PROTO
     if path not in _loaded:
@@ -171,145 +183,96 @@ def read_text(path) -> str:
     return read_text_file(path, PrototxtError, "a prototxt (protobuf text format)")
 
 
-def parse_net(pb2, text: str, source: str = "<prototxt>", *, lenient: bool = False):
-    """A ``NetParameter`` from prototxt ``text`` (Note [Strict and lenient reading])."""
+def locate(text: str, source: str, at: Optional[int], layer: Optional[str] = None) -> str:
+    """``source:line:col: layer 'NAME'`` for offset ``at`` of ``text`` (None: the file)."""
+    if at is None:
+        where = source
+    else:
+        line, col = line_col(text, at)
+        where = f"{source}:{line}:{col}"
+        if layer is None:
+            layer = enclosing_layer(text, line, col)
+    return where + ("" if layer is None else f": layer {cut(layer, EXCERPT // 2)!r}")
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+def parse_net(pb2, text: str, source: str = "<prototxt>"):
+    """The ``NetParameter`` of prototxt ``text``, read as strictly as Caffe reads it; errors
+    name ``source``:line:col, the layer and the field (Note [Strict reading], Note [Old net
+    formats])."""
     from google.protobuf import text_format
     net = pb2.NetParameter()
+    parsed, problems = lexical_problems(net.DESCRIPTOR, text)
     try:
-        text_format.Parse(text, net, allow_unknown_extension=lenient, allow_unknown_field=lenient)
+        text_format.Parse(parsed, net)
     except text_format.ParseError as e:
-        msg = str(e)
-        line, col = e.GetLine(), e.GetColumn()
-        if line is not None:
-            msg = msg.split(" : ", 1)[-1]
-            where = f"{source}:{line}:{col}"
-        else:
-            where = source
-        if "V1LayerParameter" in msg:
-            msg += ("; V1 'layers' definitions are not supported: upgrade the net with Caffe's "
-                    "upgrade_net_proto_text")
-        elif "has no field named" in msg and pb2.source == OWNED_PROTO:
-            msg += f" ({SUBSET_HINT})"
-        raise PrototxtError(f"{where}: {msg}") from None
+        if not problems or e.GetLine() is None or offset(
+                text, e.GetLine(), e.GetColumn() or 1) < problems[0][0]:
+            raise _parse_error(pb2, text, parsed, source, e) from None
+    except RecursionError:
+        raise _too_deep(text, source) from None
+    if problems:
+        raise PrototxtError(f"{locate(text, source, problems[0][0])}: {problems[0][1]}")
+    if not net.IsInitialized():
+        missing = net.FindInitializationErrors()[0]
+        steps = field_path(missing)
+        where = locate(text, source, position(text, steps[:-1]))
+        raise PrototxtError(f"{where}: required field {cut(missing)!r} is missing")
+    if "layers" in net.DESCRIPTOR.fields_by_name and len(net.layers):
+        v0 = any(l.HasField("layer") for l in net.layers)
+        first = net.layers[0].layer.name if v0 else net.layers[0].name
+        where = locate(text, source, position(text, [("layers", 0)]), first or None)
+        kind = ("V0 layer definitions ('layers { layer { ... } }')" if v0
+                else "V1 'layers' definitions")
+        raise PrototxtError(f"{where}: {kind} are not supported (Caffe's old net format): "
+                            f"{_UPGRADE}")
     return net
 
 
-def read_net(pb2, path, *, lenient: bool = False):
-    """The ``NetParameter`` of the prototxt at ``path``."""
-    return parse_net(pb2, read_text(path), str(path), lenient=lenient)
+def _parse_error(pb2, text: str, parsed: str, source: str, e) -> PrototxtError:
+    """The error for protobuf's ParseError ``e`` on ``parsed`` (``text`` as the parser got
+    it: :func:`~ucudnn.caffe.textscan.lexical_problems`)."""
+    msg, line, col = str(e), e.GetLine(), e.GetColumn()
+    if line is None:
+        return PrototxtError(f"{source}: {cut(msg)}")
+    msg = msg.split(" : ", 1)[-1]
+    # newer protobufs quote the whole current line first ("'LINE': what"): the position says
+    # where, and a line may be megabytes long
+    lines = parsed.split("\n", line + 1)[max(line - 2, 0):line + 1]
+    for quoted in sorted({f"'{t}': " for t in lines + [""]}, key=len, reverse=True):
+        if msg.startswith(quoted):
+            msg = msg[len(quoted):]
+            break
+    where = locate(text, source, offset(text, line, col or 1))
+    if "has no field named" in msg and pb2.source == OWNED_PROTO:
+        return PrototxtError(f"{where}: {cut(msg)} ({_UNKNOWN_FIELD_HINT})")
+    return PrototxtError(f"{where}: {cut(msg)}")
 
 
-def check_ucudnn_param(p, where: str) -> None:
-    """Refuse a UcudnnParameter that Caffe's ucudnn layer would refuse (negative workspace,
-    no repeats, a micro-batch size < 1); the error names ``where`` and the field."""
-    for field, low in (("workspace_limit", 0), ("total_workspace", 0),
-                       ("benchmark_repeats", 1)):
-        v = getattr(p, field)
-        if v < low:
-            raise PrototxtError(f"{where}: field 'ucudnn_param.{field}' must be >= {low}, "
-                                f"got {v}")
-    bad = [b for b in p.micro_batch_size if b < 1]
-    if bad:
-        raise PrototxtError(f"{where}: field 'ucudnn_param.micro_batch_size' must be >= 1, "
-                            f"got {bad[0]}")
+def _too_deep(text: str, source: str) -> PrototxtError:
+    depth, at = 0, None
+    for d, kind, _, where in tokens(text):
+        if kind == "open" and d + 1 > depth:
+            depth, at = d + 1, where
+    return PrototxtError(f"{locate(text, source, at)}: messages nested {depth} deep, more "
+                         "than protobuf's text parser follows")
 
 
-def check_shared_is_net_wide(net, where: str) -> None:
-    """Refuse ``optimizer: SHARED`` on a layer of a net that does not set it: the shared arena
-    is one for the whole net (Note [Shared arena in Caffe], caffe_patch/0002), and Caffe
-    stops on it too."""
-    shared = net.ucudnn_param.Optimizer.Value("SHARED") if hasattr(
-        net.ucudnn_param, "Optimizer") else None
-    if shared is None or net.ucudnn_param.optimizer == shared:
-        return
-    for layer in net.layer:
-        if layer.HasField("ucudnn_param") and layer.ucudnn_param.optimizer == shared:
-            raise PrototxtError(f"{where}: layer {layer.name!r}: field "
-                                "'ucudnn_param.optimizer' SHARED is net-wide (one arena that "
-                                "every layer reuses): set it in the net's ucudnn_param")
+def read_net(pb2, path):
+    """The ``NetParameter`` of the prototxt at ``path`` (:func:`parse_net`)."""
+    return parse_net(pb2, read_text(path), str(path))
 
 
-def write_net(net, path) -> None:
-    """Write ``net`` as prototxt (no comments, Note [Strict and lenient reading]) atomically:
-    a temporary file, then a rename. Refuses an invalid ucudnn_param
-    (:func:`check_ucudnn_param`)."""
+# -- writing ----------------------------------------------------------------------------------
+
+def write_net(net, path, *, replace: bool = True) -> None:
+    """Write ``net`` as prototxt (no comments, Note [Strict reading]) atomically: a temporary
+    file, then a rename (``ucudnn.plan.table.write_text``; ``replace=False``: an existing
+    ``path`` is an error, never overwritten)."""
     from google.protobuf import text_format
     path = os.fspath(path)
-    if net.HasField("ucudnn_param"):
-        check_ucudnn_param(net.ucudnn_param, f"{path}: net")
-    for layer in net.layer:
-        if layer.HasField("ucudnn_param"):
-            check_ucudnn_param(layer.ucudnn_param, f"{path}: layer {layer.name!r}")
-    check_shared_is_net_wide(net, path)
-    write_text(path, text_format.MessageToString(net, as_utf8=True))
-
-
-def _enum_value(enum, names, value, option):
-    """The proto enum number for a CLI name; an error naming the option otherwise."""
-    if value not in names:
-        raise PrototxtError(f"{option}: unknown value {value!r} "
-                            f"(expected one of {', '.join(names)})")
-    return enum.Value(names[value])
-
-
-def set_ucudnn_param(net, *, policy: Optional[str] = None, optimizer: Optional[str] = None,
-                     limit: Optional[int] = None, budget: Optional[int] = None,
-                     sizes: Optional[Iterable[int]] = None, math: Optional[str] = None,
-                     repeats: Optional[int] = None, cache_path: Optional[str] = None,
-                     layers: Optional[Iterable[str]] = None):
-    """Set ``ucudnn_param`` on the net (the default of every layer) or on the named layers.
-
-    Errors name the CLI option and the field (``--limit (workspace_limit): ...``)."""
-    for option, field, v, low in (("--limit", "workspace_limit", limit, 0),
-                                  ("--budget", "total_workspace", budget, 0),
-                                  ("--repeats", "benchmark_repeats", repeats, 1)):
-        if v is not None and v < low:
-            raise PrototxtError(f"{option} ({field}): must be >= {low}, got {v}")
-    if sizes is not None:
-        sizes = list(sizes)
-        if any(b < 1 for b in sizes):
-            raise PrototxtError(f"--sizes (micro_batch_size): must be >= 1, got {sizes}")
-    targets = [net.ucudnn_param]
-    if layers is not None:
-        names = list(layers)
-        by_name = {l.name: l for l in net.layer}
-        missing = [n for n in names if n not in by_name]
-        if missing:
-            raise PrototxtError(f"--layers: no layer named {', '.join(missing)} in the net")
-        targets = [by_name[n].ucudnn_param for n in names]
-        if optimizer == "shared":
-            raise PrototxtError("--optimizer shared: the shared arena is net-wide; set it "
-                                "without --layers")
-    for p in targets:
-        if policy is not None:
-            p.policy = _enum_value(p.Policy, POLICY_NAMES, policy, "--policy")
-        if optimizer is not None:
-            p.optimizer = _enum_value(p.Optimizer, _OPTIMIZER_NAMES, optimizer, "--optimizer")
-        if limit is not None:
-            p.workspace_limit = limit
-        if budget is not None:
-            p.total_workspace = budget
-        if sizes is not None:
-            del p.micro_batch_size[:]
-            p.micro_batch_size.extend(sizes)
-        if math is not None:
-            p.math = _enum_value(p.MathMode, _MATH_NAMES, math, "--math")
-        if repeats is not None:
-            p.benchmark_repeats = repeats
-        if cache_path is not None:
-            p.cache_path = cache_path
-    return net
-
-
-def merged_ucudnn_param(net, layer):
-    """The UcudnnParameter Caffe's ``Net::Init`` gives ``layer`` (caffe_patch/0002): the net's
-    as the default, the layer's own set fields win (its micro_batch_size replaces the net's);
-    None where neither sets one."""
-    if not net.HasField("ucudnn_param"):
-        return layer.ucudnn_param if layer.HasField("ucudnn_param") else None
-    merged = type(net.ucudnn_param)()
-    merged.CopyFrom(net.ucudnn_param)
-    if len(layer.ucudnn_param.micro_batch_size):
-        merged.ClearField("micro_batch_size")
-    merged.MergeFrom(layer.ucudnn_param)
-    return merged
+    try:
+        write_text(path, text_format.MessageToString(net, as_utf8=True), replace=replace)
+    except FileExistsError:
+        raise PrototxtError(f"{path}: exists; not overwritten") from None

@@ -16,12 +16,13 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..plan.layers import LayerSpec
 from ..plan.settings import PlanSettings
-from .params import check_shared_is_net_wide, merged_param, settings_of
+from .params import check_params, check_shared_is_net_wide, merged_param, settings_of
 from .proto import PrototxtError, load_caffe_pb2, parse_net, read_text
 from .shapes import PHASES, NetShapes, ShapeError, phase_layers
 
 __all__ = ["PrototxtError", "ShapeError", "PrototxtNet", "parse_net_text", "conv_layers",
-           "infer_shapes", "ucudnn_settings", "check_net", "load_prototxt", "read_prototxt",
+           "infer_shapes", "ucudnn_settings", "check_net", "conv_batches", "load_prototxt",
+           "read_prototxt",
            "merge_shapes"]
 
 Shape = Tuple[int, ...]
@@ -43,8 +44,8 @@ class PrototxtNet:
 
 
 def parse_net_text(text: str, source: str = "<prototxt>", caffe_proto: Optional[str] = None):
-    """A ``NetParameter`` from prototxt text, read as Caffe reads it (Note [Strict and
-    lenient reading] in :mod:`ucudnn.caffe.proto`)."""
+    """A ``NetParameter`` from prototxt text, read as Caffe reads it (Note [Strict reading]
+    in :mod:`ucudnn.caffe.proto`)."""
     return parse_net(load_caffe_pb2(caffe_proto), text, source)
 
 
@@ -85,16 +86,26 @@ def ucudnn_settings(net, phase: str = "TRAIN", source: str = "<prototxt>"
     return net_s, per_layer
 
 
-def check_net(net, source: str = "<prototxt>") -> None:
+def check_net(net, text: str, source: str = "<prototxt>") -> None:
     """Refuse, in either phase, what Caffe's ``Net::Init`` and its layers' set-up refuse: a
     bottom nobody produces, ``pad`` with ``pad_h``, a kernel larger than the padded input, a
-    bad ucudnn_param... (shapes the prototxt does not settle are not checked). An empty net
-    is refused too."""
-    if not len(net.layer) and not len(net.layers):
-        raise PrototxtError(f"{source}: the net has no layers")
+    ucudnn_param value (named at its line of ``text``)... Shapes the prototxt does not settle
+    are not checked. A net without layers is refused too."""
+    if not len(net.layer):
+        from .textscan import tokens
+        what = "an empty file" if next(tokens(text), None) is None else "a net without layers"
+        raise PrototxtError(f"{source}: {what}: no Caffe net to write a variant of")
+    check_params(net, text, source)
     for phase in PHASES:
         NetShapes(net, phase, source=source, need_convs=False).run()
         ucudnn_settings(net, phase, source)
+
+
+def conv_batches(net, source: str = "<prototxt>") -> List[int]:
+    """The mini-batch of every Convolution layer whose input shape the prototxt settles, in
+    both phases."""
+    return [l.n for phase in PHASES
+            for l in NetShapes(net, phase, source=source, need_convs=False).run().convs]
 
 
 def load_prototxt(path, phase: str = "TRAIN", batch: Optional[int] = None,

@@ -155,14 +155,14 @@ def _canon_axis(axis: int, ndim: int, where: str, field: str = "axis") -> int:
 
 
 def phase_layers(net, phase: str, source: str):
-    """(layer, name, where) for the layers of ``phase`` (Caffe's FilterNet), names unique."""
+    """(layer, name, where) for the layers of ``phase`` (Caffe's FilterNet). Caffe allows two
+    layers of one name (a layer is found by its first)."""
     if phase not in PHASES:
         raise ShapeError(f"phase: expected TRAIN or TEST, got {phase!r}")
     if not len(net.layer) and len(net.layers):
         raise ShapeError(f"{source}: V1 'layers' definitions are not supported; upgrade the "
                          "net with Caffe's upgrade_net_proto_text")
     level, stages = net.state.level, list(net.state.stage)
-    seen = set()
     for i, layer in enumerate(net.layer):
         name = layer.name if layer.HasField("name") else f"#{i + 1}"
         where = f"{source}: layer {name!r}"
@@ -177,9 +177,6 @@ def phase_layers(net, phase: str, source: str):
             keep = not any(_rule_matches(r, phase, level, stages) for r in layer.exclude)
         if not keep:
             continue
-        if name in seen:
-            raise ShapeError(f"{where}: duplicate layer name in phase {phase}")
-        seen.add(name)
         yield layer, name, where
 
 
@@ -201,6 +198,9 @@ class NetShapes:
         self.need_convs = need_convs
         self.shapes: Dict[str, Optional[Shape]] = {}
         self.maker: Dict[str, str] = {}             # blob -> the layer that makes it
+        #: an unknown blob -> the blob whose unknown shape it comes from (a data or Python
+        #: layer's top: what --input-shape must give)
+        self.origin: Dict[str, str] = {}
         self.need_backward: Dict[str, bool] = {}
         self.force = net.force_backward
         self.convs: List[LayerSpec] = []
@@ -217,12 +217,12 @@ class NetShapes:
         self.maker[name] = maker
         self.need_backward[name] = need_backward or self.force
 
-    def ask(self, blob: str, where: str, why: str) -> ShapeError:
-        known = self.shapes.get(blob)
-        return ShapeError(f"{where}: the shape of blob {blob!r} (made by layer "
-                          f"{self.maker.get(blob, '?')!r}) is not known: {why}; pass "
-                          f"--input-shape {blob}=N,C,H,W"
-                          + (f" (known so far: {known})" if known else ""))
+    def ask(self, blob: str, where: str) -> ShapeError:
+        root = self.origin.get(blob, blob)
+        via = "" if root == blob else f", which comes from blob {root!r}"
+        return ShapeError(f"{where}: the shape of its input {blob!r}{via} is not known: layer "
+                          f"{self.maker.get(root, '?')!r} reads it from files or computes it "
+                          f"outside Caffe's shape rules; pass --input-shape {root}=N,C,H,W")
 
     def net_inputs(self) -> None:
         inputs = list(self.net.input)
@@ -257,11 +257,14 @@ class NetShapes:
             if len(out_shapes) != len(tops):
                 raise ShapeError(f"{where}: {len(tops)} top blob(s), the layer produces "
                                  f"{len(out_shapes)}")
+            unknown = [b for b, s in zip(bottoms, in_shapes) if s is None]
             for t, s in zip(tops, out_shapes):
                 if t in self.given:
                     s = self.data_shape(self.given[t])
                     self._used_given.add(t)
                 self.add_blob(t, s, in_backward or learnable, name)
+                if s is None:
+                    self.origin[t] = self.origin.get(unknown[0], unknown[0]) if unknown else t
         unused = sorted(set(self.given) - self._used_given - set(self.net.input))
         if unused:
             raise ShapeError(f"--input-shape: no layer of phase {self.phase} makes a blob "
@@ -445,7 +448,7 @@ class NetShapes:
         s0 = bottoms[0]
         if s0 is None:
             if self.need_convs:
-                raise self.ask(layer.bottom[0], where, "the convolution's input")
+                raise self.ask(layer.bottom[0], where)
             return None, learnable
         if p.axis != 1:
             raise ShapeError(f"{where}: field 'convolution_param.axis': only 1 is supported")
@@ -463,6 +466,9 @@ class NetShapes:
         if min(out) < 1:
             raise ShapeError(f"{where}: the kernel {kernel[0]}x{kernel[1]} is larger than the "
                              f"padded input {h}x{w}")
+        if any(l.name == name for l in self.convs):
+            raise ShapeError(f"{where}: a second Convolution layer named {name!r}: ucudnn plans "
+                             "a net's convolutions by their names; rename one")
         bwd_data = any(self.need_backward[b] for b in layer.bottom)
         if len(layer.propagate_down):   # Caffe: an explicit propagate_down replaces the need
             bwd_data = any(layer.propagate_down)

@@ -100,6 +100,12 @@ def run(args) -> int:
         for path in args.table:
             c.text_file(path, "--table")
     layers, label, _ = c.load_layers(args, "alexnet")
+    if not layers:
+        c.note(f"{label}: no Convolution layer in phase {args.phase}: nothing to plan")
+        if args.json:
+            print(json.dumps({"ucudnn_version": c.version(), "network": label, "kernels": [],
+                              "notes": ["no Convolution layer: nothing to plan"]}, indent=2))
+        return 0
     options.check_sizes(given, [l.n for l in layers])
     settings, notes = _settings(args, layers, given)
     try:

@@ -1,6 +1,8 @@
 """``ucudnn prototxt``: write a variant of a Caffe prototxt with ucudnn_param."""
 from __future__ import annotations
 
+import os
+
 from . import common as c
 from . import options
 
@@ -8,38 +10,44 @@ HELP = "write a variant of a Caffe prototxt with ucudnn_param"
 
 
 def add_parser(sub) -> None:
-    s = sub.add_parser("prototxt", help=HELP, description=HELP + " (through the protobuf "
-                       "classes of Caffe's patched caffe.proto; fields not given are left as "
-                       "they are). The variant is checked as Caffe's Net::Init checks a net, "
-                       "in both phases, before it is written.")
+    s = sub.add_parser("prototxt", help=HELP, description=HELP + ". The net is read as "
+                       "strictly as Caffe reads it (a field Caffe refuses is an error naming "
+                       "the file, line, layer and field), checked in both phases as Caffe's "
+                       "Net::Init checks it, and written through protobuf's text format: every "
+                       "field is kept, options not given are left as they are, but comments "
+                       "are dropped and fields come out in the order of their numbers in "
+                       "caffe.proto.")
     s.add_argument("input", help="the prototxt to start from")
-    s.add_argument("-o", "--output", required=True, help="the variant to write")
+    s.add_argument("-o", "--output", required=True, help="the variant to write (a new file "
+                   "unless --force)")
     s.add_argument("--force", action="store_true",
-                   help="allow --output to be the input file (overwrite it)")
+                   help="allow --output to be an existing file, the input included "
+                   "(overwrite it)")
     options.add_settings_options(s, repeats=True)
     s.add_argument("--cache", metavar="PATH", help="benchmark cache path for Caffe to use")
     s.add_argument("--layers", metavar="LIST", help="set it on these layers instead of the "
                    "net (default: the net-wide ucudnn_param)")
-    s.add_argument("--caffe-proto", metavar="PATH", help="a caffe.proto to read the net with "
-                   "(default: $UCUDNN_CAFFE_PROTO, else ucudnn's schema of Caffe's)")
+    s.add_argument("--caffe-proto", metavar="PATH", help="a fork's caffe.proto with fields "
+                   "BVLC Caffe lacks (default: $UCUDNN_CAFFE_PROTO, else ucudnn's own schema "
+                   "of BVLC Caffe's nets)")
     s.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..caffe import params, proto as cp
-    from ..caffe.prototxt import check_net
-    from ..caffe.shapes import PHASES, NetShapes
+    from ..caffe import params
+    from ..caffe.proto import load_caffe_pb2, parse_net, read_text, write_net
+    from ..caffe.prototxt import check_net, conv_batches
     c.text_file(args.input, "input")
     c.output_file(args.output, "--output", inputs=[args.input], force=args.force)
+    if os.path.lexists(args.output) and not args.force:
+        raise c.CliError(f"--output: {args.output} exists; pass --force to overwrite it")
     given = options.settings_given(args)
     if args.cache is not None:
         given["cache_path"] = args.cache
-    pb2 = cp.load_caffe_pb2(args.caffe_proto)
-    net = cp.read_net(pb2, args.input)
-    check_net(net, args.input)
-    batches = [l.n for phase in PHASES for l in
-               NetShapes(net, phase, source=args.input, need_convs=False).run().convs]
-    options.check_sizes(given, batches)
+    text = read_text(args.input)
+    net = parse_net(load_caffe_pb2(args.caffe_proto), text, args.input)
+    check_net(net, text, args.input)
+    options.check_sizes(given, conv_batches(net, args.input))
     targets = [net.ucudnn_param]
     if args.layers:
         names = c.split_list(args.layers)
@@ -53,7 +61,7 @@ def run(args) -> int:
         targets = [by_name[n].ucudnn_param for n in names]
     for p in targets:
         params.set_param(p, given)
-    check_net(net, args.input)
-    cp.write_net(net, args.output)
+    check_net(net, text, args.input)
+    write_net(net, args.output, replace=args.force)
     c.say(f"wrote {args.output}")
     return 0

@@ -181,7 +181,7 @@ def lookup(layer_list: Iterable[LayerSpec], *, math: str = "default", dtype: str
                 continue
             have = table.get(_key(m, op, shape))
             if have is None:
-                missing[l.name, op] = (f"kernel not in the shipped data ({_describe(l)}, "
+                missing[l.name, op] = (f"kernel not in the shipped data ({l.describe()}, "
                                        f"{op})")
                 continue
             if sizes_of is None:
@@ -196,9 +196,3 @@ def lookup(layer_list: Iterable[LayerSpec], *, math: str = "default", dtype: str
                 continue
             benches[l.name, op] = {b: list(have[b]) for b in want if b in have}
     return benches, missing
-
-
-def _describe(l: LayerSpec) -> str:
-    g = f", group {l.groups}" if l.groups > 1 else ""
-    return (f"C={l.c} {l.h}x{l.w} K={l.k} {l.r}x{l.s} pad {l.pad} stride {l.stride}"
-            f"{f' dilation {l.dilation}' if l.dilation > 1 else ''}{g}")
