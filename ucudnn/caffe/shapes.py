@@ -353,6 +353,8 @@ class NetShapes:
             return [self.reshape(layer, where, bottoms[0])], False
         if ltype in _LOSSES or ltype == "Accuracy":
             need(2, 3)
+            if not tops:                # Caffe gives a loss layer an anonymous top
+                return [], False
             out = [()]
             if len(tops) > 1:
                 if ltype == "SoftmaxWithLoss":
