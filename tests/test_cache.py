@@ -49,7 +49,7 @@ def test_persistence_across_instances(tmp_path):
         assert c.get_many(KEY, [1, 2]) == {1: PERFS[:1], 2: _sorted(PERFS[:2])}
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
-    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
     assert dict(conn.execute("SELECT key, value FROM meta"))["schema_version"] == "2"
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
     conn.close()
@@ -191,6 +191,25 @@ def test_foreign_or_corrupted_files_are_refused_and_untouched(tmp_path):
         assert str(path) in str(e.value), what
         assert path.read_bytes() == data, f"{what}: the file was modified"
         assert not Path(str(path) + "-wal").exists(), what
+
+
+def test_foreign_file_with_an_interrupted_write_is_left_untouched(tmp_path):
+    import subprocess
+    path = tmp_path / "foreign.sqlite"
+    _foreign_db(path, tables=("CREATE TABLE notes (k TEXT, v TEXT)",))
+    crash = ("import os, sqlite3, sys\n"
+             "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+             "c.execute('PRAGMA cache_size = 1')\n"
+             "c.execute('BEGIN IMMEDIATE')\n"
+             "for i in range(2000):\n"
+             "    c.execute('INSERT INTO notes VALUES (?, ?)', (f'k{i}', 'x' * 200))\n"
+             "os.kill(os.getpid(), 9)\n")
+    assert subprocess.run([sys.executable, "-c", crash, str(path)]).returncode == -9
+    journal = Path(f"{path}-journal")
+    before = path.read_bytes(), journal.read_bytes()
+    with pytest.raises(CacheError, match="another application was interrupted"):
+        BenchCache(path)
+    assert (path.read_bytes(), journal.read_bytes()) == before
 
 
 def test_directory_is_refused(tmp_path):
@@ -537,68 +556,54 @@ def test_newer_schema_is_refused_untouched(tmp_path):
     assert path.read_bytes() == before
 
 
-# -- read-only (Note [Read-only caches]) ------------------------------------------------------
+# -- readers beside writers (Note [Cache file safety]) ----------------------------------------
 
-def test_read_only_open_lists_and_reads(tmp_path):
-    path = tmp_path / "c.sqlite"
+def _reader(path, barrier, stop, results):
+    try:
+        barrier.wait(timeout=60)
+        reads = 0
+        while not stop.is_set() or reads == 0:
+            try:
+                with BenchCache(path, timeout=60, readonly=True) as c:
+                    for k in c.keys():
+                        if k.op == SHARED_KEY.op:
+                            assert c.get(k, 1) in [_shared_pattern(x) for x in range(N_WORKERS)]
+                            continue
+                        w, i = divmod(k.shape.k - 1, 1000)       # as _worker_key made it
+                        assert c.get(k, 1 + i % 3) == _worker_perfs(w, i), k
+                reads += 1
+            except CacheError as e:
+                if "no cache at" not in str(e):      # not created yet
+                    raise
+        results.put(("reader", reads))
+    except BaseException as e:             # reported to the parent
+        results.put(("reader", repr(e)))
+
+
+def test_readers_beside_concurrent_writers(tmp_path, monkeypatch):
+    """Read-only readers listing in a loop never disturb several writers, and leave no file."""
+    path = str(tmp_path / "shared.sqlite")
+    monkeypatch.setattr(sys, "path", sys.path + [str(Path(__file__).resolve().parents[1])])
+    ctx = multiprocessing.get_context("spawn")
+    n_readers = 2
+    barrier, results, stop = ctx.Barrier(N_WORKERS + n_readers), ctx.Queue(), ctx.Event()
+    procs = [ctx.Process(target=_writer, args=(path, w, barrier, results))
+             for w in range(N_WORKERS)]
+    procs += [ctx.Process(target=_reader, args=(path, barrier, stop, results))
+              for _ in range(n_readers)]
+    for p in procs:
+        p.start()
+    outcome = [results.get(timeout=120) for _ in range(N_WORKERS)]
+    stop.set()
+    outcome += [results.get(timeout=120) for _ in range(n_readers)]
+    for p in procs:
+        p.join(timeout=60)
+    assert sorted(o for o in outcome if o[1] == "ok") == [(w, "ok") for w in range(N_WORKERS)]
+    reads = [o[1] for o in outcome if o[0] == "reader"]
+    assert len(reads) == n_readers and all(isinstance(r, int) and r > 0 for r in reads), reads
     with BenchCache(path) as c:
-        c.put(KEY, 4, PERFS)
-    before = path.read_bytes()
-    with BenchCache(path, readonly=True) as c:
-        assert c.readonly and c.get(KEY, 4) == _sorted(PERFS) and c.keys() == [KEY]
-        with pytest.raises(CacheError, match="read-only"):
-            c.put(KEY, 8, PERFS)
-        # fill measures what is missing and returns it, without storing it
-        assert c.fill(KEY, [4, 8], lambda s: {8: PERFS[:1]}) == {4: _sorted(PERFS),
-                                                                  8: PERFS[:1]}
-        assert c.get(KEY, 8) is None
-    assert path.read_bytes() == before
-    with pytest.raises(CacheError, match="no such file"):
-        BenchCache(tmp_path / "absent.sqlite", readonly=True)
-    empty = tmp_path / "empty.sqlite"
-    empty.write_bytes(b"")
-    with BenchCache(empty, readonly=True) as c:
-        assert len(c) == 0 and c.keys() == [] and c.get(KEY, 1) is None
-    assert empty.read_bytes() == b""
-
-
-def test_read_only_storage_falls_back(tmp_path, monkeypatch, caplog):
-    """Where SQLite cannot write (read-only file system): opened read-only, with a warning.
-    Simulated: the tests may run as root, for whom permissions do not apply."""
-    path = tmp_path / "c.sqlite"
-    with BenchCache(path) as c:
-        c.put(KEY, 4, PERFS)
-
-    def refuse(self):
-        raise sqlite3.OperationalError("attempt to write a readonly database")
-    monkeypatch.setattr(BenchCache, "_open_readwrite", refuse)
-    with caplog.at_level("WARNING", logger="ucudnn"):
-        with BenchCache(path) as c:
-            assert c.readonly and "readonly database" in c.readonly_reason
-            assert c.get(KEY, 4) == _sorted(PERFS)
-    assert "opened read-only" in caplog.text
-    with pytest.raises(CacheError, match="readonly database"):
-        BenchCache(path, readonly=False)
-    # an unwritable folder or file is noticed before trying
-    monkeypatch.setattr(BenchCache, "_writable", lambda self: False)
-    with BenchCache(path) as c:
-        assert c.readonly and "not writable" in c.readonly_reason
-
-
-def test_read_only_wal_without_shm_is_read_immutable(tmp_path, monkeypatch):
-    """On read-only storage SQLite cannot create a WAL file's -shm: read it immutable."""
-    path = tmp_path / "c.sqlite"
-    with BenchCache(path) as c:
-        c.put(KEY, 4, PERFS)
-    real = sqlite3.connect
-
-    def no_shm(target, *a, **kw):
-        if kw.get("uri") and "immutable=1" not in str(target):
-            raise sqlite3.OperationalError("unable to open database file")
-        return real(target, *a, **kw)
-    monkeypatch.setattr(sqlite3, "connect", no_shm)
-    with BenchCache(path, readonly=True) as c:
-        assert c.get(KEY, 4) == _sorted(PERFS) and "immutable" in c.readonly_reason
+        assert len(c) == N_WORKERS * N_ENTRIES + 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shared.sqlite"]
 
 
 # -- ucudnn.measure.bench records the cap and the timing really used ---------------------------

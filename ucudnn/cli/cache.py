@@ -1,4 +1,14 @@
-"""``ucudnn cache``: list, import or export the benchmark cache."""
+"""``ucudnn cache``: list, import or export the benchmark cache.
+
+    ucudnn cache list [--cache PATH] [--json]
+    ucudnn cache export FILE [--cache PATH]              a copy of the whole cache (a cache file)
+    ucudnn cache export (--net|--layers|--prototxt) ...  [--csv OUT]: a table of those layers
+    ucudnn cache import FILE [--cache PATH]              FILE a cache (as export writes): merged
+    ucudnn cache import CSV (--net|--layers|--prototxt) ...  a table, keyed by the layers' shapes
+
+Reading commands (list, export) never create a cache; Note [A cache shared by a cluster] in
+:mod:`ucudnn.measure.cache` says what the copies are for.
+"""
 from __future__ import annotations
 
 import json
@@ -9,6 +19,11 @@ from . import common as c
 
 HELP = "list, import or export the benchmark cache"
 _CACHE_HELP = "benchmark cache (default: $UCUDNN_CACHE or ~/.cache/ucudnn/bench.sqlite)"
+_TABLE_ONLY = (("gpu", None, "--gpu"), ("cudnn_version", None, "--cudnn-version"),
+               ("dtype", "float32", "--dtype"), ("math", "default", "--math"),
+               ("repeats", 1, "--repeats"), ("csv", None, "--csv"), ("net", None, "--net"),
+               ("layers", None, "--layers"), ("prototxt", None, "--prototxt"),
+               ("batch", None, "--batch"))
 
 
 def add_parser(sub) -> None:
@@ -19,15 +34,24 @@ def add_parser(sub) -> None:
     p.add_argument("--cache", metavar="PATH", help=_CACHE_HELP)
     p.add_argument("--json", action="store_true", help="print a JSON list")
     p.set_defaults(func=run)
-    for name, helptext in (("import", "store a benchmark table, keyed by the layers' shapes"),
-                           ("export", "write cached measurements as a table")):
+    for name, helptext in (
+            ("import", "merge a cache file (as 'cache export FILE' writes) into the cache, or "
+                       "store a benchmark table keyed by the layers' shapes"),
+            ("export", "copy the whole cache to FILE (a cache file), or write the cached "
+                       "measurements of some layers as a table")):
         p = csub.add_parser(name, help=helptext, description=helptext + ".")
         if name == "import":
-            p.add_argument("table", metavar="CSV", help="benchmark table to import")
+            p.add_argument("table", metavar="FILE",
+                           help="a cache file (merged entry by entry: the later measurement "
+                           "wins) or a benchmark table (CSV; needs --net, --layers or "
+                           "--prototxt)")
             p.add_argument("--repeats", type=int, default=1,
-                           help="cudnnFind calls behind each row")
+                           help="cudnnFind calls behind each row of a table")
         else:
-            p.add_argument("--csv", "-o", metavar="OUT", help="output file (default: stdout)")
+            p.add_argument("file", metavar="FILE", nargs="?",
+                           help="new file for a copy of the whole cache (never overwritten)")
+            p.add_argument("--csv", "-o", metavar="OUT",
+                           help="output file of a table (default: stdout)")
         c.add_layer_source(p, default_net=False)
         p.add_argument("--cache", metavar="PATH", help=_CACHE_HELP)
         p.add_argument("--gpu", help="GPU name (default: the visible GPU"
@@ -38,6 +62,41 @@ def add_parser(sub) -> None:
         p.add_argument("--dtype", default="float32", help="data type: " + ", ".join(DTYPES))
         p.add_argument("--math", default="default", help="math mode: " + ", ".join(MATH_MODES))
         p.set_defaults(func=run)
+
+
+def _is_cache_file(path) -> bool:
+    from ..measure.cache.schema import SQLITE_MAGIC
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def _no_table_options(args, what: str) -> None:
+    for field, default, option in _TABLE_ONLY:
+        if getattr(args, field, default) != default:
+            raise c.CliError(f"{option}: {what} copies entries as they are; {option} is for "
+                             "a table of layers")
+
+
+def _whole_cache(args) -> int:
+    from ..measure.cache import BenchCache
+    if args.command == "export":
+        _no_table_options(args, "'cache export FILE'")
+        with BenchCache(args.cache, create=False) as cache:
+            n = cache.export_cache(args.file)
+            c.say(f"copied {n} entries of {cache.path} to {args.file}")
+        return 0
+    _no_table_options(args, f"importing the cache file {args.table}")
+    with BenchCache(args.cache) as cache:
+        got = cache.import_cache(args.table)
+        kept = (f"; kept {got.kept_newer} entries of {cache.path} measured later"
+                if got.kept_newer else "")
+        legacy = (f"; skipped {got.legacy_skipped} schema-1 entries of unknown workspace cap"
+                  if got.legacy_skipped else "")
+        c.say(f"imported {got.stored} entries from {args.table} into {cache.path}{kept}{legacy}")
+    return 0
 
 
 def run(args) -> int:
@@ -56,7 +115,13 @@ def run(args) -> int:
             print(f"{k.gpu} | cuDNN {sources.format_cudnn(k.cudnn_version)} | {k.dtype} | "
                   f"{k.math} | {k.op} | {k.shape.key()} | batches {','.join(map(str, b))}")
         return 0
+    if (args.command == "export" and args.file is not None) or (
+            args.command == "import" and _is_cache_file(args.table)):
+        return _whole_cache(args)
     math_mode, dtype = c.math(args.math), c.dtype(args.dtype)
+    if args.command == "export" and not (args.net or args.layers or args.prototxt):
+        raise c.CliError("export: give FILE (a copy of the whole cache) or --net, --layers or "
+                         "--prototxt (a table of those layers)")
     c.need_layers(args, " (the layer shapes)")
     if args.command == "import":
         c.text_file(args.table, "table")

@@ -512,8 +512,10 @@ def import_table(table, layers, *, cache_path=None, gpu: Optional[str] = None,
 def export_rows(layers, *, cache_path=None, gpu: Optional[str] = None,
                 cudnn_version: Optional[int] = None, dtype: str = "float32",
                 math: str = "default") -> List[BenchRow]:
-    """Every cached measurement of ``layers`` as table rows; :class:`SourceError` if none."""
-    with _open_cache(cache_path) as cache:
+    """Every cached measurement of ``layers`` as table rows; :class:`SourceError` if none
+    (CacheError if there is no cache: nothing is created)."""
+    from .cache import BenchCache
+    with BenchCache(cache_path, create=False) as cache:
         gpu, cudnn_version = resolve_device(gpu, cudnn_version, cache=cache, math=math)
         rows = cache.export_rows(layers, gpu=gpu, cudnn_version=cudnn_version, dtype=dtype,
                                  math=math)
@@ -525,6 +527,8 @@ def export_rows(layers, *, cache_path=None, gpu: Optional[str] = None,
 
 
 def cache_listing(cache_path=None) -> Tuple[str, int, list]:
-    """(path, number of entries, [(CacheKey, [batches])]); an absent cache file is created."""
-    with _open_cache(cache_path) as cache:
+    """(path, number of entries, [(CacheKey, [batches])]); CacheError ``no cache at PATH``
+    for an absent file (nothing is created)."""
+    from .cache import BenchCache
+    with BenchCache(cache_path, create=False) as cache:
         return str(cache.path), len(cache), cache.entries()

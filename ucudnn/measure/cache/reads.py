@@ -1,0 +1,89 @@
+"""Lookups: the entries that answer a key (Note [Workspace cap and timing in the key]), the
+stored keys and batch sizes, counts. Each lookup is one SQL statement (one snapshot)."""
+from __future__ import annotations
+
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from ...plan.table import AlgoPerf
+from .file import CacheFile
+from .key import UNKNOWN_CAP, CacheKey, shape_from_key
+from .schema import KERNEL_WHERE
+
+__all__ = ["CacheReads"]
+
+
+class CacheReads(CacheFile):
+    """The lookups of :class:`~ucudnn.measure.cache.BenchCache`."""
+
+    @staticmethod
+    def _match(key: CacheKey, exact: bool) -> Tuple[str, tuple]:
+        """SQL condition and parameters of the entries that answer ``key`` (Note [Workspace
+        cap and timing in the key]); ``exact``: only the entries stored under ``key`` itself."""
+        if not isinstance(key, CacheKey):
+            raise ValueError(f"cache key expected, got {key!r}")
+        cond = f"{KERNEL_WHERE} AND timing = ? AND workspace_cap "
+        cond += "= ?" if exact or key.legacy else ">= ?"
+        return cond, key.columns()
+
+    def get(self, key: CacheKey, batch: int, *, exact: bool = False) -> Optional[List[AlgoPerf]]:
+        """The algorithms measured for ``key`` at ``batch`` (fastest first), or ``None``."""
+        return self.get_many(key, [batch], exact=exact).get(batch)
+
+    def get_many(self, key: CacheKey, batches: Iterable[int], *,
+                 exact: bool = False) -> Dict[int, List[AlgoPerf]]:
+        """``{batch: perfs}`` for the requested batches that have an entry usable for ``key``:
+        same kernel and timing, measured with at least ``key.workspace_cap`` offered; of
+        several, the largest cap, then the newest (``exact``: only ``key``'s own cap)."""
+        wanted = sorted({int(b) for b in batches})
+        if not wanted:
+            return {}
+        cond, params = self._match(key, exact)
+        out: Dict[int, List[AlgoPerf]] = {}
+        for i in range(0, len(wanted), 500):        # stay below SQLite's parameter limit
+            part = wanted[i:i + 500]
+            # one statement, one snapshot: the chosen entry and its perfs agree
+            rows = self._read(
+                "WITH best AS (SELECT id, batch, ROW_NUMBER() OVER (PARTITION BY batch "
+                "ORDER BY workspace_cap DESC, created DESC, id DESC) AS rank FROM entries "
+                f"WHERE {cond} AND batch IN ({','.join('?' * len(part))})) "
+                "SELECT b.batch, p.algo, p.time_ms, p.ws_bytes, p.algo_math FROM best b "
+                "LEFT JOIN perfs p ON p.entry = b.id WHERE b.rank = 1",
+                params + tuple(part))
+            for batch, algo, t, ws, m in rows:
+                perfs = out.setdefault(batch, [])
+                if algo is not None:
+                    perfs.append(AlgoPerf(algo, t, ws, m))
+        for perfs in out.values():
+            perfs.sort(key=lambda p: (p.time_ms, p.ws_bytes, p.algo, p.math))
+        return dict(sorted(out.items()))
+
+    def batches(self, key: CacheKey, *, exact: bool = False) -> List[int]:
+        """Micro-batch sizes with an entry usable for ``key`` (``exact``: stored under it)."""
+        cond, params = self._match(key, exact)
+        return [r[0] for r in self._read(
+            f"SELECT DISTINCT batch FROM entries WHERE {cond} ORDER BY batch", params)]
+
+    def keys(self, *, include_legacy: bool = True) -> List[CacheKey]:
+        """Every key with at least one entry (each cap and timing its own key), in a stable
+        order; ``include_legacy=False`` leaves out the schema-1 entries of unknown cap."""
+        rows = self._read("SELECT DISTINCT gpu, cudnn_version, dtype, math, op, shape, "
+                          "workspace_cap, timing FROM entries "
+                          + ("" if include_legacy else f"WHERE workspace_cap != {UNKNOWN_CAP} ")
+                          + "ORDER BY gpu, cudnn_version, dtype, math, op, shape, "
+                          "timing, workspace_cap")
+        return [CacheKey(g, v, d, m, op, shape_from_key(s), cap, t)
+                for g, v, d, m, op, s, cap, t in rows]
+
+    def entries(self, *, include_legacy: bool = True) -> List[Tuple[CacheKey, List[int]]]:
+        """``[(key, batches)]`` exactly as stored: what a listing shows."""
+        return [(k, self.batches(k, exact=True))
+                for k in self.keys(include_legacy=include_legacy)]
+
+    def legacy_count(self) -> int:
+        """Entries migrated from schema 1 (unknown cap, never used for planning)."""
+        rows = self._read(f"SELECT COUNT(*) FROM entries WHERE workspace_cap = {UNKNOWN_CAP}")
+        return rows[0][0] if rows else 0
+
+    def __len__(self) -> int:
+        rows = self._read("SELECT COUNT(*) FROM entries")
+        return rows[0][0] if rows else 0

@@ -1,0 +1,132 @@
+"""The cache file's format: its tables, the marks that make a file ours (application id,
+schema version), telling ours from a foreign file, and creating or migrating the tables.
+
+Note [Schema migration]
+    Schema 2 holds ``workspace_cap`` and ``timing`` in each entry; schema 1 lacks them. A
+    schema-1 file is migrated in place on the first read-write open, in one ``BEGIN
+    IMMEDIATE`` transaction (another process that migrates it first is noticed inside the
+    lock). Schema-1 entries were all timed the same way -- back-to-back re-timing with 5
+    CUDA-event runs, the only ``time_iters`` any caller passed -- so they get ``timing =
+    "events5"``. Their cap is unknowable: 8 GiB by default but capped by the free memory of the
+    moment, and ``ucudnn bench --workspace-cap`` could lower it. They get ``workspace_cap =
+    UNKNOWN_CAP`` (-1), which no lookup for planning matches (only a lookup with that very
+    sentinel, for listing and export): they are measured again when needed and can be dropped
+    with ``BenchCache.drop_legacy``. A schema-1 file opened read-only cannot be migrated and is
+    refused with what to do. A file of a newer schema is refused.
+"""
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+
+from ...vocab import InputError
+from .key import UNKNOWN_CAP
+
+__all__ = ["CacheError", "APPLICATION_ID", "SCHEMA_VERSION", "APP_NAME", "SQLITE_MAGIC",
+           "KERNEL_WHERE", "check_ours", "initialise"]
+
+log = logging.getLogger("ucudnn")
+
+#: ``PRAGMA application_id`` of ucudnn caches ("ucNN").
+APPLICATION_ID = 0x75634E4E
+SCHEMA_VERSION = 2
+APP_NAME = "ucudnn-bench-cache"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+_OUR_TABLES = {"meta", "entries", "perfs"}
+
+_TABLES = """
+CREATE TABLE {entries} (
+    id INTEGER PRIMARY KEY,
+    gpu TEXT NOT NULL, cudnn_version INTEGER NOT NULL, dtype TEXT NOT NULL,
+    math TEXT NOT NULL, op TEXT NOT NULL, shape TEXT NOT NULL,
+    timing TEXT NOT NULL, workspace_cap INTEGER NOT NULL, batch INTEGER NOT NULL,
+    repeats INTEGER NOT NULL, created REAL NOT NULL,
+    UNIQUE (gpu, cudnn_version, dtype, math, op, shape, timing, workspace_cap, batch)
+);
+CREATE TABLE {perfs} (
+    entry INTEGER NOT NULL REFERENCES {entries}(id) ON DELETE CASCADE,
+    algo INTEGER NOT NULL, time_ms REAL NOT NULL, ws_bytes INTEGER NOT NULL,
+    algo_math INTEGER NOT NULL
+);
+"""
+_SCHEMA = ("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+           + _TABLES.format(entries="entries", perfs="perfs")
+           + "CREATE INDEX perfs_entry ON perfs(entry);")
+
+# Schema 1 -> 2 (Note [Schema migration]): new tables, rows copied with their ids, old tables
+# dropped (perfs first: no cascade), new ones renamed (SQLite rewrites the foreign key).
+_MIGRATE_1_2 = _TABLES.format(entries="entries_v2", perfs="perfs_v2") + f"""
+INSERT INTO entries_v2 (id, gpu, cudnn_version, dtype, math, op, shape, timing, workspace_cap,
+                        batch, repeats, created)
+    SELECT id, gpu, cudnn_version, dtype, math, op, shape, 'events5', {UNKNOWN_CAP}, batch,
+           repeats, created FROM entries;
+INSERT INTO perfs_v2 (entry, algo, time_ms, ws_bytes, algo_math)
+    SELECT entry, algo, time_ms, ws_bytes, algo_math FROM perfs;
+DROP INDEX IF EXISTS perfs_entry;
+DROP TABLE perfs;
+DROP TABLE entries;
+ALTER TABLE entries_v2 RENAME TO entries;
+ALTER TABLE perfs_v2 RENAME TO perfs;
+CREATE INDEX perfs_entry ON perfs(entry)
+"""
+
+#: The entries of one kernel (parameters: :meth:`CacheKey.kernel_columns`).
+KERNEL_WHERE = ("gpu = ? AND cudnn_version = ? AND dtype = ? AND math = ? AND op = ? "
+                "AND shape = ?")
+
+
+class CacheError(InputError):
+    """The cache file cannot be used (not ours, corrupted, locked too long, absent, read-only
+    for a write); names the path."""
+
+
+def check_ours(conn: sqlite3.Connection, where: str) -> bool:
+    """True if initialised by us with a schema this ucudnn reads or migrates (1 or
+    ``SCHEMA_VERSION``), False if an empty SQLite database; else CacheError."""
+    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    tables = {r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
+    if app_id == 0 and not tables:
+        return False
+    if app_id != APPLICATION_ID:
+        raise CacheError(f"{where}: an SQLite database of another application "
+                         f"(application_id {app_id:#x}, tables {sorted(tables)}), "
+                         "not a ucudnn benchmark cache; the file was left untouched")
+    if not _OUR_TABLES <= tables:
+        raise CacheError(f"{where}: a ucudnn cache lacking table(s) "
+                         f"{sorted(_OUR_TABLES - tables)}; the file was left untouched")
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version not in (1, SCHEMA_VERSION):
+        raise CacheError(f"{where}: cache schema version {version}, this ucudnn reads "
+                         f"version {SCHEMA_VERSION} (and migrates version 1); the file was "
+                         "left untouched -- use another --cache file or a newer ucudnn")
+    return True
+
+
+def initialise(conn: sqlite3.Connection, where: str) -> None:
+    """Create the tables of an empty database or migrate a schema-1 one; run inside the write
+    transaction, so the state is re-checked under the lock (another process may have
+    initialised or migrated the file since it was validated)."""
+    if not check_ours(conn, where):
+        for stmt in _SCHEMA.strip().split(";"):
+            if stmt.strip():
+                conn.execute(stmt)
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
+                         [("application", APP_NAME), ("schema_version", str(SCHEMA_VERSION))])
+    elif conn.execute("PRAGMA user_version").fetchone()[0] == 1:
+        n = conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
+        for stmt in _MIGRATE_1_2.strip().split(";"):
+            if stmt.strip():
+                conn.execute(stmt)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                         [("schema_version", str(SCHEMA_VERSION)),
+                          ("migrated_from_schema", "1"),
+                          ("migrated", time.strftime("%Y-%m-%dT%H:%M:%S%z")),
+                          ("migrated_entries", str(n))])
+        log.warning("%s: migrated from schema 1: %d entries kept with timing events5 "
+                    "and an unknown workspace cap; they are not used for planning and "
+                    "are measured again when needed (Note [Schema migration])", where, n)

@@ -1,0 +1,166 @@
+"""Moving entries in and out of a cache: benchmark tables (rows keyed by layer names, through
+the layers' shapes), and whole caches (a copy that is itself a cache file, merged back entry
+by entry). Note [A cache shared by a cluster] in the package says what they are for."""
+from __future__ import annotations
+
+import os
+import secrets
+import sqlite3
+import time
+from pathlib import Path
+from typing import Dict, List, Mapping, NamedTuple, Sequence, Tuple
+
+from ...plan.conv import ConvShape
+from ...plan.table import OPS, AlgoPerf, BenchRow
+from .file import JOURNAL_MODE
+from .key import DEFAULT_TIMING, DEFAULT_WORKSPACE_CAP, UNKNOWN_CAP, CacheKey, shape_from_key
+from .schema import CacheError
+from .writes import CacheWrites
+
+__all__ = ["CacheTransfer", "Imported"]
+
+
+class Imported(NamedTuple):
+    """What :meth:`CacheTransfer.import_cache` did with the entries of the other file."""
+    stored: int             # copied (new, or replacing an older entry)
+    kept_newer: int         # this cache's entry was measured later: kept
+    legacy_skipped: int     # schema-1 entries of unknown cap: never plan, not copied
+
+
+class CacheTransfer(CacheWrites):
+    """Tables and whole-cache copies of :class:`~ucudnn.measure.cache.BenchCache`."""
+
+    # -- benchmark tables --------------------------------------------------------------------
+    @staticmethod
+    def _layer_map(layers) -> Dict[str, object]:
+        if isinstance(layers, Mapping):
+            return dict(layers)
+        return {l.name: l for l in layers}
+
+    def import_table(self, rows, layers, *, gpu: str, cudnn_version: int,
+                     dtype: str = "float32", math: str = "default", repeats: int = 1,
+                     workspace_cap: int = DEFAULT_WORKSPACE_CAP,
+                     timing: str = DEFAULT_TIMING) -> int:
+        """Store a benchmark table (:class:`BenchRow` rows); ``layers`` ({name: LayerSpec} or
+        a list) gives the kernels (:meth:`ConvShape.from_layer`, Caffe's kernel of the
+        layer). ``workspace_cap`` and ``timing``: what the table was measured with (a table
+        does not say; the defaults are the core's defaults).
+
+        Every (layer, op, batch) of the table replaces its cache entry; all in one transaction.
+        Returns the number of entries written.
+        """
+        by_name = self._layer_map(layers)
+        grouped: Dict[Tuple[str, str, int], List[AlgoPerf]] = {}
+        for r in rows:
+            grouped.setdefault((r.layer, r.op, r.batch), []).append(r.perf)
+        unknown = sorted({layer for layer, _, _ in grouped if layer not in by_name})
+        if unknown:
+            raise ValueError(f"table layer(s) {unknown} are not in the layer list "
+                             f"({', '.join(sorted(by_name)) or 'empty'})")
+        if not isinstance(repeats, int) or repeats < 1:
+            raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
+        shapes = {name: ConvShape.from_layer(l) for name, l in by_name.items()}
+        now = time.time()
+        entries = [(CacheKey(gpu, cudnn_version, dtype, math, op, shapes[layer], workspace_cap,
+                             timing), batch, perfs, repeats, now)
+                   for (layer, op, batch), perfs in sorted(grouped.items())]
+        self._store(entries)
+        return len(entries)
+
+    def export_rows(self, layers, *, gpu: str, cudnn_version: int, dtype: str = "float32",
+                    math: str = "default", ops: Sequence[str] = OPS,
+                    workspace_cap: int = DEFAULT_WORKSPACE_CAP,
+                    timing: str = DEFAULT_TIMING) -> List[BenchRow]:
+        """Every cached measurement of ``layers`` usable for a lookup with ``workspace_cap``
+        and ``timing``, as table rows (layer names from ``layers``)."""
+        rows: List[BenchRow] = []
+        for name, layer in self._layer_map(layers).items():
+            shape = ConvShape.from_layer(layer)
+            for op in ops:
+                key = CacheKey(gpu, cudnn_version, dtype, math, op, shape, workspace_cap, timing)
+                for batch, perfs in self.get_many(key, self.batches(key)).items():
+                    rows += [BenchRow(name, op, batch, p.algo, p.time_ms, p.ws_bytes, p.math)
+                             for p in perfs]
+        return rows
+
+    # -- whole caches ------------------------------------------------------------------------
+    def export_cache(self, dest) -> int:
+        """Copy the whole cache into the new file ``dest`` and return its number of entries.
+
+        The copy is one consistent snapshot (SQLite's backup API; writers may go on), in our
+        journal mode, with the permissions of a new file (the umask's): a cache itself, to plan
+        from (read-only on shared storage) or to merge into another with :meth:`import_cache`.
+        It is written beside ``dest`` and linked into place, so ``dest`` is whole or absent;
+        an existing ``dest`` is never overwritten."""
+        dest = Path(dest).expanduser()
+        where = f"cache copy {dest}"
+        if dest.exists() or dest.is_symlink():
+            raise CacheError(f"{where}: already exists; nothing was overwritten (remove it or "
+                             "choose another name)")
+        if not dest.parent.is_dir():
+            raise CacheError(f"{where}: the folder {dest.parent} does not exist")
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+        try:
+            os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+            out = sqlite3.connect(str(tmp), isolation_level=None)
+            try:
+                with self._lock:
+                    self._connection().backup(out)
+                out.execute(f"PRAGMA journal_mode = {JOURNAL_MODE}")
+                n = (out.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
+                     if self._has_tables else 0)
+            finally:
+                out.close()
+            try:
+                os.link(tmp, dest)                   # fails if dest appeared meanwhile
+            except FileExistsError:
+                raise CacheError(f"{where}: already exists; nothing was overwritten") from None
+            except OSError:                          # a file system without hard links
+                if dest.exists():
+                    raise CacheError(f"{where}: already exists; nothing was overwritten") from None
+                os.replace(tmp, dest)
+        except OSError as e:
+            raise CacheError(f"{where}: cannot write: {e}") from None
+        except sqlite3.Error as e:
+            raise CacheError(f"{where}: {e}") from None
+        finally:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        return n
+
+    def import_cache(self, src) -> Imported:
+        """Merge the entries of the cache file ``src`` (another cache, or a copy made by
+        :meth:`export_cache`) into this one, in one transaction. An entry replaces this
+        cache's entry of the same key, cap, timing and batch unless that one was measured
+        later; entries keep their creation time and repeats. ``src`` is only read."""
+        src = Path(src).expanduser()
+        if src.exists() and self.path.exists() and os.path.samefile(src, self.path):
+            raise CacheError(f"{self._where}: importing the cache into itself")
+        with CacheTransfer(src, readonly=True, warn=False) as other:
+            rows = other._read(
+                "SELECT e.id, e.gpu, e.cudnn_version, e.dtype, e.math, e.op, e.shape, "
+                "e.timing, e.workspace_cap, e.batch, e.repeats, e.created, p.algo, p.time_ms, "
+                "p.ws_bytes, p.algo_math FROM entries e LEFT JOIN perfs p ON p.entry = e.id "
+                "ORDER BY e.id")
+        entries: Dict[int, list] = {}
+        legacy = set()
+        for (eid, g, v, d, m, op, shape, timing, cap, batch, repeats, created,
+             algo, t, ws, am) in rows:
+            if cap == UNKNOWN_CAP:
+                legacy.add(eid)
+                continue
+            if eid not in entries:
+                try:
+                    key = CacheKey(g, v, d, m, op, shape_from_key(shape), cap, timing)
+                except (TypeError, ValueError) as e:
+                    raise CacheError(f"benchmark cache {src}: entry {eid}: {e}") from None
+                entries[eid] = [key, batch, [], repeats, created]
+            if algo is not None:
+                entries[eid][2].append(AlgoPerf(algo, t, ws, am))
+        try:
+            stored = self._store([tuple(e) for e in entries.values()], keep_newer=True)
+        except ValueError as e:
+            raise CacheError(f"benchmark cache {src}: {e}") from None
+        return Imported(stored, len(entries) - stored, len(legacy))
