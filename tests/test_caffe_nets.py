@@ -20,8 +20,8 @@ from ucudnn.cli import main  # noqa: E402
 OPTIMIZERS = {
     "dp": (["--optimizer", "dp", "--limit", "64MiB", "--policy", "all"],
            dict(optimizer="DP", workspace_limit=64 << 20, policy="ALL")),
-    "ilp": (["--budget", "1GiB", "--sizes", "16,32"],
-            dict(optimizer="ILP", total_workspace=1 << 30, micro_batch_size=[16, 32])),
+    "ilp": (["--budget", "1GiB", "--sizes", "1"],
+            dict(optimizer="ILP", total_workspace=1 << 30, micro_batch_size=[1])),
     "shared": (["--optimizer", "shared", "--budget", "512MiB", "--math", "tensor_op"],
                dict(optimizer="SHARED", total_workspace=512 << 20, math="TENSOR_OP")),
 }

@@ -11,7 +11,7 @@ import pytest
 from ucudnn.caffe import proto as cp
 from ucudnn.caffe.prototxt import read_prototxt
 
-NETS = Path(__file__).resolve().parents[1] / "ucudnn" / "data" / "nets"
+NETS = Path(__file__).resolve().parents[1] / "prototxt"
 
 
 @pytest.fixture(params=["owned", "patched"])
@@ -63,11 +63,13 @@ def test_ilp_budget_and_layer_override(proto, tmp_path):
     out2 = tmp_path / "v2.prototxt"
     res = _cli("prototxt", out, "-o", out2, "--layers", "conv1", "--sizes", "32,64",
                "--policy", "undivided", proto=proto)
+    assert res.returncode == 2 and "--policy: not allowed with argument --sizes" in res.stderr
+    res = _cli("prototxt", out, "-o", out2, "--layers", "conv1", "--sizes", "32,64",
+               proto=proto)
     assert res.returncode == 0, res.stderr
     net = cp.read_net(pb2, out2)
     conv1 = [l for l in net.layer if l.name == "conv1"][0]
     assert list(conv1.ucudnn_param.micro_batch_size) == [32, 64]
-    assert conv1.ucudnn_param.policy == conv1.ucudnn_param.UNDIVIDED
     assert net.ucudnn_param.total_workspace == 1 << 30   # the net default is kept
 
 
@@ -86,22 +88,20 @@ def test_bad_input_names_the_option(tmp_path, args, field):
     assert not out.exists()
 
 
-def test_set_ucudnn_param_refuses_bad_values(tmp_path):
+def test_bad_ucudnn_param_values_are_named():
+    from ucudnn.caffe.params import ParamError, settings_of
     pb2 = cp.load_caffe_pb2()
-    net = cp.read_net(pb2, NETS / "cifar10.prototxt")
-    for kw, match in ((dict(limit=-1), r"--limit \(workspace_limit\): must be >= 0"),
-                      (dict(budget=-1), r"--budget \(total_workspace\): must be >= 0"),
-                      (dict(repeats=0), r"--repeats \(benchmark_repeats\): must be >= 1"),
-                      (dict(sizes=[4, 0]), r"--sizes \(micro_batch_size\)"),
-                      (dict(policy="fast"), "--policy: unknown value 'fast'")):
-        with pytest.raises(cp.PrototxtError, match=match):
-            cp.set_ucudnn_param(net, **kw)
-    # and a net edited by hand is refused when written, naming the layer and field
-    net.layer[1].ucudnn_param.workspace_limit = -8
-    out = tmp_path / "v.prototxt"
-    with pytest.raises(cp.PrototxtError, match=r"layer 'conv1': field 'ucudnn_param.workspace_limit'"):
-        cp.write_net(net, out)
-    assert not out.exists()
+    for field, value, least in (("workspace_limit", -1, 0), ("total_workspace", -1, 0),
+                                ("benchmark_repeats", 0, 1)):
+        p = pb2.UcudnnParameter()
+        setattr(p, field, value)
+        with pytest.raises(ParamError, match=rf"^net x: field 'ucudnn_param.{field}' must be "
+                           rf">= {least}, got {value}$"):
+            settings_of(p, "net x")
+    p = pb2.UcudnnParameter()
+    p.micro_batch_size.extend([4, 0])
+    with pytest.raises(ParamError, match=r"field 'ucudnn_param.micro_batch_size' must be >= 1"):
+        settings_of(p, "net x")
 
 
 def _net_with_data_layers(tmp_path):
@@ -184,7 +184,7 @@ def test_a_forks_caffe_proto_writes_its_fields(tmp_path, patched_caffe_source, h
 def test_unpatched_proto_is_refused(tmp_path):
     plain = tmp_path / "caffe.proto"
     plain.write_text('syntax = "proto2";\npackage caffe;\nmessage NetParameter { optional string name = 1; }\n')
-    with pytest.raises(cp.CaffeProtoError, match="caffe_patch/0002"):
+    with pytest.raises(cp.PrototxtError, match="caffe_patch/0002"):
         cp.load_caffe_pb2(str(plain))
     with pytest.raises(cp.PrototxtError, match="--caffe-proto: .*nope.proto: no such file"):
         cp.load_caffe_pb2(str(tmp_path / "nope.proto"))

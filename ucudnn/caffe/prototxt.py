@@ -18,7 +18,7 @@ from ..plan.layers import LayerSpec
 from ..plan.settings import PlanSettings
 from .params import check_params, check_shared_is_net_wide, merged_param, settings_of
 from .proto import PrototxtError, load_caffe_pb2, parse_net, read_text
-from .shapes import PHASES, NetShapes, ShapeError, phase_layers
+from .shapes import PHASES, NetShapes, ShapeError, phase_layers, rule_stages
 
 __all__ = ["PrototxtError", "ShapeError", "PrototxtNet", "parse_net_text", "conv_layers",
            "infer_shapes", "ucudnn_settings", "check_net", "conv_batches", "load_prototxt",
@@ -97,15 +97,30 @@ def check_net(net, text: str, source: str = "<prototxt>") -> None:
         raise PrototxtError(f"{source}: {what}: no Caffe net to write a variant of")
     check_params(net, text, source)
     for phase in PHASES:
-        NetShapes(net, phase, source=source, need_convs=False).run()
+        _check_phase(net, phase, source)
         ucudnn_settings(net, phase, source)
+
+
+def _check_phase(net, phase: str, source: str) -> NetShapes:
+    """The net of ``phase`` in its own state, else in the first stage its rules name that
+    builds (a solver's test nets run in such a stage); the error of its own state where none
+    does."""
+    try:
+        return NetShapes(net, phase, source=source, need_convs=False).run()
+    except ShapeError as first:
+        for stage in rule_stages(net):
+            try:
+                return NetShapes(net, phase, source=source, need_convs=False,
+                                 stages=list(net.state.stage) + [stage]).run()
+            except ShapeError:
+                continue
+        raise first
 
 
 def conv_batches(net, source: str = "<prototxt>") -> List[int]:
     """The mini-batch of every Convolution layer whose input shape the prototxt settles, in
     both phases."""
-    return [l.n for phase in PHASES
-            for l in NetShapes(net, phase, source=source, need_convs=False).run().convs]
+    return [l.n for phase in PHASES for l in _check_phase(net, phase, source).convs]
 
 
 def load_prototxt(path, phase: str = "TRAIN", batch: Optional[int] = None,

@@ -43,7 +43,8 @@ from ..plan.conv import out_size
 from ..plan.layers import LayerError, LayerSpec
 from .proto import PrototxtError
 
-__all__ = ["ShapeError", "PHASES", "NetShapes", "phase_layers", "parse_input_shape"]
+__all__ = ["ShapeError", "PHASES", "NetShapes", "phase_layers", "rule_stages",
+           "parse_input_shape"]
 
 Shape = Tuple[int, ...]
 PHASES = ("TRAIN", "TEST")
@@ -154,15 +155,17 @@ def _canon_axis(axis: int, ndim: int, where: str, field: str = "axis") -> int:
     return axis % ndim
 
 
-def phase_layers(net, phase: str, source: str):
-    """(layer, name, where) for the layers of ``phase`` (Caffe's FilterNet). Caffe allows two
-    layers of one name (a layer is found by its first)."""
+def phase_layers(net, phase: str, source: str, stages: Optional[Sequence[str]] = None):
+    """(layer, name, where) for the layers of ``phase`` (Caffe's FilterNet) in the net's state
+    (``stages``: instead of the net's own, as a solver's test_state gives them). Caffe allows
+    two layers of one name (a layer is found by its first)."""
     if phase not in PHASES:
         raise ShapeError(f"phase: expected TRAIN or TEST, got {phase!r}")
     if not len(net.layer) and len(net.layers):
         raise ShapeError(f"{source}: V1 'layers' definitions are not supported; upgrade the "
                          "net with Caffe's upgrade_net_proto_text")
-    level, stages = net.state.level, list(net.state.stage)
+    level = net.state.level
+    stages = list(net.state.stage) if stages is None else list(stages)
     for i, layer in enumerate(net.layer):
         name = layer.name if layer.HasField("name") else f"#{i + 1}"
         where = f"{source}: layer {name!r}"
@@ -180,6 +183,18 @@ def phase_layers(net, phase: str, source: str):
         yield layer, name, where
 
 
+def rule_stages(net) -> List[str]:
+    """The stages the layers' include/exclude rules name (a solver runs a net in one of
+    them), in the order they first appear."""
+    out: List[str] = []
+    for layer in net.layer:
+        for rule in list(layer.include) + list(layer.exclude):
+            for s in list(rule.stage) + list(rule.not_stage):
+                if s not in out:
+                    out.append(s)
+    return out
+
+
 class NetShapes:
     """Every blob's shape in ``phase`` (None: unknown, Note [Shapes the prototxt does not
     settle]) and the net's convolutions (:attr:`convs`). ``batch`` replaces the first axis of
@@ -189,11 +204,12 @@ class NetShapes:
 
     def __init__(self, net, phase: str, *, batch: Optional[int] = None,
                  given: Optional[Mapping[str, Shape]] = None, source: str = "<prototxt>",
-                 need_convs: bool = True):
+                 need_convs: bool = True, stages: Optional[Sequence[str]] = None):
         if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int)
                                   or batch < 1):
             raise ShapeError(f"batch: must be a positive integer, got {batch!r}")
         self.net, self.phase, self.batch, self.source = net, phase, batch, source
+        self.stages = stages
         self.given = dict(given or {})
         self.need_convs = need_convs
         self.shapes: Dict[str, Optional[Shape]] = {}
@@ -243,7 +259,7 @@ class NetShapes:
 
     def run(self) -> "NetShapes":
         self.net_inputs()
-        for layer, name, where in phase_layers(self.net, self.phase, self.source):
+        for layer, name, where in phase_layers(self.net, self.phase, self.source, self.stages):
             bottoms, tops = list(layer.bottom), list(layer.top)
             for b in bottoms:
                 if b not in self.shapes:

@@ -34,6 +34,14 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from ..caffe.proto import PrototxtError
+    try:
+        return _run(args)
+    except PrototxtError as e:      # names the input file itself
+        raise c.CliError(str(e)) from None
+
+
+def _run(args) -> int:
     from ..caffe import params
     from ..caffe.proto import load_caffe_pb2, parse_net, read_text, write_net
     from ..caffe.prototxt import check_net, conv_batches

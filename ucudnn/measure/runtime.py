@@ -186,6 +186,18 @@ def _search_cached(cache, key, n: int, limit: int, usable, where: str):
         return None
 
 
+def _within_batch(settings: PlanSettings, n: int, name: str) -> PlanSettings:
+    """``settings`` without explicit micro-batch sizes above the mini-batch ``n`` (only ``n``
+    where none is left): a host reshapes its nets (pycaffe's ``net.reshape()``), and sizes
+    written for one batch must not stop another. The command line refuses them instead."""
+    if settings.sizes is None or max(settings.sizes) <= n:
+        return settings
+    kept = tuple(b for b in settings.sizes if b <= n) or (n,)
+    log.warning("layer %r: micro_batch_size %s above the mini-batch %d left out", name,
+                ",".join(str(b) for b in settings.sizes if b > n), n)
+    return settings.replace(sizes=kept)
+
+
 def _strict(kern) -> bool:
     """Whether ``kern``'s plans need every candidate size measured (not after a pruned
     search, which measured only some)."""
@@ -271,6 +283,7 @@ def prepare_kernel(kern, settings: PlanSettings, *, workspace_cap: Optional[int]
     if settings.optimizer != "dp":
         raise InputError(f"layer {kern.name!r}: field 'optimizer': {settings.optimizer} plans "
                          "a net's kernels together (ucudnn_net_plan); one kernel takes dp")
+    settings = _within_batch(settings, kern.n, kern.name)
     bench = measure_for_plan(kern, settings, workspace_cap=workspace_cap)
     t1 = time.perf_counter()
     plan = _plan_alone(kern, settings.limit)
@@ -337,6 +350,7 @@ def plan_net(layers: Sequence[LayerSpec], settings: Mapping[str, PlanSettings], 
     in all (after a host could not allocate the previous plan's)."""
     from .bench import core
     Kernel = core().Kernel
+    settings = {l.name: _within_batch(settings[l.name], l.n, l.name) for l in layers}
     for l in layers:
         if l.count != 1:
             raise InputError(f"layer {l.name!r}: field 'count': a live net describes each "
