@@ -12,7 +12,7 @@ from ucudnn.caffe import proto as cp
 from ucudnn.caffe.protoc import descriptor_set, find_protoc
 
 REPO = Path(__file__).resolve().parents[1]
-NETS = REPO / "ucudnn" / "data" / "nets"
+NETS = REPO / "prototxt"
 
 
 @pytest.fixture(scope="module")
