@@ -32,6 +32,7 @@ PKGS=(
   libboost-python-dev
   python3-dev
   python3-numpy
+  python3-six   # Caffe's scripts/cpp_lint.py (tests/test_caffe_patch.py runs it)
 )
 OPTIONAL_PKGS=(
   liblmdb-dev

@@ -4,6 +4,10 @@
   pinned pristine Caffe tree (fetched and sha256-verified by build_caffe.sh, or
   taken from an already verified download); skipped only when the source
   cannot be obtained at all.
+* On the patched tree: the patches that need only 0001 apply to pristine + 0001
+  alone; Caffe's own scripts/cpp_lint.py passes on every C++ file the series
+  touches; 0002 keeps few preprocessor branches and interprets no ucudnn_param
+  field; the Notes caffe_patch/README.md names are where it says.
 * test_full_build (marker ``caffe_build``): the full build produces the
   ``caffe`` tool, libcaffe and test.testbin. It runs scripts/build_caffe.sh
   with its default work root third_party/caffe, so an existing build is
@@ -13,9 +17,11 @@
 
 import hashlib
 import os
+import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -109,12 +115,23 @@ def _patch(name_prefix):
     return p
 
 
-@pytest.mark.parametrize("series", [("0001", "0004"), ("0001", "0004", "0002", "0003")],
-                         ids=["0001+0004", "0001+0004+0002+0003"])
-def test_batchnorm_patch_is_independent_of_ucudnn(patched_caffe_source, tmp_path, series):
-    """0004 (BatchNorm through cuDNN) needs only 0001: it applies to the pristine tree with
-    0001 alone, and before 0002/0003 as well as after them (the fixture applies the whole
-    series in order)."""
+def _apply(tree, names):
+    for name in names:
+        res = subprocess.run(["patch", "-p1", "--forward", "--batch", "--no-backup-if-mismatch",
+                              "-i", str(_patch(name))], cwd=tree, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, timeout=300)
+        assert res.returncode == 0, f"{name} after {names[:names.index(name)]}:\n{res.stdout}"
+        assert "fuzz" not in res.stdout, res.stdout
+    assert not list(tree.rglob("*.rej"))
+
+
+@pytest.mark.parametrize("series", [("0001", "0004"), ("0001", "0004", "0002", "0003"),
+                                    ("0001", "0005"), ("0001", "0006")],
+                         ids=["0001+0004", "0001+0004+0002+0003", "0001+0005", "0001+0006"])
+def test_patches_that_need_only_0001_apply_alone(patched_caffe_source, tmp_path, series):
+    """0004 (BatchNorm), 0005 (pycaffe) and 0006 (prototxt errors) need only 0001: each
+    applies to the pristine tree with 0001 alone, and after the patches before it (the
+    fixture applies the whole series in order); 0004 also before 0002/0003."""
     if shutil.which("patch") is None:
         pytest.skip("patch not installed")
     src = patched_caffe_source
@@ -122,20 +139,103 @@ def test_batchnorm_patch_is_independent_of_ucudnn(patched_caffe_source, tmp_path
     assert "GetBatchNormLayer" in (src / "src/caffe/layer_factory.cpp").read_text()
     tree = tmp_path / "tree"
     shutil.copytree(src.parent / "pristine", tree, symlinks=True)
-    for name in series:
-        res = subprocess.run(["patch", "-p1", "--forward", "--batch", "--no-backup-if-mismatch",
-                              "-i", str(_patch(name))], cwd=tree, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, timeout=300)
-        assert res.returncode == 0, f"{name} after {series[:series.index(name)]}:\n{res.stdout}"
-        assert "fuzz" not in res.stdout, res.stdout
-    assert not list(tree.rglob("*.rej"))
+    _apply(tree, series)
     proto = (tree / "src/caffe/proto/caffe.proto").read_text()
-    assert "optional Engine engine = 4 [default = DEFAULT];" in proto
+    assert ("optional Engine engine = 4 [default = DEFAULT];" in proto) == ("0004" in series)
     assert ("message UcudnnParameter" in proto) == ("0002" in series)
-    for rel in ("src/caffe/layers/cudnn_batch_norm_layer.cpp",
-                "src/caffe/layers/cudnn_batch_norm_layer.cu",
-                "src/caffe/test/test_cudnn_batch_norm_layer.cpp"):
-        assert (tree / rel).is_file(), rel
+    if "0004" in series:
+        for rel in ("src/caffe/layers/cudnn_batch_norm_layer.cpp",
+                    "src/caffe/layers/cudnn_batch_norm_layer.cu",
+                    "src/caffe/test/test_cudnn_batch_norm_layer.cpp"):
+            assert (tree / rel).is_file(), rel
+    io = (tree / "src/caffe/util/io.cpp").read_text()
+    assert ("LayerNamingErrorCollector" in io) == ("0006" in series)
+
+
+#: What Caffe's lint checks (cmake/lint.cmake: SRC_FILE_EXTENSIONS).
+LINT_SUFFIXES = (".h", ".hpp", ".hu", ".c", ".cpp", ".cu", ".cc", ".cuh")
+
+
+def _touched(patch_path):
+    """The files a patch creates or changes, by their path in the tree."""
+    return sorted({m.group(1) for m in re.finditer(r"^\+\+\+ b/(\S+)$",
+                                                   Path(patch_path).read_text(), re.M)})
+
+
+def _python_with_six():
+    """A Python that can run Caffe's scripts/cpp_lint.py (it imports six), or None."""
+    for exe in (sys.executable, shutil.which("python3"), "/usr/bin/python3"):
+        if exe and subprocess.run([exe, "-c", "import six"], capture_output=True).returncode == 0:
+            return exe
+    return None
+
+
+def test_series_passes_caffe_lint(patched_caffe_source):
+    """Caffe's own scripts/cpp_lint.py (its 80-column limit, include order, ...) passes on
+    every C++ file of the patched tree that a patch of the series touches."""
+    src = patched_caffe_source
+    py = _python_with_six()
+    if py is None:
+        pytest.skip("Caffe's scripts/cpp_lint.py needs six: apt-get install python3-six "
+                    "(or: bash .ci/caffe_deps.sh)")
+    files = sorted({f for p in PATCH_DIR.glob("[0-9][0-9][0-9][0-9]-*.patch")
+                    for f in _touched(p) if f.endswith(LINT_SUFFIXES)})
+    assert "src/caffe/util/ucudnn.cpp" in files and "src/caffe/util/io.cpp" in files
+    res = subprocess.run([py, "-W", "ignore", "scripts/cpp_lint.py", *files], cwd=src,
+                         capture_output=True, text=True, timeout=600)
+    findings = [l for l in res.stderr.splitlines()
+                if not l.startswith(("Done processing", "Total errors"))]
+    assert res.returncode == 0 and "Total errors found: 0" in res.stderr, "\n".join(findings)
+
+
+def test_ucudnn_patch_is_small_in_caffe_s_files(patched_caffe_source):
+    """0002 keeps the stock methods free of preprocessor branches: at most six `#if...UCUDNN`
+    lines over the files it touches, header guards included; and its C++ reads no
+    ucudnn_param field: the layer's and the net's settings go to the core as text (Note
+    [ucudnn in Caffe]), which merges, checks and plans them."""
+    src = patched_caffe_source
+    files = _touched(_patch("0002"))
+    ifs = [(f, l) for f in files for l in (src / f).read_text().splitlines()
+           if re.search(r"#\s*if.*UCUDNN", l)]
+    assert len(ifs) <= 6, ifs
+    fields = ("policy", "optimizer", "workspace_limit", "total_workspace", "micro_batch_size",
+              "math", "benchmark_repeats", "cache_path", "exclude_winograd")
+    read = re.compile(r"ucudnn_param\(\)\s*\.\s*(" + "|".join(fields) + r")\b")
+    cxx = [f for f in files if f.endswith(LINT_SUFFIXES)]
+    reads = [(f, l.strip()) for f in cxx for l in (src / f).read_text().splitlines()
+             if read.search(l)]
+    assert not reads, reads
+
+
+def test_readme_names_notes_where_they_are(patched_caffe_source):
+    """Every `Note [title] in `path`` of caffe_patch/README.md is in that file (of the patched
+    Caffe tree or of this repository): the Notes live once, in the code."""
+    raw = (PATCH_DIR / "README.md").read_text()
+    text = re.sub(r"\s+", " ", raw)
+    note = r"Note \[[^\]]+\]"
+    refs = re.findall(rf"((?:{note}(?:,| and)? )+)in `([^`]+)`", text)
+    assert len(refs) >= 8, refs
+    for notes, path in refs:
+        where = patched_caffe_source / path
+        if not where.exists():
+            where = REPO / path
+        assert where.is_file(), path
+        body = re.sub(r"\s+", " ", where.read_text())
+        for title in re.findall(r"Note \[([^\]]+)\]", notes):
+            assert f"Note [{title}]" in body, (title, path)
+    # no copies: a Note's own heading is not in the README
+    assert not re.search(r"^#+ Note \[", raw, re.M)
+
+
+def test_readme_and_patch_headers_tell_no_history():
+    """The README and the patches' headers say what the code does, not how it came to be."""
+    history = re.compile(r"\bissue \d+|\bused to\b|\bno longer\b|\bany more\b|"
+                         r"\bas before\b|\bfirst version\b", re.I)
+    texts = {"README.md": (PATCH_DIR / "README.md").read_text()}
+    for p in PATCH_DIR.glob("[0-9][0-9][0-9][0-9]-*.patch"):
+        texts[p.name] = p.read_text().split("\n---\n", 1)[0]
+    found = [(name, m.group(0)) for name, t in texts.items() for m in history.finditer(t)]
+    assert not found, found
 
 
 @pytest.mark.caffe_build

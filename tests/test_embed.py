@@ -57,6 +57,18 @@ def test_embed_host_runs_two_threads(embed_host, tmp_path):
     assert proc.stdout.count("planning calls, 1 cuDNN handle") == 2
     # ucudnn_kernel_run failures reach ucudnn_last_error() like planning failures
     assert proc.stdout.count("run error reported") == 2
+    # one net per thread through ucudnn_net_plan: ILP and the shared arena, a grouped layer
+    assert "net planned (ILP): 5 kernels" in proc.stdout
+    assert "net planned (SHARED): 5 kernels" in proc.stdout
+    assert proc.stdout.count("net bad input rejected") == 2
+
+
+#: The C API (cython/ucudnn.h): one call plans a whole net, the rest are its sizes and kernels.
+API = ("ucudnn_net_plan", "ucudnn_net_workspace_size", "ucudnn_net_arena_size",
+       "ucudnn_net_predicted_ms", "ucudnn_net_destroy", "ucudnn_kernel_create",
+       "ucudnn_kernel_replan", "ucudnn_kernel_run", "ucudnn_kernel_describe",
+       "ucudnn_kernel_destroy", "ucudnn_kernel_workspace_size", "ucudnn_kernel_predicted_ms",
+       "ucudnn_last_error")
 
 
 def test_c_api_header_imports_capi():
@@ -68,11 +80,10 @@ def test_c_api_header_imports_capi():
     assert '#include "_capi_api.h"' in header and "import_ucudnn___capi()" in header
     api = (inc / "_capi_api.h").read_text()
     assert 'PyImport_ImportModule("ucudnn._capi")' in api
-    for name in ("ucudnn_kernel_create", "ucudnn_plan_network", "ucudnn_kernel_replan",
-                 "ucudnn_kernel_run", "ucudnn_kernel_describe", "ucudnn_kernel_destroy",
-                 "ucudnn_kernel_workspace_size", "ucudnn_kernel_predicted_ms",
-                 "ucudnn_last_error"):
+    for name in API:
         assert f'"{name}"' in api, name
+    for gone in ("ucudnn_plan_network", "ucudnn_prefetch_net"):
+        assert gone not in api, gone
     assert (inc / "_capi.h").exists()
     assert f"-I{inc}" in config.cflags()
 
@@ -91,6 +102,12 @@ def _c_api():
         # CFUNCTYPE releases the GIL during the call, as a C++ host calls the C API
         return ctypes.CFUNCTYPE(restype, *argtypes)(get_ptr(cap, get_name(cap)))
     return fn
+
+
+def test_c_api_functions_are_the_header_s():
+    """ucudnn._capi exports exactly the functions cython/ucudnn.h documents."""
+    from ucudnn import _capi
+    assert set(_capi.__pyx_capi__) == set(API)
 
 
 def test_c_api_rejects_bad_input_without_gpu():
@@ -142,3 +159,55 @@ def test_c_api_rejects_bad_input_without_gpu():
     assert replan(None, 0) == Status.INVALID
     assert run(None, None, None, None, None, None, None, None, 0) == Status.INVALID
     assert b"ucudnn_kernel_run" in last_error()
+
+
+def test_net_plan_rejects_bad_input_without_gpu():
+    """ucudnn_net_plan checks the layers and both ucudnn_param texts before any CUDA call: a
+    status code and a message naming the net, the layer and the field; *out stays NULL."""
+    import ctypes
+    from ucudnn.vocab import Status
+
+    class OpPlan(ctypes.Structure):           # ucudnn_op_plan (ucudnn_types.h)
+        _fields_ = [("kernel", ctypes.c_void_p), ("arena", ctypes.c_int),
+                    ("offset", ctypes.c_size_t), ("stride", ctypes.c_size_t),
+                    ("bytes", ctypes.c_size_t)]
+
+    class NetLayer(ctypes.Structure):         # ucudnn_net_layer
+        _fields_ = [("name", ctypes.c_char_p)] + [(f, ctypes.c_int) for f in (
+            "dtype", "n", "c", "h", "w", "k", "r", "s", "pad_h", "pad_w", "stride_h",
+            "stride_w", "dil_h", "dil_w", "groups", "backward_data")] + [
+            ("ucudnn_param", ctypes.c_char_p), ("plan", OpPlan * 3)]
+
+    fn = _c_api()
+    plan = fn("ucudnn_net_plan", ctypes.c_int, ctypes.POINTER(NetLayer), ctypes.c_int,
+              ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p))
+    last_error = fn("ucudnn_last_error", ctypes.c_char_p)
+
+    def layer(**kw):
+        l = NetLayer(name=b"conv2", dtype=0, n=8, c=16, h=14, w=14, k=32, r=3, s=3, pad_h=1,
+                     pad_w=1, stride_h=1, stride_w=1, dil_h=1, dil_w=1, groups=2,
+                     backward_data=1, ucudnn_param=None)
+        for k, v in kw.items():
+            setattr(l, k, v)
+        return l
+
+    cases = [([layer(name=None)], b"policy: ALL", "has no name"),
+             ([layer(dtype=42)], b"policy: ALL", "'dtype'"),
+             ([layer(groups=3)], b"policy: ALL", "groups"),
+             ([layer(), layer()], b"policy: ALL", "given twice"),
+             ([layer(ucudnn_param=b"policy: FOO")], None, "ucudnn_param"),
+             ([layer(ucudnn_param=b"optimizer: SHARED")], b"optimizer: ILP", "optimizer"),
+             ([layer()], b"workspace_limit: -1", "workspace_limit"),
+             ([layer()], None, "no ucudnn_param")]
+    for layers, net_param, field in cases:
+        arr = (NetLayer * len(layers))(*layers)
+        out = ctypes.c_void_p(1)
+        assert plan(arr, len(layers), b"bad_net", net_param, 0, ctypes.byref(out)) == \
+            Status.INVALID, field
+        assert out.value is None, field
+        message = last_error().decode()
+        assert field in message, (field, message)
+        if field not in ("has no name", "'dtype'"):
+            assert "conv2" in message, message
+    assert plan(None, 0, b"bad_net", None, 0, ctypes.byref(ctypes.c_void_p())) == Status.INVALID
+    assert b"bad arguments" in last_error()
