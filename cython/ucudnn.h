@@ -41,7 +41,7 @@
  *                       const char *net_ucudnn_param, size_t unallocatable, ucudnn_net **out);
  *       Plan a net's convolution layers as one (Note [One network planner] in
  *       ucudnn/plan/network.py): each layer's settings are its ucudnn_param over the net's
- *       (NULL or "": none); benchmarks go through the cache, spread over the GPUs of
+ *       (NULL: none; "": every field at its default); benchmarks go through the cache, spread over the GPUs of
  *       $UCUDNN_BENCH_DEVICES when set. Writes layers[i].plan; *out owns the kernels.
  *       unallocatable: 0, or the bytes (workspace + arena) the host could not allocate for
  *       this net's previous plan: the net is planned within half of that.

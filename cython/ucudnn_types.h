@@ -96,8 +96,9 @@ typedef struct ucudnn_net_layer {
                                      in ucudnn/plan/conv.py) */
   int backward_data;              /* nonzero: some bottom needs a gradient */
   const char *ucudnn_param;       /* the layer's own UcudnnParameter in protobuf text format
-                                     ("policy: ALL workspace_limit: 67108864"); "" or NULL:
-                                     none, the net's applies */
+                                     ("policy: ALL workspace_limit: 67108864"); NULL: the
+                                     layer has none (the net's applies); "": one with every
+                                     field at its default */
   /* out */
   ucudnn_op_plan plan[3];         /* by op: UCUDNN_FWD, UCUDNN_BWD_DATA, UCUDNN_BWD_FILTER */
 } ucudnn_net_layer;

@@ -13,10 +13,8 @@
 
 What ucudnn planned -- kernels, predicted times, workspace, benchmark, planning and ILP times
 -- is not read from the log: the core writes it as plan records to ``$UCUDNN_RECORDS``
-(:mod:`ucudnn.caffe.records`). Its human log lines (``ucudnn: layer conv2 fwd: ...`` from
-caffe_patch/0002, ``ucudnn INFO: ...`` with ``UCUDNN_LOG=INFO``) are for people; the one
-reader left for them, :func:`kernel_plans`, is deprecated and kept for logs written before
-records existed (tests/data/caffe_logs, results/h200/logs.tar.xz).
+(:mod:`ucudnn.caffe.records`). Its log lines (``ucudnn INFO: ...`` with ``UCUDNN_LOG=INFO``)
+are for people.
 
 :func:`parse_caffe_time` turns such a log into a :class:`CaffeTime`; lines it does not know
 are skipped, so logs with other messages interleaved parse the same.
@@ -25,7 +23,6 @@ from __future__ import annotations
 
 import re
 import statistics
-import warnings
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
@@ -37,33 +34,11 @@ _LAYER = re.compile(r"^\s*(\S+)\s+(forward|backward): " + _NUM + r" ms\.$")
 _AVG = re.compile(r"^Average (Forward pass|Backward pass|Forward-Backward): " + _NUM + r" ms\.$")
 _TOTAL = re.compile(r"^Total Time: " + _NUM + r" ms\.$")
 _TESTING = re.compile(r"^Testing for (\d+) iterations\.$")
-# deprecated: ucudnn's own plan line, for logs written before plan records (kernel_plans)
-_PLAN = re.compile(r"^ucudnn: layer (\S+) (fwd|bwd_data|bwd_filter): (.*), " + _NUM +
-                   r" ms predicted, (\d+) B workspace(?:, (\d+) groups?)?$")
-_PLAN_PART = re.compile(r"(\d+)x(\d+):algo")
 _GPU = re.compile(r"^Use GPU with device ID (\d+)$")
 
 
 class CaffeLogError(ValueError):
     """The log is not one of a finished ``caffe time`` run."""
-
-
-@dataclass
-class KernelPlanLog:
-    """Deprecated (read plan records instead): one ``ucudnn: layer ... predicted ...`` line
-    of an old log. ``groups``: instances of the kernel per pass (Caffe's group count; logs
-    before 2026-11-29 do not say: 1)."""
-    layer: str
-    op: str
-    plan: str
-    predicted_ms: float
-    ws_bytes: int
-    groups: int = 1
-
-    @property
-    def batch(self) -> int:
-        """The samples the plan covers: its parts' micro-batch size x count, summed."""
-        return sum(int(b) * int(n) for b, n in _PLAN_PART.findall(self.plan))
 
 
 @dataclass
@@ -87,23 +62,6 @@ class CaffeTime:
 def _message(line: str) -> str:
     m = _GLOG.match(line)
     return m.group(1) if m else line.rstrip("\n")
-
-
-def _kernel_plan(msg: str) -> Optional[KernelPlanLog]:
-    m = _PLAN.match(msg)
-    if not m:
-        return None
-    return KernelPlanLog(m.group(1), m.group(2), m.group(3), float(m.group(4)),
-                         int(m.group(5)), int(m.group(6) or 1))
-
-
-def kernel_plans(text: str) -> List[KernelPlanLog]:
-    """Deprecated: every plan line of an old Caffe log, in order. Plans are read from the
-    plan records (:func:`ucudnn.caffe.records.kernel_plans`)."""
-    warnings.warn("ucudnn.caffe.log.kernel_plans reads ucudnn's human log lines; read the plan "
-                  "records ($UCUDNN_RECORDS, ucudnn.caffe.records) instead",
-                  DeprecationWarning, stacklevel=2)
-    return [k for k in map(_kernel_plan, map(_message, text.splitlines())) if k is not None]
 
 
 def parse_caffe_time(text: str) -> CaffeTime:

@@ -126,8 +126,10 @@ def check_params(net, text: str, source: str) -> None:
 
 
 def _parse(pb2, text: Optional[str], where: str):
+    """The UcudnnParameter of ``text``; None for no message (``text`` None), the defaults for
+    an empty one (``ucudnn_param {}``)."""
     from google.protobuf import text_format
-    if text is None or not text.strip():
+    if text is None:
         return None
     msg = pb2.UcudnnParameter()
     try:
@@ -139,8 +141,9 @@ def _parse(pb2, text: Optional[str], where: str):
 
 def net_settings(net_text: Optional[str], layer_texts: Mapping[str, Optional[str]], *,
                  dtypes: Mapping[str, str], net: str = "net") -> Dict[str, PlanSettings]:
-    """Each layer's settings from ucudnn_param messages in text format: the net's (None or
-    empty: none) and every layer's own (Note [ucudnn_param merging]). What the C API makes of
+    """Each layer's settings from ucudnn_param messages in text format: the net's and every
+    layer's own (None: no message; "": a message with every field at its default; Note
+    [ucudnn_param merging]). What the C API makes of
     the messages Caffe's net hands over. A layer with neither is refused: only layers that
     run through ucudnn are handed over."""
     from .proto import load_caffe_pb2

@@ -348,9 +348,15 @@ def plan_net(layers: Sequence[LayerSpec], settings: Mapping[str, PlanSettings], 
     """Create, benchmark, plan (Note [One network planner] in :mod:`ucudnn.plan.network`) and
     resolve the kernels of ``layers`` on the current GPU; ``cap``: plan within that many bytes
     in all (after a host could not allocate the previous plan's)."""
-    from .bench import core
+    from .bench import core, device_info
     Kernel = core().Kernel
     settings = {l.name: _within_batch(settings[l.name], l.n, l.name) for l in layers}
+    memory = device_info()["memory_total"]
+    for l in layers:
+        budget = settings[l.name].budget
+        if budget is not None and budget > memory:
+            raise PlanError(f"layer {l.name!r}: field 'ucudnn_param.total_workspace': "
+                            f"{budget} B is more than the GPU's {memory} B of memory")
     for l in layers:
         if l.count != 1:
             raise InputError(f"layer {l.name!r}: field 'count': a live net describes each "

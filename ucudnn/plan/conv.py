@@ -10,7 +10,7 @@ H*W, sample stride C_total*H*W), so strides are part of a kernel's identity.
 
 Note [Grouped layers]
     A Caffe convolution layer with ``group: G`` over C input and K output channels is run by
-    Caffe's cuDNN layer (and by caffe_patch/0002's ``UcudnnConv``) as G separate cuDNN calls,
+    Caffe's cuDNN layer (with caffe_patch/0002 too) as G separate cuDNN calls,
     each on C/G input and K/G output channels with cuDNN's own group count 1, on a strided view
     into the whole blobs: x strides (C*H*W, H*W, W, 1), y strides (K*OH*OW, OH*OW, OW, 1).
     All G calls share one kernel and one plan, each on its own workspace slot.
