@@ -32,3 +32,32 @@ def test_parse_errors_name_the_field(text, match):
 ])
 def test_format(n, text):
     assert format_size(n) == text
+
+
+# -- enumerations (Note [Enum spellings]) -------------------------------------------------------
+
+def test_choices_codes_and_proto_spellings():
+    from ucudnn.vocab import DTYPE, DTYPE_CODES, MATH, MATH_NAMES, OPTIMIZER, POLICY
+    assert [POLICY(i) for i in range(3)] == ["undivided", "powerOfTwo", "all"]
+    assert POLICY.code("POWER_OF_TWO") == 1 and OPTIMIZER.code("Shared") == 2
+    assert POLICY.proto["powerOfTwo"] == "POWER_OF_TWO" and MATH.proto["fma"] == "FMA"
+    assert MATH.code("FMA") == 3 and MATH_NAMES[3] == "fma"
+    assert DTYPE("double") == "float64" and DTYPE_CODES[9] == "bfloat16"
+    with pytest.raises(ValueError, match=r"^--optimizer: unknown optimizer 'greedy' \(expected "
+                                         r"one of dp, ilp, shared\)"):
+        OPTIMIZER("greedy", "--optimizer")
+    with pytest.raises(ValueError, match="unknown policy True"):
+        POLICY(True)                       # a bool is no code
+
+
+def test_normalise_policy_is_a_plan_error_naming_the_field():
+    from ucudnn.vocab import PlanError, normalise_policy
+    assert normalise_policy("power_of_two") == "powerOfTwo" and normalise_policy(2) == "all"
+    with pytest.raises(PlanError, match="^ucudnn_param.policy: unknown policy 'FOO'"):
+        normalise_policy("FOO", "ucudnn_param.policy")
+
+
+def test_operands_follow_the_ops():
+    from ucudnn.vocab import OP_CODES, OPERANDS, OPS
+    assert list(OPERANDS) == list(OPS) == ["fwd", "bwd_data", "bwd_filter"]
+    assert OPERANDS["bwd_data"] == ("w", "dy", "dx") and OP_CODES["bwd_filter"] == 2

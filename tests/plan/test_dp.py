@@ -1,16 +1,13 @@
 """Per-kernel DP against brute-force enumeration of every plan."""
 import random
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))     # --import-mode=importlib
-from planner_brute import all_plans, brute_best, random_bench  # noqa: E402
-from ucudnn.plan.dp import (POLICIES, PlanError, best_algorithms, candidate_sizes, plan_kernel,
-                       undivided_plan)
+from planner_brute import all_plans, brute_best, random_bench
+from ucudnn.plan.dp import best_algorithms, plan_kernel, undivided_plan
+from ucudnn.plan.settings import candidate_sizes
 from ucudnn.plan.table import AlgoPerf
-from ucudnn.vocab import UNLIMITED
+from ucudnn.vocab import POLICIES, UNLIMITED, InputError, PlanError
 
 
 def _check_plan(plan, bench, n, sizes, limit):
@@ -24,15 +21,6 @@ def _check_plan(plan, bench, n, sizes, limit):
                                                               c.math) for p in bench[c.batch])
     assert plan.time_ms == pytest.approx(sum(c.time_ms for c in plan.chunks))
     assert plan.ws_bytes == max(c.ws_bytes for c in plan.chunks)
-
-
-def test_candidate_sizes():
-    assert candidate_sizes("undivided", 12) == [12]
-    assert candidate_sizes("powerOfTwo", 12) == [1, 2, 4, 8, 12]
-    assert candidate_sizes("powerOfTwo", 16) == [1, 2, 4, 8, 16]
-    assert candidate_sizes("all", 5) == [1, 2, 3, 4, 5]
-    assert candidate_sizes("all", 5, sizes=[3, 9, 1]) == [1, 3, 5]     # N always, > N dropped
-    assert candidate_sizes("POWER_OF_TWO", 1) == [1]
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -104,7 +92,8 @@ def test_best_algorithms_tie_breaks():
 
 def test_errors():
     bench = {1: [AlgoPerf(0, 1.0, 0)], 2: [AlgoPerf(0, 1.5, 0)], 4: [AlgoPerf(1, 2.0, 100)]}
-    with pytest.raises(PlanError, match="unknown policy 'fast'"):
+    # an unknown policy is bad input (the vocabulary's error, naming the field), not a plan
+    with pytest.raises(InputError, match="policy: unknown policy 'fast'"):
         plan_kernel(bench, 4, "fast")
     with pytest.raises(PlanError, match="must not be negative"):
         plan_kernel(bench, 4, "powerOfTwo", -1)

@@ -1,20 +1,18 @@
 """Network-wide workspace division (ILP) against brute force and the per-layer DP."""
 import itertools
 import random
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))     # --import-mode=importlib
-from planner_brute import random_network as _random_network  # noqa: E402
-from ucudnn.plan.dp import Chunk, Plan, desirable_set  # noqa: E402
-from ucudnn.plan.ilp import IlpError, solve_workspace_division  # noqa: E402
-from ucudnn.plan.network import plan_network, read_layers  # noqa: E402
-from ucudnn.plan.table import group_by_kernel, read_table  # noqa: E402
+from planner_brute import random_network as _random_network
+from repo_paths import SHARED, SHIPPED, needs_shared
+from ucudnn.plan.dp import Chunk, Plan, desirable_set
+from ucudnn.plan.ilp import IlpError, solve_workspace_division
+from ucudnn.plan.layers import read_layers
+from ucudnn.plan.network import plan_network
+from ucudnn.plan.settings import PlanSettings
+from ucudnn.plan.table import group_by_kernel, read_table
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "h200-cudnn9.14"
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared data not found at {SHARED}")
 MiB = 1 << 20
 
 
@@ -112,8 +110,9 @@ def test_ilp_not_slower_than_dp_at_the_same_total_memory(seed):
     rng = random.Random(100 + seed)
     layers, benches = _random_network(rng, 3)
     for limit in (0, 8, 20, 60):
-        dp = plan_network(layers, benches, policy="powerOfTwo", limit=limit)
-        ilp = plan_network(layers, benches, policy="powerOfTwo", limit=limit, optimizer="ilp")
+        dp = plan_network(layers, benches, PlanSettings(policy="powerOfTwo", limit=limit))
+        ilp = plan_network(layers, benches, PlanSettings(policy="powerOfTwo", limit=limit,
+                                                         optimizer="ilp"))
         assert ilp.budget == limit * dp.n_calls
         assert ilp.ws_bytes <= ilp.budget
         assert ilp.time_ms <= dp.time_ms + 1e-9
@@ -123,12 +122,11 @@ def test_ilp_not_slower_than_dp_at_the_same_total_memory(seed):
 @needs_shared
 @pytest.mark.parametrize("net", ["alexnet", "resnet18"])
 def test_ilp_not_slower_than_dp_on_the_h200_tables(net):
-    repo = Path(__file__).resolve().parents[1]
-    layers = read_layers(repo / "ucudnn" / "data" / "h200" / f"{net}_layers.csv")
+    layers = read_layers(SHIPPED / f"{net}_layers.csv")
     benches = group_by_kernel(read_table(SHARED / f"{net}_default.csv"))
     for limit in (8 * MiB, 64 * MiB):
-        dp = plan_network(layers, benches, limit=limit)
-        ilp = plan_network(layers, benches, limit=limit, optimizer="ilp")
+        dp = plan_network(layers, benches, PlanSettings(limit=limit))
+        ilp = plan_network(layers, benches, PlanSettings(limit=limit, optimizer="ilp"))
         assert ilp.ws_bytes <= ilp.budget == limit * dp.n_calls
         assert ilp.time_ms <= dp.time_ms * (1 + 1e-9)
         assert ilp.baseline_time_ms == pytest.approx(dp.baseline_time_ms)

@@ -1,14 +1,13 @@
 """Pareto pruning ("desirable set") against brute force."""
 import random
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))     # --import-mode=importlib
-from planner_brute import brute_front, random_bench  # noqa: E402
-from ucudnn.plan.dp import PlanError, candidate_sizes, desirable_set, pareto_front, plan_kernel  # noqa: E402
-from ucudnn.plan.table import AlgoPerf  # noqa: E402
+from planner_brute import brute_front, random_bench
+from ucudnn.plan.dp import desirable_set, pareto_front, plan_kernel
+from ucudnn.plan.settings import candidate_sizes
+from ucudnn.plan.table import AlgoPerf
+from ucudnn.vocab import PlanError
 
 
 def _dominates(a, b):

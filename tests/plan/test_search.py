@@ -5,15 +5,16 @@ ResNet-18 at 256, CIFAR-10 at 1024) stand in for cudnnFind; the callback counts 
 asked for."""
 import lzma
 from functools import lru_cache
-from pathlib import Path
 
 import pytest
 
-from ucudnn.plan.dp import PlanError, plan_kernel
+from repo_paths import ALL_SIZES as DATA
+from repo_paths import NETS as NETS_DIR
+from ucudnn.plan.dp import plan_kernel
 from ucudnn.plan.search import lower_bounds, plan_pruned, pruned_sizes, start_sizes
 from ucudnn.plan.table import AlgoPerf, group_by_kernel, parse_table
+from ucudnn.vocab import PlanError
 
-DATA = Path(__file__).resolve().parent / "data" / "h200_all_sizes"
 MiB = 1 << 20
 N = 256                     # the synthetic tables' batch
 BATCH = {"alexnet": 256, "resnet18": 256, "cifar10": 1024}
@@ -60,8 +61,7 @@ def _layers(net):
     """The net's layers by name (their groups and identical-layer counts weigh the totals)."""
     if net == "cifar10":
         from ucudnn.caffe.prototxt import load_prototxt
-        path = Path(__file__).resolve().parents[1] / "ucudnn" / "data" / "nets" / "cifar10.prototxt"
-        layers = load_prototxt(path).layers
+        layers = load_prototxt(NETS_DIR / "cifar10.prototxt").layers
     else:
         from ucudnn.measure import shipped
         layers = shipped.layers(net)

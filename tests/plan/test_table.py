@@ -1,13 +1,9 @@
 """Benchmark tables: reading, writing, grouping, errors naming file, line and field."""
-from pathlib import Path
-
 import pytest
 
+from repo_paths import SHARED, needs_shared
 from ucudnn.plan.table import (AlgoPerf, BenchRow, TableError, group_by_kernel, parse_table,
-                          read_table, rows_from_kernel, write_table)
-
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "h200-cudnn9.14"
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared data not found at {SHARED}")
+                               read_table, rows_from_kernel, write_table)
 
 GOOD = """# a comment
 layer,op,batch,algo,time_ms,ws_bytes,math

@@ -62,7 +62,7 @@ def brute_front(bench, n, sizes) -> List[Tuple[float, int]]:
 def random_network(rng: random.Random, n_layers: int, n: int = 8, zero_ws: float = 1.0):
     """(layers, benches): ``n_layers`` small convolution layers (1 or 2 groups, 1 or 2
     identical copies, no backward-data for the first) with :func:`random_bench` tables."""
-    from ucudnn.plan.network import LayerSpec
+    from ucudnn.plan.layers import LayerSpec
     layers, benches = [], {}
     for i in range(n_layers):
         g = rng.randint(1, 2)
