@@ -5,20 +5,19 @@ Scale time printed, not asserted).
 
 Needs a Caffe built by scripts/build_caffe.sh (third_party/caffe/build, or the build folder in
 $UCUDNN_CAFFE_BUILD) with 0004 and a GPU; skipped otherwise. Same conventions as
-tests/test_caffe_gpu.py.
+tests/gpu/test_caffe_gpu.py.
 """
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 
+from repo_paths import NETS
 from ucudnn.caffe.log import parse_caffe_time
 
 pytestmark = pytest.mark.gpu
 
-REPO = Path(__file__).resolve().parents[1]
-RESNET18 = REPO / "ucudnn" / "data" / "nets" / "resnet18.prototxt"
+RESNET18 = NETS / "resnet18.prototxt"
 # the gtest files of 0004 and the layers it changes (scripts/gpu_node.sh builds only the
 # listed ones: -DBUILD_only_tests=...)
 GTEST_FILES = "cudnn_batch_norm_layer,batch_norm_layer,scale_layer,bias_layer"

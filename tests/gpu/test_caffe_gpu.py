@@ -3,23 +3,21 @@ results (tools/ucudnn_compare), bad input, and the layer gtests (workspace fallb
 
 Needs a Caffe built by scripts/build_caffe.sh (third_party/caffe/build, or the build folder in
 $UCUDNN_CAFFE_BUILD) and a GPU; skipped otherwise. The embedded interpreter of Caffe is given
-this process's sys.path, so that it imports the same ucudnn.
+this environment's packages and the same ucudnn (tests/support/child_env.py).
 """
 import itertools
 import json
 import re
 import subprocess
-from pathlib import Path
-
 import pytest
 
+from repo_paths import REPO
 from ucudnn.caffe.log import parse_caffe_time
 from ucudnn.caffe.records import ENV as RECORDS_ENV
 from ucudnn.caffe.records import kernel_plans, read_records, summarize
 
 pytestmark = pytest.mark.gpu
 
-REPO = Path(__file__).resolve().parents[1]
 MIB = 1 << 20
 
 
@@ -139,36 +137,19 @@ VARIANTS = [f"policy: UNDIVIDED {FMA}", f"policy: POWER_OF_TWO {FMA}", f"policy:
             "workspace_limit: 0"]
 
 
-def _split_variant(name, batch):
-    """A powerOfTwo variant under which some kernel of ``name`` is micro-batched on this GPU.
-
-    Whether a limit splits a kernel depends on the GPU and cuDNN and on timing (on the H200
-    none of AlexNet's kernels split under the VARIANTS at batch 32, nor at any limit from
-    256 KiB to 48 MiB at batch 128 with FMA math: its fast algorithms then need more), so
-    every kernel of the net is benchmarked (FMA, no Winograd, as the variants run) and
-    planned at limits from 256 KiB to 1 GiB; the limit where a split plan gains most over
-    the undivided one is used."""
-    from ucudnn.measure.bench import benchmark_kernel
-    from ucudnn.measure.shipped import layers
+def _split_variant(caffe, name, batch):
+    """A powerOfTwo variant under which one kernel of ``name`` (its second convolution layer,
+    all three ops) is micro-batched whatever this GPU's timings: it plans from a benchmark
+    cache seeded for it (Note [Forcing a split] in tests/support/seeded_split.py; which limit
+    splits a kernel on real timings depends on the GPU, cuDNN and benchmark noise).
+    ``(variant, layer, plan text)``."""
+    from seeded_split import seed_split, split_setting
+    from ucudnn.caffe.prototxt import read_prototxt
     from ucudnn.plan.conv import ConvShape
-    from ucudnn.plan.dp import WINOGRAD_ALGOS, candidate_sizes, plan_kernel, without_algorithms
-    sizes = candidate_sizes("powerOfTwo", batch)
-    best = None
-    for layer in layers(name):
-        for op in layer.ops:
-            bench = without_algorithms(benchmark_kernel(ConvShape.from_layer(layer), op, batch,
-                                                        sizes, repeats=1, math="fma"),
-                                       WINOGRAD_ALGOS[op])
-            for kib in (256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 49152, 65536,
-                        131072, 262144, 524288, 1048576):
-                plan = plan_kernel(bench, batch, "powerOfTwo", kib << 10)
-                gain = plan_kernel(bench, batch, "undivided", kib << 10).time_ms / plan.time_ms
-                if len(plan.chunks) > 1 and (best is None or gain > best[0]):
-                    best = (gain, kib, f"{layer.name} {op}", plan.describe())
-    assert best is not None, f"no limit from 256 KiB to 1 GiB splits a kernel of {name}"
-    gain, kib, kernel, desc = best
-    print(f"split variant: {kib} KiB ({kernel}: {desc}, {gain:.2f}x over undivided)")
-    return f"policy: POWER_OF_TWO {STRICT} workspace_limit: {kib << 10}"
+    layer = read_prototxt(REPO / "ucudnn" / "data" / "nets" / f"{name}.prototxt", batch=batch)[1]
+    cache = caffe["dir"] / f"split_{name}_{batch}.sqlite"
+    plan = seed_split(cache, ConvShape.from_layer(layer), batch, math="fma")
+    return split_setting(cache, 64 * MIB, STRICT), layer.name, plan
 
 
 # AlexNet at 128: on the H200 no limit from 256 KiB to 48 MiB splits any AlexNet kernel at
@@ -181,9 +162,10 @@ def test_results_equal_stock_caffe(caffe, name, batch):
     loss after two passes (gradients accumulated), and every convolution layer's top data,
     bottom diff and parameter gradients on the same inputs from the net (see Note [Comparing
     nets] in tools/ucudnn_compare.cpp for why blobs are not compared across whole nets).
-    One more variant uses a limit found on this GPU to micro-batch (:func:`_split_variant`)."""
+    One more variant plans one layer micro-batched (:func:`_split_variant`)."""
     recs = []
-    variants = VARIANTS + [_split_variant(name, batch)]
+    split, split_layer, split_plan = _split_variant(caffe, name, batch)
+    variants = VARIANTS + [split]
     rc, out = _run(caffe, ["ucudnn_compare", "--model", _net(caffe, name, batch),
                            "--reference", "stock", "--variants", ";".join(variants),
                            "--iterations", 2, "--tolerance", 1e-4, "--gpu", 0],
@@ -193,9 +175,10 @@ def test_results_equal_stock_caffe(caffe, name, batch):
     assert rc == 0, out[-6000:]
     assert len([l for l in lines if ": OK" in l]) == len(variants)
     assert "all variants match" in out
-    # the plans really split the mini-batch somewhere (not every kernel undivided)
-    plans = [k.plan for k in kernel_plans(recs)]
-    assert any(not re.fullmatch(rf"{batch}x1:algo\d+(/m\d+)?", p) for p in plans), plans[:10]
+    # the plans really split the mini-batch: the split variant's layer, all three ops
+    plans = {(k.layer, k.op, k.plan) for k in kernel_plans(recs)}
+    assert {(split_layer, op, split_plan) for op in ("fwd", "bwd_filter", "bwd_data")} <= plans, \
+        sorted(p for p in plans if p[0] == split_layer)
 
 
 BAD = [
@@ -279,11 +262,7 @@ def test_layer_gtests(caffe):
     assert re.search(r"\[  PASSED  \] \d+ tests", r.stdout)
 
 
-def _gpu_count():
-    r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
-    return r.stdout.count("GPU ") if r.returncode == 0 else 0
-
-
+@pytest.mark.gpus(2)
 @pytest.mark.parametrize("optimizer", ["dp", "shared"])
 def test_multi_gpu_training(caffe, tmp_path, optimizer):
     """`caffe train -gpu 0,1` (NCCL, one solver thread per GPU): every GPU's layers plan in
@@ -291,8 +270,6 @@ def test_multi_gpu_training(caffe, tmp_path, optimizer):
     the shared optimizer, one arena per GPU. From an empty cache every kernel is benchmarked
     once, not once per solver: the root solver's net is set up (and planned) before the
     other GPUs' solvers start, and they find its measurements in the cache (same GPU model)."""
-    if _gpu_count() < 2:
-        pytest.skip("needs two GPUs (device kind nvidia-h200-x2)")
     if "USE_NCCL:BOOL=ON" not in (caffe["build"] / "CMakeCache.txt").read_text():
         pytest.skip("Caffe built without NCCL (scripts/build_caffe.sh finds it where installed)")
     model = _net(caffe, "alexnet", 32, policy="powerOfTwo", limit=64 * MIB, optimizer=optimizer)
@@ -310,12 +287,11 @@ def test_multi_gpu_training(caffe, tmp_path, optimizer):
     assert len({r["thread"] for r in conv1}) >= 2 and {r["device"] for r in conv1} >= {0, 1}
 
 
+@pytest.mark.gpus(2)
 def test_bench_devices_inside_caffe(caffe, tmp_path):
     """$UCUDNN_BENCH_DEVICES=0,1: before its first ucudnn layer the net's kernels are measured
     over both GPUs (Note [Benchmarks over several GPUs in one process]), each once, and the
     layers, planning on GPU 0, read every measurement from the cache."""
-    if _gpu_count() < 2:
-        pytest.skip("needs two GPUs (device kind nvidia-h200-x2)")
     model = _net(caffe, "resnet18", 32, policy="all", limit=64 * MIB)
     recs = []
     rc, out = _run(caffe, ["caffe", "time", "-model", model, "-iterations", 2, "-gpu", 0],

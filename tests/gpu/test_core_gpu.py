@@ -276,10 +276,11 @@ def test_unsupported_algorithm_falls_back(tmp_path):
     """A plan naming an algorithm cuDNN rejects is dropped and the kernel planned again."""
     from ucudnn.measure import runtime
     from ucudnn.plan.table import AlgoPerf
+    from ucudnn.plan.settings import PlanSettings
     shape = ConvShape(64, 28, 28, 64, 3, 3, 1, 1)
     kern = _core.Kernel(shape, "fwd", 16, "float32", "fma", "fallback")
-    runtime.prepare_kernel(kern, policy=0, limit=64 << 20, cache_path=str(tmp_path / "c.sqlite"),
-                           repeats=1)
+    runtime.prepare_kernel(kern, PlanSettings(policy="undivided", limit=64 << 20, math="fma",
+                                              cache_path=str(tmp_path / "c.sqlite")))
     # a fake, impossibly fast entry for an algorithm number cuDNN does not have
     kern.bench[16] = [AlgoPerf(99, 0.0001, 0, 3)] + kern.bench[16]
     plan = runtime.replan_kernel(kern, 64 << 20)
@@ -288,27 +289,27 @@ def test_unsupported_algorithm_falls_back(tmp_path):
 
 
 def test_ilp_divides_budget_among_live_kernels(tmp_path):
-    """The network path of the C API: kernels prepared for the ILP, one budget for all."""
+    """The network path of the C API (ucudnn_net_plan: runtime.plan_net): the live kernels of
+    a net planned together, one budget for all, every plan resolved by cuDNN."""
     from ucudnn.measure import runtime
-    layers = [ConvShape(64, 28, 28, 64, 3, 3, 1, 1), ConvShape(128, 14, 14, 128, 3, 3, 1, 1),
-              ConvShape(64, 56, 56, 128, 1, 1, 0, 0, 2, 2)]
-    kernels = []
-    for i, shape in enumerate(layers):
-        for op in ("fwd", "bwd_filter"):
-            k = _core.Kernel(shape, op, 64, "float32", "fma", f"ilp{i}/{op}")
-            runtime.prepare_kernel(k, policy=1, optimizer=1, cache_path=str(tmp_path / "c.sqlite"),
-                                   repeats=1)
-            assert k.plan is not None and k.desirable
-            kernels.append(k)
+    from ucudnn.plan.layers import LayerSpec
+    from ucudnn.plan.settings import PlanSettings
+    layers = [LayerSpec("ilp0", 64, 64, 28, 28, 64, 3, 3, pad=1, bwd_data=False),
+              LayerSpec("ilp1", 64, 128, 14, 14, 128, 3, 3, pad=1, bwd_data=False),
+              LayerSpec("ilp2", 64, 64, 56, 56, 128, 1, 1, stride=2, bwd_data=False)]
     budget = 24 << 20
-    result = runtime.plan_network_kernels(kernels, budget)
+    s = PlanSettings(optimizer="ilp", budget=budget, math="fma",
+                     cache_path=str(tmp_path / "c.sqlite"))
+    live = runtime.plan_net(layers, {l.name: s for l in layers})
+    kernels = [live.kernels[k.layer, k.op] for k in live.plan.kernels]
+    assert len(kernels) == 6 and all(k.plan is not None and k.bench for k in kernels)
     assert sum(k.workspace_size for k in kernels) <= budget
-    assert [k.plan for k in kernels] == [result.choices[i] for i in range(len(kernels))]
+    assert [k.plan for k in kernels] == [kp.plan for kp in live.plan.kernels]
     # each ILP plan is no slower than the undivided plan at the same share of the budget
     share = budget // len(kernels)
-    assert result.total_time_ms <= sum(runtime._baseline(k, share).time_ms for k in kernels) + 1e-9
+    assert live.plan.time_ms <= sum(runtime._baseline(k, share).time_ms for k in kernels) + 1e-9
     # and still computes the same result as the undivided zero-workspace algorithm
-    k = kernels[0]
+    k = live.kernels["ilp0", "fwd"]
     x = torch.randn(64, 64, 28, 28, device="cuda")
     w = torch.randn(64, 64, 3, 3, device="cuda")
     y = torch.zeros(64, 64, 28, 28, device="cuda")

@@ -5,9 +5,9 @@ Python layer between ucudnn layers (the GIL hand-over of caffe_patch/0002) works
 Needs pycaffe built by scripts/build_caffe.sh for this Python (third_party/caffe/src/python, or
 the folder in $UCUDNN_PYCAFFE; `scripts/gpu_node.sh setup` builds it), the Caffe build
 (third_party/caffe/build or $UCUDNN_CAFFE_BUILD) for the `caffe` tool, and a GPU; skipped
-otherwise. pycaffe runs in a subprocess (this Python, PYTHONPATH = pycaffe + this process's
-sys.path, so that Caffe's ucudnn layers import the same ucudnn): a crash fails one test, not
-the session.
+otherwise. pycaffe runs in a subprocess (this Python, PYTHONPATH = pycaffe, the same ucudnn and
+this environment's packages: tests/support/child_env.py): a crash fails one test, not the
+session.
 
 Note [pycaffe comparisons]
     Strict fp32 everywhere: NVIDIA_TF32_OVERRIDE=0 (stock Caffe's cuDNN and cuBLAS), ucudnn
@@ -42,13 +42,15 @@ from pathlib import Path
 
 import pytest
 
+import child_env
+from repo_paths import REPO
+from seeded_split import seed_split, split_setting as seeded_setting
 from ucudnn.caffe.records import ENV as RECORDS_ENV
 from ucudnn.caffe.records import kernel_plans, read_records
 
 pytestmark = pytest.mark.gpu
 np = pytest.importorskip("numpy")   # the [test] extra
 
-REPO = Path(__file__).resolve().parents[1]
 BUILD = Path(os.environ.get("UCUDNN_CAFFE_BUILD", REPO / "third_party" / "caffe" / "build"))
 PYCAFFE = Path(os.environ.get("UCUDNN_PYCAFFE", REPO / "third_party" / "caffe" / "src" / "python"))
 MIB = 1 << 20
@@ -175,13 +177,11 @@ def pycaffe(tmp_path_factory, gpu_visible):
                     "sources; scripts/gpu_node.sh setup)")
     if not gpu_visible:
         pytest.skip("no GPU visible")
-    import ucudnn
     d = tmp_path_factory.mktemp("pycaffe")
     (d / "ucudnn_test_pylayer.py").write_text(PYLAYER_MODULE)
     (d / "run_net.py").write_text(RUNNER)
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(PYCAFFE), str(d), str(Path(ucudnn.__file__).parent.parent)]
-                                        + [p for p in sys.path if p])
+    env["PYTHONPATH"] = child_env.python_path(PYCAFFE, d)
     env.setdefault("UCUDNN_CACHE", str(d / "bench.sqlite"))
     env["NVIDIA_TF32_OVERRIDE"] = "0"
     env["GLOG_logtostderr"] = "1"
@@ -193,34 +193,23 @@ def pycaffe(tmp_path_factory, gpu_visible):
     return {"dir": d, "env": env, "inputs": inputs, "runs": iter(range(1 << 30))}
 
 
+#: conv1's plan under the split setting: 8 x 4 (Note [Forcing a split] in
+#: tests/support/seeded_split.py)
+SPLIT = 8
+
+
 @pytest.fixture(scope="module")
 def split_setting(pycaffe):
-    """A net-wide powerOfTwo setting under which conv1 is micro-batched on this GPU.
-
-    Which limit splits a kernel depends on the GPU and cuDNN (on the H200 with cuDNN 9.14
-    neither 8 nor 64 MiB split these shapes at batch 32: every kernel's fastest algorithm
-    either fits whole or is not worth splitting for), so the limit is found here: conv1's
-    kernels are benchmarked (FMA, no Winograd, as the nets run) and planned at limits from
-    2 to 48 MiB; the limit where a split plan gains most over the undivided one is used."""
-    from ucudnn.measure.bench import benchmark_kernel
+    """A net-wide powerOfTwo setting under which conv1's three kernels are micro-batched
+    whatever this GPU's timings: they plan from a benchmark cache seeded for them (Note
+    [Forcing a split] in tests/support/seeded_split.py; no limit splits a kernel
+    deterministically: which one does depends on the GPU and on benchmark noise). The plans
+    still run through cuDNN, chunk by chunk. ``(setting, conv1's plan text)``."""
     from ucudnn.plan.conv import ConvShape
-    from ucudnn.plan.dp import WINOGRAD_ALGOS, candidate_sizes, plan_kernel, without_algorithms
+    cache = pycaffe["dir"] / "split.sqlite"
     shape = ConvShape(64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1)     # conv1 of NET
-    sizes = candidate_sizes("powerOfTwo", BATCH)
-    best = None
-    for op in ("fwd", "bwd_data", "bwd_filter"):
-        bench = without_algorithms(benchmark_kernel(shape, op, BATCH, sizes, repeats=1,
-                                                    math="fma"), WINOGRAD_ALGOS[op])
-        for mib in (2, 4, 8, 12, 16, 24, 32, 48):
-            plan = plan_kernel(bench, BATCH, "powerOfTwo", mib * MIB)
-            whole = plan_kernel(bench, BATCH, "undivided", mib * MIB)
-            gain = whole.time_ms / plan.time_ms
-            if len(plan.chunks) > 1 and (best is None or gain > best[0]):
-                best = (gain, mib, op, plan.describe())
-    assert best is not None, "no workspace limit from 2 to 48 MiB splits conv1 on this GPU"
-    gain, mib, op, desc = best
-    print(f"split setting: {mib} MiB (conv1 {op}: {desc}, {gain:.2f}x over undivided)")
-    return f"policy: POWER_OF_TWO workspace_limit: {mib * MIB} {STRICT}"
+    plan = seed_split(cache, shape, BATCH, split=SPLIT, math="fma")
+    return seeded_setting(cache, 64 * MIB, STRICT), plan
 
 
 def _write_net(pc, tag, ucudnn=None, python_layer=False, hdf5_source=None):
@@ -290,7 +279,8 @@ def test_import_caffe_on_gpu(pycaffe):
 
 def test_ucudnn_net_equals_stock_and_caffe_tool(pycaffe, split_setting):
     """(b) forward + backward through pycaffe: ucudnn settings equal stock cuDNN layers; the
-    plans were micro-batched somewhere; the `caffe` tool computes the same loss."""
+    split setting's plans micro-batched conv1; the `caffe` tool computes the same loss."""
+    split, split_plan = split_setting
     weights = pycaffe["dir"] / "b.caffemodel"
     stock_model = _write_net(pycaffe, "b_stock")
     recs = []
@@ -299,7 +289,7 @@ def test_ucudnn_net_equals_stock_and_caffe_tool(pycaffe, split_setting):
     assert recs == [] and weights.is_file(), out[-3000:]
     losses = {"stock": float(ref["loss"])}
     divided = {}
-    for tag, setting in (("pow2_64M", POW2_64M), ("pow2_split", split_setting),
+    for tag, setting in (("pow2_64M", POW2_64M), ("pow2_split", split),
                          ("all_8M", ALL_8M)):
         recs = []
         model = _write_net(pycaffe, f"b_{tag}", ucudnn=setting)
@@ -315,9 +305,8 @@ def test_ucudnn_net_equals_stock_and_caffe_tool(pycaffe, split_setting):
         print(f"{tag}: divided plans {divided[tag]}")
         _compare(ref, got, f"pycaffe {tag} vs stock")
         losses[tag] = float(got["loss"])
-    assert any(divided.values()), (
-        "no kernel was micro-batched under any setting; lower the workspace limits "
-        f"(plans: {divided})")
+    assert {f"conv1/{op}": split_plan for op in ("fwd", "bwd_filter", "bwd_data")}.items() \
+        <= divided["pow2_split"].items(), divided
 
     # the caffe tool on the same weights and inputs (HDF5Data): the same loss
     exe = BUILD / "tools" / "caffe"
@@ -349,12 +338,13 @@ def test_python_layer_between_ucudnn_layers(pycaffe, split_setting):
     """(c) conv1, conv2 (ucudnn) -> Python layer -> conv3 (ucudnn): forward and backward through
     pycaffe (the ucudnn layers take the GIL pycaffe holds, the Python layer runs in between)
     equal the stock net."""
+    split, split_plan = split_setting
     weights = pycaffe["dir"] / "c.caffemodel"
     stock_out, ref = _run_pycaffe(pycaffe, {"model": str(_write_net(pycaffe, "c_stock",
                                                                       python_layer=True)),
                                             "weights": str(weights)})
     recs = []
-    model = _write_net(pycaffe, "c_pow2", ucudnn=split_setting, python_layer=True)
+    model = _write_net(pycaffe, "c_pow2", ucudnn=split, python_layer=True)
     out, got = _run_pycaffe(pycaffe, {"model": str(model), "weights": str(weights)},
                             records=recs)
     for o in (stock_out, out):
@@ -363,5 +353,7 @@ def test_python_layer_between_ucudnn_layers(pycaffe, split_setting):
     layers = {k.layer for k in kernel_plans(recs)}
     assert layers == {"conv1", "conv2", "conv3"}, layers
     assert "top/py" in got
-    print(f"divided plans: {_divided(recs)}")
+    divided = _divided(recs)
+    print(f"divided plans: {divided}")
+    assert divided.get("conv1/fwd") == split_plan, divided
     _compare(ref, got, "pycaffe with a Python layer, powerOfTwo (split setting) vs stock")

@@ -10,11 +10,10 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-import ucudnn
+import child_env
 from ucudnn.experiments.training.child import probe
 from ucudnn.experiments.training.comparison import ACCURACY_TARGET_PP, LOSS_TARGET
 from ucudnn.experiments.training.curves import read_curves
@@ -41,8 +40,7 @@ def trained(tmp_path_factory, gpu_visible):
     env = dict(os.environ, UCUDNN_CACHE=str(out / "bench.sqlite"))
     # the ucudnn this test imported (installed with its compiled core; the checkout's own
     # folder has no core when the package was installed without -e, as on the GPU node)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(ucudnn.__file__).resolve().parents[1])]
-                                        + [p for p in sys.path if p])
+    env["PYTHONPATH"] = child_env.python_path()
     # the checkout's Caffe, named: the child runs elsewhere (below)
     where = ["--pycaffe", str(default_pycaffe().resolve())]
     if default_caffe_build().is_dir():
