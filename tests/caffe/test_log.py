@@ -1,13 +1,10 @@
 """The `caffe time` log parser on logs captured on the GPU host (tests/data/caffe_logs/: the
 patched Caffe, H200, 2026-11-29, `ucudnn reproduce` at batch 256, 10 iterations)."""
 import statistics
-from pathlib import Path
-
 import pytest
 
+from repo_paths import LOGS
 from ucudnn.caffe.log import CaffeLogError, kernel_plans, parse_caffe_time
-
-LOGS = Path(__file__).parent / "data" / "caffe_logs"
 ALEXNET_CONVS = ["conv1", "conv2", "conv3", "conv4", "conv5"]
 
 

@@ -1,17 +1,16 @@
 """The shipped H200 data, found by kernel identity (ucudnn.measure.shipped)."""
 import re
-from pathlib import Path
 
 import pytest
 
+from repo_paths import NETS, SHIPPED as DATA
 from ucudnn.measure import shipped
 from ucudnn.measure.cache import CacheKey
 from ucudnn.plan.conv import ConvShape
-from ucudnn.plan.network import LayerSpec, plan_network
+from ucudnn.plan.layers import LayerSpec
+from ucudnn.plan.network import plan_network
+from ucudnn.plan.settings import PlanSettings
 from ucudnn.plan.table import group_by_kernel, read_table
-
-REPO = Path(__file__).resolve().parents[1]
-DATA = REPO / "ucudnn" / "data" / "h200"
 MiB = 1 << 20
 SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 
@@ -45,13 +44,13 @@ def _resnet18():
 
 
 RESNET18 = _resnet18()
-NETS = {"alexnet": ALEXNET, "resnet18": RESNET18}
+LISTS = {"alexnet": ALEXNET, "resnet18": RESNET18}
 
 
 def _prototxt_convs(path):
     """(name, num_output, kernel, pad, stride, group) of every Convolution layer, read with a
     regular expression (independent of ucudnn.caffe)."""
-    text = re.sub(r"#[^\n]*", "", Path(path).read_text())
+    text = re.sub(r"#[^\n]*", "", path.read_text())
     out = []
     for block in re.split(r"\blayer\s*\{", text)[1:]:
         if not re.search(r'type:\s*"Convolution"', block):
@@ -67,13 +66,15 @@ def _prototxt_convs(path):
 
 @pytest.mark.parametrize("net", ["alexnet", "resnet18"])
 def test_hand_built_layers_are_the_prototxts(net):
-    assert _prototxt_convs(REPO / "ucudnn" / "data" / "nets" / f"{net}.prototxt") == [
-        (l.name, l.k, l.r, l.pad, l.stride, l.groups) for l in NETS[net]]
+    assert all(l.r == l.s and l.pad[0] == l.pad[1] and l.stride[0] == l.stride[1]
+               for l in LISTS[net])
+    assert _prototxt_convs(NETS / f"{net}.prototxt") == [
+        (l.name, l.k, l.r, l.pad[0], l.stride[0], l.groups) for l in LISTS[net]]
 
 
 @pytest.mark.parametrize("net", ["alexnet", "resnet18"])
 def test_every_prototxt_kernel_is_found(net):
-    layers = NETS[net]
+    layers = LISTS[net]
     benches, missing = shipped.lookup(layers)
     assert dict(missing) == {}
     assert set(benches) == {(l.name, op) for l in layers for op in l.ops}
@@ -94,15 +95,15 @@ def test_resnet18_prototxt_names_find_the_merged_table():
         assert benches[name, "fwd"] == table["l1_3x3", "fwd"]
     assert benches["res5a_branch1", "bwd_filter"] == table["l4_down", "bwd_filter"]
     # the plan of the prototxt's 20 layers equals the plan of the merged list with counts
-    by_names = plan_network(RESNET18, benches, limit=64 * MiB)
-    merged = plan_network(shipped.layers("resnet18"), table, limit=64 * MiB)
+    by_names = plan_network(RESNET18, benches, PlanSettings(limit=64 * MiB))
+    merged = plan_network(shipped.layers("resnet18"), table, PlanSettings(limit=64 * MiB))
     assert by_names.time_ms == pytest.approx(merged.time_ms)
     assert by_names.ws_bytes == merged.ws_bytes and len(by_names.kernels) == len(merged.kernels)
 
 
 def test_alexnet_groups_plan_as_caffe_runs_them():
     benches, _ = shipped.lookup(ALEXNET)
-    plan = plan_network(ALEXNET, benches, limit=64 * MiB, optimizer="ilp")
+    plan = plan_network(ALEXNET, benches, PlanSettings(limit=64 * MiB, optimizer="ilp"))
     assert plan.n_calls == 2 + 3 * (2 + 1 + 2 + 2) and len(plan.kernels) == 2 + 3 * 4
     assert plan.budget == 64 * MiB * plan.n_calls >= plan.ws_bytes
     for k in plan.kernels:

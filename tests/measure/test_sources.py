@@ -1,14 +1,13 @@
 """ucudnn.measure.sources: where plan gets its benchmark data (no printing, no GPU needed)."""
 import dataclasses
-from pathlib import Path
 
 import pytest
 
+from repo_paths import SHIPPED
 from ucudnn.measure import sources
-from ucudnn.plan.network import LayerSpec, read_layers
+from ucudnn.plan.layers import LayerSpec, read_layers
+from ucudnn.plan.settings import PlanSettings
 from ucudnn.vocab import InputError
-
-SHIPPED = Path(__file__).resolve().parents[1] / "ucudnn" / "data" / "h200"
 
 
 @pytest.fixture
@@ -61,21 +60,49 @@ def test_unknown_kernel_is_named(no_gpu):
         sources.gather(layers)
 
 
-def test_benchmark_on_the_gpu_then_the_cache(fake_gpu, tmp_path):
+def test_benchmark_on_the_gpu_then_the_cache(fake_core, tmp_path):
     layers = [dataclasses.replace(l, n=4) for l in read_layers(SHIPPED / "alexnet_layers.csv")]
     said = []
     got = sources.gather(layers, dtype="float16", math="fma", progress=said.append)
     assert got.source.kind == "benchmark" and got.source.dtype == "float16"
-    assert set(fake_gpu.dtypes) == {"float16"} and all(c[5] == "fma" for c in fake_gpu.calls)
+    assert {c.dtype for c in fake_core.calls} == {"float16"}
+    assert {c.math for c in fake_core.calls} == {"fma"}
     assert said and said[0].startswith("benchmarking the missing micro-batch sizes on Fake GPU")
-    n = len(fake_gpu.calls)
+    n = len(fake_core.calls)
+    assert n == 14                                  # every kernel once, all its sizes
     again = sources.gather(layers, dtype="float16", math="fma")
-    assert again.source.kind == "cache" and len(fake_gpu.calls) == n
+    assert again.source.kind == "cache" and len(fake_core.calls) == n
     assert {k: sorted(v) for k, v in again.benches.items()} == \
         {k: sorted(v) for k, v in got.benches.items()}
     # another dtype is another key: measured afresh
     sources.gather(layers, dtype="float32", math="fma")
-    assert len(fake_gpu.calls) == 2 * n
+    assert len(fake_core.calls) == 2 * n
+
+
+def test_gather_net_per_layer_settings(fake_core):
+    """Layers measured alike are gathered together; each group offered the workspace its
+    plans may use (the DP's limit, the net-wide budget); Winograd left out where asked."""
+    fake_core.model = lambda kern, b: [(0, 1.0 * b, 0), (6, 0.1 * b, 0), (1, 0.3 * b, b << 20)]
+    layers = [LayerSpec("a", 4, 3, 8, 8, 4, 3, 3, bwd_data=False),
+              LayerSpec("b", 4, 4, 8, 8, 4, 3, 3), LayerSpec("c", 4, 4, 8, 8, 8, 1, 1)]
+    settings = {"a": PlanSettings(limit=2 << 20), "b": PlanSettings(math="fma", limit=3 << 20,
+                                                                    exclude_winograd=True),
+                "c": PlanSettings(optimizer="ilp", limit=1 << 20, policy="all")}
+    got = sources.gather_net(layers, settings)
+    assert set(got.benches) == {(l.name, op) for l in layers for op in l.ops}
+    from ucudnn.plan.conv import ConvShape
+    names = {ConvShape.from_layer(l): l.name for l in layers}
+    by_layer = {}
+    for c in fake_core.calls:
+        by_layer.setdefault(names[c.shape], set()).add((c.sizes, c.math, c.workspace_cap))
+    assert by_layer == {"a": {((1, 2, 4), "default", 2 << 20)},
+                        "b": {((1, 2, 4), "fma", 3 << 20)},
+                        # the net-wide group: limit x the net-wide kernels' calls
+                        "c": {((1, 2, 3, 4), "default", (1 << 20) * 3)}}
+    assert {p.algo for b in got.benches["b", "fwd"].values() for p in b} == {0, 1}
+    assert 6 in {p.algo for p in got.benches["a", "fwd"][4]}
+    assert got.source.kind == "benchmark"
+    assert any("3 groups gathered separately" in n for n in got.notes)
 
 
 def test_bench_needs_a_gpu(no_gpu, tmp_path):

@@ -1,61 +1,59 @@
-"""scripts/cold_planning.py on a CPU: the core's Kernel and the benchmark replaced by a replay
-of the H200 tables of every size (tests/data/h200_all_sizes), so the script's plumbing (the
-runtime's planning, the plan records it counts, the CSV row) runs as on the GPU host."""
+"""scripts/cold_planning.py on a CPU: the fake core replays the H200 tables of every size
+(tests/data/h200_all_sizes) as cudnnFind, so the script's plumbing (the runtime's planning
+through the real benchmark cache, the plan records it counts, the CSV row) runs as on the GPU
+host."""
 import csv
 import importlib.util
 import lzma
-import sys
 from functools import lru_cache
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))     # --import-mode=importlib
-from fake_kernel import FakeKernel  # noqa: E402
-from ucudnn.measure import bench  # noqa: E402
-from ucudnn.plan.table import group_by_kernel, parse_table  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[1]
+from fake_core import replay
+from repo_paths import ALL_SIZES, REPO
+from ucudnn.plan.table import group_by_kernel, parse_table
 
 
 @lru_cache(maxsize=None)
 def _table(net):
-    path = REPO / "tests" / "data" / "h200_all_sizes" / f"{net}_bench.csv.xz"
+    path = ALL_SIZES / f"{net}_bench.csv.xz"
     with lzma.open(path, "rt") as f:
         return group_by_kernel(parse_table(f.read(), source=path.name))
 
 
-class ReplayCore:
-    Kernel = FakeKernel          # its benchmark comes from the replay below
+class Asked:
+    """The sizes the script's benchmarks asked the core for (one cudnnFind each)."""
+
+    def __init__(self, core):
+        self.core, self.start = core, 0
+
+    def clear(self):
+        self.start = len(self.core.calls)
+
+    def sizes(self):
+        return [b for c in self.core.calls[self.start:] for b in c.sizes]
+
+    def __len__(self):
+        return len(self.sizes())
+
+    def __bool__(self):
+        return bool(self.sizes())
 
 
 @pytest.fixture
-def script(monkeypatch, tmp_path):
-    """The script with cudnnFind replayed from the table; the benchmark cache is real (it
-    serves identical shapes of other layers and the warm pass, as on the GPU)."""
-    asked = []
-
-    def measure_kernel(kern, sizes, *, repeats=3, workspace_cap=None, progress=None,
-                       time_iters=bench.TIME_ITERS):
-        table = _table("resnet18")[kern.name, kern.op]
-        for b in sizes:
-            asked.append(b)
-            progress(b)
-        return bench.Measured({b: table[b] for b in sizes}, 8 << 30,
-                              f"events{time_iters}")
-
+def script(fake_core, monkeypatch, tmp_path):
+    """The script on the fake core replaying ResNet-18's tables; the benchmark cache is real
+    (it serves identical shapes of other layers and the warm pass, as on the GPU)."""
+    fake_core.gpus = ["replayed H200"]
+    fake_core.model = replay(_table("resnet18"))
     from ucudnn.measure import records as rw
     # the script sets $UCUDNN_RECORDS for its runs: restored after the test
     monkeypatch.setenv(rw.ENV, str(tmp_path / "unused-records.jsonl"))
-    monkeypatch.setattr(bench, "core", lambda: ReplayCore)
-    monkeypatch.setattr(bench, "measure_kernel", measure_kernel)
-    monkeypatch.setattr(bench, "device_info",
-                        lambda: {"gpu": "replayed H200", "cudnn_version": 91400})
     spec = importlib.util.spec_from_file_location("cold_planning",
                                                   REPO / "scripts" / "cold_planning.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod, asked
+    return mod, Asked(fake_core)
 
 
 def test_pruned_and_exhaustive_rows(script, tmp_path, capsys):

@@ -19,6 +19,7 @@ can disagree with a stale cache.
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 import time
@@ -146,9 +147,14 @@ class FakeCore:
 
     # -- what the core's benchmark answers ---------------------------------------------------
     def perfs(self, kern, b: int) -> List[AlgoPerf]:
-        default_math = MATH_MODES[kern.math] if kern.math != "default" else 0
-        return [p if isinstance(p, AlgoPerf) else AlgoPerf(*p) if len(p) == 4
-                else AlgoPerf(*p, default_math) for p in self.model(kern, b)]
+        """The model's algorithms at ``b``; a math mode other than the default is the one they
+        ran with where the model names none (math 0)."""
+        code = MATH_MODES[kern.math]
+        out = []
+        for p in self.model(kern, b):
+            p = p if isinstance(p, AlgoPerf) else AlgoPerf(*p)
+            out.append(dataclasses.replace(p, math=code) if code and not p.math else p)
+        return out
 
 
 class _Kernel:
