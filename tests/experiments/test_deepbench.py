@@ -2,14 +2,13 @@
 figure on synthetic results and the runner's CPU-side parts (with a fake core)."""
 import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
+from repo_paths import REPO
 from ucudnn.experiments import deepbench as db
 from ucudnn.plan.table import AlgoPerf
 
-REPO = Path(__file__).resolve().parents[1]
 CSV = REPO / "ucudnn" / "data" / "deepbench" / "conv_train.csv"
 
 # Every 3x3 and 5x5 tuple of DeepBench's code/kernels/conv_problems.h `training_set` (commit
@@ -232,55 +231,21 @@ def _runner():
     return mod
 
 
-class FakeBuf:
-    def __init__(self, n):
-        self.nbytes, self.ptr = n, id(self)
-
-    def fill_random(self, elem, seed):
-        pass
+def fast_algorithm(kern, b):
+    """algo 0: slow, no workspace; algo 1: 4x faster, 1 MiB per sample."""
+    return [AlgoPerf(1, 0.25 * b, b * MIB), AlgoPerf(0, 1.0 * b, 0)]
 
 
-class FakeKernel:
-    def __init__(self, shape, op, n, dtype, math, name):
-        self.shape, self.op, self.n, self.name, self.plan = shape, op, n, name, None
-        self.filter_bytes = 4
-
-    def extent_bytes(self, which, b):
-        return 4 * b
-
-    def set_plan(self, plan):
-        self.plan = plan
-
-    @property
-    def workspace_size(self):
-        return self.plan.ws_bytes
+@pytest.fixture
+def core(fake_core):
+    """The fake core, its runs measured 10 % over the prediction."""
+    fake_core.model = fast_algorithm
+    fake_core.time_factor = 1.1
+    return fake_core
 
 
-class FakeCore:
-    Kernel, DeviceBuffer = FakeKernel, FakeBuf
-    calls = []
-
-    class Handle:
-        def __init__(self, stream):
-            pass
-
-    @classmethod
-    def time_run(cls, kern, handle, a, b, out, ws, ws_size, iters, warmup):
-        cls.calls.append((kern.op, ws_size, iters))
-        return [kern.plan.time_ms * 1.1] * iters  # measured 10 % over the prediction
-
-
-class FakeBench:
-    asked = []
-
-    @classmethod
-    def measure(cls, kern, sizes, repeats, cache_path):
-        cls.asked.append(list(sizes))
-        # algo 0: slow, no workspace; algo 1: 4x faster, 1 MiB per sample
-        return {b: [AlgoPerf(1, 0.25 * b, b * MIB), AlgoPerf(0, 1.0 * b, 0)] for b in sizes}
-
-
-def test_runner_measures_plans_and_reports(tmp_path):
+def test_runner_measures_plans_and_reports(tmp_path, core):
+    from ucudnn.measure import bench
     bd = _runner()
     assert bd.sizes_for(["undivided", "powerOfTwo"], 256) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
     assert bd.sizes_for(["undivided", "all"], 8) == list(range(1, 9))
@@ -294,9 +259,9 @@ def test_runner_measures_plans_and_reports(tmp_path):
                           "--iters", "4", "--policies", "powerOfTwo"])
     assert args.policy_list == ["undivided", "powerOfTwo"] and args.repeats == 1
     layer, same = db.unique_layers(layers)[0]
-    recs = bd.measure_kernel(FakeCore, FakeBench, layer, same, "fwd", args.limit_bytes,
+    recs = bd.measure_kernel(core, bench, layer, same, "fwd", args.limit_bytes,
                              args.policy_list, args, lambda m: None)
-    assert FakeBench.asked[-1] == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    assert core.calls[-1].sizes == (1, 2, 4, 8, 16, 32, 64, 128, 256)
     r = {(x["limit"], x["policy"]): x for x in recs}
     # 128 MiB: undivided runs algo 0 (256 ms); powerOfTwo 2 x 128 on algo 1 (2 x 32 ms)
     assert r[128 * MIB, "undivided"]["plan"] == "256x1:algo0"
@@ -318,18 +283,15 @@ def test_runner_measures_plans_and_reports(tmp_path):
     assert [(x["limit"], round(x["max"], 2)) for x in rows] == [(128 * MIB, 4.0), (512 * MIB, 1.0)]
 
 
-def test_runner_without_gpu_says_so(tmp_path, monkeypatch):
+def test_runner_without_gpu_says_so(tmp_path, fake_core, capsys):
     bd = _runner()
-    from ucudnn.measure import bench
-
-    def no_gpu():
-        raise bench.NoGpuError("no CUDA device is visible")
-    monkeypatch.setattr(bench, "device_info", no_gpu)
+    fake_core.gpus = []                     # a core that sees no device
     assert bd.main(["--json", str(tmp_path / "r.json"), "--layers", "db_30"]) == 2
-    assert not (tmp_path / "r.json").exists()
+    assert "bench_deepbench: no CUDA device is visible" in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists() and not fake_core.calls
 
 
-def test_runner_shares_buffers_across_ops(tmp_path, monkeypatch):
+def test_runner_shares_buffers_across_ops(tmp_path, monkeypatch, core):
     bd = _runner()
     made = []
     real = bd.make_buffers
@@ -338,10 +300,6 @@ def test_runner_shares_buffers_across_ops(tmp_path, monkeypatch):
         made.append(kern.name)
         return real(core, kern, n)
     monkeypatch.setattr(bd, "make_buffers", counting)
-    from ucudnn.measure import bench
-    monkeypatch.setattr(bench, "core", lambda: FakeCore)
-    monkeypatch.setattr(bench, "device_info", lambda: {"gpu": "fake"})
-    monkeypatch.setattr(bench, "measure", FakeBench.measure)
     out = tmp_path / "r.json"
     assert bd.main(["--json", str(out), "--layers", "db_22", "db_30", "--limits", "128MiB",
                     "--iters", "2"]) == 0

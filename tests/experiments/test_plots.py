@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from repo_paths import REPO
+
 pytest.importorskip("matplotlib", reason="plots need the 'plot' extra")
 from ucudnn.experiments import plots  # noqa: E402
+from ucudnn.plan.layers import LayerSpec  # noqa: E402
 from ucudnn.plan.table import AlgoPerf  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
 BENCH = {1: [AlgoPerf(0, 0.1, 0), AlgoPerf(1, 0.05, 1 << 20)],
          2: [AlgoPerf(0, 0.2, 0), AlgoPerf(1, 0.08, 3 << 20)],
          4: [AlgoPerf(0, 0.4, 0), AlgoPerf(1, 0.12, 9 << 20), AlgoPerf(5, 0.1, 40 << 20)]}
@@ -32,6 +34,10 @@ def _digest(path):
     lambda out: plots.desirable_set_scatter(BENCH, 4, "tiny", out),
     lambda out: plots.measured_vs_predicted(RESULT, out),
     lambda out: plots.stacked_layers(RESULT, "tiny", out),
+    lambda out: plots.ilp_vs_dp(
+        [LayerSpec("c1", 4, 3, 8, 8, 4, 3, 3, pad=1, bwd_data=False)],
+        {("c1", op): BENCH for op in ("fwd", "bwd_filter")}, "tiny", out,
+        limits=(1 << 20, 4 << 20, 16 << 20)),
 ])
 def test_figure_is_written_deterministically(tmp_path, draw):
     a, b = tmp_path / "a.png", tmp_path / "b.png"

@@ -4,15 +4,13 @@ import json
 import os
 import stat
 import sys
-from pathlib import Path
 
 import pytest
 
+from repo_paths import LOGS, NETS, REPO
 from ucudnn.experiments import reproduce as rp
 from ucudnn.vocab import UNLIMITED, parse_size
 
-REPO = Path(__file__).resolve().parents[1]
-LOGS = Path(__file__).parent / "data" / "caffe_logs"
 MIB = 1 << 20
 
 
@@ -57,7 +55,7 @@ def test_pending_skips_measured_points():
 
 def test_predicted_mode_from_shipped_data(tmp_path):
     opts = rp.Options(out=tmp_path, nets=["alexnet"], limits=[64 * MIB], predict=True,
-                      prototxt_dir=REPO / "ucudnn" / "data" / "nets")
+                      prototxt_dir=NETS)
     said = []
     doc = rp.run(opts, say=said.append)
     pts = doc["points"]
@@ -91,10 +89,10 @@ def test_predicted_mode_from_shipped_data(tmp_path):
 
 FAKE_CORE = r"""
 import os, re, sys
-sys.path.insert(0, {root!r})
 from ucudnn.measure import records
 from ucudnn.plan.conv import ConvShape
 from ucudnn.plan.dp import Chunk, Plan
+from ucudnn.plan.settings import PlanSettings
 
 
 class Kernel:
@@ -115,27 +113,28 @@ if "ucudnn_param" in model and os.environ.get(records.ENV):
     ilp = "optimizer: ILP" in model
     limit = int(re.search(r"workspace_limit: (\d+)", model).group(1))
     convs = re.findall(r'name: "(\w+)"\s+type: "Convolution"', model)
-    settings = {{"policy": "all", "sizes": None, "limit": limit,
-                "optimizer": "ilp" if ilp else "dp"}}
+    settings = PlanSettings(policy="all", limit=limit, optimizer="ilp" if ilp else "dp")
     kernels = [Kernel(c, op, 256, 2 if c in ("conv2", "conv4", "conv5") else 1, settings)
                for c in convs for op in ("fwd", "bwd_data", "bwd_filter")]
+    bench = {{"sizes": 256, "sizes_benchmarked": 0, "sizes_cached": 256, "bench_s": 0.25}}
     for k in kernels:
-        records.append_record({{"kind": "bench", **records.kernel_fields(k), "sizes": 256,
-                               "sizes_benchmarked": 0, "sizes_cached": 256, "bench_s": 0.25}})
-        p = plan(256, 1, 1024)
+        records.append_record({{"kind": "bench", **records.kernel_fields(k), **bench}})
+    # as runtime.plan_net writes them: each kernel's plan (its benchmark's fields with it),
+    # then the net
+    for k in kernels:
+        p = plan(256, 6 if ilp else 1, 4096 if ilp else 1024)
         k.workspace_size = p.ws_bytes
         records.append_record(records.plan_record(
-            k, "ilp_initial" if ilp else "dp", p, limit, Plan(256, (Chunk(256, 0, 0, 3.0, 0),)),
-            bench_s=0.25, plan_s=0.01, sizes=256, sizes_benchmarked=0, sizes_cached=256))
-    if ilp:
-        records.append_record({{"kind": "ilp", "budget_bytes": 23 * limit, "kernels": len(kernels),
-                               "instances": 23, "predicted_ms": 40.0, "ws_bytes": 0,
-                               "solve_s": 0.011, "members": []}})
-        for k in kernels:
-            p = plan(256, 6, 4096)
-            k.workspace_size = p.ws_bytes
-            records.append_record(records.plan_record(k, "ilp", p, 4096, None,
-                                                      budget_bytes=23 * limit))
+            k, "ilp" if ilp else "dp", p, 4096 if ilp else limit,
+            Plan(256, (Chunk(256, 0, 0, 3.0, 0),)), plan_s=0.01, optimizer=settings.optimizer,
+            **bench))
+    records.append_record({{"kind": "net", "net": "AlexNet", "kernels": len(kernels),
+                           "calls": 23, "predicted_ms": 48.0, "undivided_ms": 72.0,
+                           "workspace_bytes": sum(k.workspace_size * k.instances
+                                                  for k in kernels),
+                           "arena_bytes": None, "budget_bytes": 23 * limit if ilp else None,
+                           "solve_s": 0.011 if ilp else None, "plan_s": 0.01,
+                           "cap_bytes": None, "members": []}})
 sys.stdout.write(open(sys.argv[-2]).read())
 sys.exit(int(sys.argv[-1]))
 """
@@ -145,10 +144,10 @@ def _fake_caffe(tmp_path, fail_setting):
     """A stand-in for the Caffe binary on a machine without a GPU: it replays logs that the
     real one wrote on the GPU host (Caffe's timing), appends plan records to $UCUDNN_RECORDS
     through the core's writer as the real core would (three kernels per convolution layer of
-    the model, two instances for AlexNet's grouped layers; the ILP's solve and choices for an
-    ILP model), and fails (like the real one did) for one setting."""
+    the model, two instances for AlexNet's grouped layers, then the net: version 2, as
+    runtime.plan_net writes them), and fails (like the real one did) for one setting."""
     core = tmp_path / "fake_core.py"
-    core.write_text(FAKE_CORE.format(root=str(REPO)))
+    core.write_text(FAKE_CORE.format())
     exe = tmp_path / "caffe"
     exe.write_text(f"""#!/bin/bash
 model="$3"
@@ -158,7 +157,7 @@ case "$model" in
   *caffe_-*) log="{LOGS}/alexnet_stock.log" ;;
   *) log="{LOGS}/alexnet_all_8MiB.log" ;;
 esac
-exec "{sys.executable}" "{core}" "$@" "$log" 0
+PYTHONPATH="{REPO}" exec "{sys.executable}" "{core}" "$@" "$log" 0
 """)
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
     return str(exe)
@@ -169,7 +168,7 @@ def test_caffe_mode_records_failures_and_resumes(tmp_path, monkeypatch, patched_
                        str(patched_caffe_source / "src" / "caffe" / "proto" / "caffe.proto"))
     out = tmp_path / "out"
     opts = rp.Options(out=out, nets=["alexnet"], limits=[8 * MIB], pytorch=False, shared=False,
-                      caffe=_fake_caffe(tmp_path, "powerOfTwo"), prototxt_dir=REPO / "ucudnn" / "data" / "nets")
+                      caffe=_fake_caffe(tmp_path, "powerOfTwo"), prototxt_dir=NETS)
     doc = rp.run(opts, say=lambda m: None)
     pts = doc["points"]
     failed = pts["alexnet/powerOfTwo/8.0MiB"]
@@ -220,10 +219,10 @@ def test_caffe_mode_records_failures_and_resumes(tmp_path, monkeypatch, patched_
 def test_caffe_mode_needs_a_binary(tmp_path):
     with pytest.raises(rp.ReproduceError, match="no Caffe binary"):
         rp.run(rp.Options(out=tmp_path, nets=["alexnet"], caffe=str(tmp_path / "nope"),
-                          prototxt_dir=REPO / "ucudnn" / "data" / "nets"), say=lambda m: None)
+                          prototxt_dir=NETS), say=lambda m: None)
     with pytest.raises(rp.ReproduceError, match="no vgg.prototxt in"):
         rp.run(rp.Options(out=tmp_path, nets=["vgg"], predict=True,
-                          prototxt_dir=REPO / "ucudnn" / "data" / "nets"), say=lambda m: None)
+                          prototxt_dir=NETS), say=lambda m: None)
 
 
 def test_cli_without_gpu_falls_back_to_predictions(tmp_path, capsys, monkeypatch):
@@ -252,7 +251,7 @@ def test_cli_without_gpu_falls_back_to_predictions(tmp_path, capsys, monkeypatch
 def test_fill_once_makes_dummy_data_constant(patched_caffe_source):
     from ucudnn.caffe import proto as cp
     pb2 = cp.load_caffe_pb2(str(patched_caffe_source / "src" / "caffe" / "proto" / "caffe.proto"))
-    net = cp.read_net(pb2, REPO / "ucudnn" / "data" / "nets" / "alexnet.prototxt")
+    net = cp.read_net(pb2, NETS / "alexnet.prototxt")
     rp.fill_once(net)
     fillers = net.layer[0].dummy_data_param.data_filler
     assert [(f.type, f.value) for f in fillers] == [("constant", 1.0), ("constant", 0.0)]
@@ -289,7 +288,7 @@ def test_repeats_run_in_rounds_and_resume_adds_processes(tmp_path, monkeypatch,
                       shared=False,
                       ilp=False, unlimited=False, pytorch=False, repeats=2,
                       caffe=_fake_caffe(tmp_path, "no-such-setting"),
-                      prototxt_dir=REPO / "ucudnn" / "data" / "nets")
+                      prototxt_dir=NETS)
     said = []
     doc = rp.run(opts, say=said.append)
     assert "3 to run (6 Caffe processes, 2 per point)" in said[0]
@@ -413,8 +412,8 @@ def test_grid_adds_batchnorm_engine_points_only_for_nets_with_batchnorm():
     # the keys of BVLC-engine points are those written before 0004: old results resume
     assert rp.Point("resnet18", "all", 64 * MIB).key == "resnet18/all/64.0MiB"
     assert rp.Point("resnet18", "all", 64 * MIB, "cudnn").stem == "resnet18_all_64.0MiB_cudnn-bn"
-    assert rp.has_batchnorm(REPO / "ucudnn" / "data" / "nets" / "resnet18.prototxt")
-    assert not rp.has_batchnorm(REPO / "ucudnn" / "data" / "nets" / "alexnet.prototxt")
+    assert rp.has_batchnorm(NETS / "resnet18.prototxt")
+    assert not rp.has_batchnorm(NETS / "alexnet.prototxt")
     assert rp.has_cudnn_batchnorm({"caffe_patches": ["source=x", "0001-a.patch 1",
                                                      "0004-cudnn-batch-norm.patch 2"]})
     assert not rp.has_cudnn_batchnorm({"caffe_patches": ["source=x", "0001-a.patch 1"]})
@@ -424,7 +423,7 @@ def test_grid_adds_batchnorm_engine_points_only_for_nets_with_batchnorm():
 def test_variant_prototxt_writes_the_batchnorm_engine(tmp_path):
     from ucudnn.caffe.proto import load_caffe_pb2, read_net
     pb2 = load_caffe_pb2()
-    src = REPO / "ucudnn" / "data" / "nets" / "resnet18.prototxt"
+    src = NETS / "resnet18.prototxt"
 
     def engines(point, field):
         dest = tmp_path / f"{point.stem}.{field}.prototxt"
@@ -495,7 +494,7 @@ def test_time_by_kind_of_layer_and_speedup_within_one_engine(tmp_path):
 def test_shared_points_write_the_net_wide_arena(tmp_path):
     from ucudnn.caffe.proto import load_caffe_pb2, read_net
     pb2 = load_caffe_pb2()
-    src = REPO / "ucudnn" / "data" / "nets" / "alexnet.prototxt"
+    src = NETS / "alexnet.prototxt"
     dest = tmp_path / "s.prototxt"
     rp.variant_prototxt(pb2, src, rp.Point("alexnet", "shared", 8 * MIB), dest, None, "all")
     u = read_net(pb2, str(dest)).ucudnn_param

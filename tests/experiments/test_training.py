@@ -76,9 +76,11 @@ def test_ucudnn_settings_write_their_param(pb2, tmp_path, setting, policy, optim
     net = variant(pb2, base_net(pb2, "digits"), setting, 3 * MiB)
     p = load_prototxt(_write(pb2, net, tmp_path / "v.prototxt"))
     s = p.net_ucudnn
-    assert (s.policy, s.optimizer, s.workspace_limit, s.total_workspace) == (
-        policy, optimizer, 3 * MiB, 0)
-    assert s.math == "fma" and s.benchmark_repeats == BENCH_REPEATS
+    # the budget is unset (None): limit x calls for the ILP and the arena (Note [Workspace
+    # budget]; a total_workspace of 0 would be 0 bytes)
+    assert (s.policy, s.optimizer, s.limit, s.budget) == (policy, optimizer, 3 * MiB, None)
+    assert not net.ucudnn_param.HasField("total_workspace")
+    assert s.math == "fma" and s.repeats == BENCH_REPEATS
     assert all(p.ucudnn[l.name] == s for l in p.layers)
     assert not any(l.HasField("ucudnn_param") for l in net.layer)
 
