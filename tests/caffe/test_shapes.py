@@ -39,7 +39,8 @@ def test_kernel_h_w_dilation_and_errors():
     assert (s.r, s.dilation, s.pad) == (3, (2, 2), (2, 2))
     # non-square kernels, pads and strides are planned, per axis
     s = _specs(HEAD + 'layer { name: "c" type: "Convolution" bottom: "data" top: "c" '
-               'convolution_param { num_output: 4 kernel_h: 3 kernel_w: 3 pad_h: 1 pad_w: 0 } }')["c"]
+               'convolution_param { num_output: 4 kernel_h: 3 kernel_w: 3 pad_h: 1 '
+               'pad_w: 0 } }')["c"]
     assert (s.r, s.s, s.pad, s.h, s.w, s.out_hw) == (3, 3, (1, 0), 13, 13, (13, 11))
     with pytest.raises(PrototxtError, match="'c'.*group.*does not divide"):
         _specs(HEAD + _conv("c", "data", 4, 3, "group: 4"))

@@ -192,7 +192,7 @@ def test_cli_plans_a_shared_arena(capsys):
 @pytest.mark.parametrize("optimizer", ["ilp", "shared"])
 def test_budget_zero_is_zero_bytes(capsys, optimizer):
     """--budget 0 is a budget of 0 bytes (only zero-workspace algorithms), as
-    ``total_workspace: 0`` is (Note [Workspace budget]); it no longer means limit x calls."""
+    ``total_workspace: 0`` is (Note [Workspace budget]), not limit x calls."""
     assert main(["plan", "--net", "alexnet", "--optimizer", optimizer, "--budget", "0",
                  "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)

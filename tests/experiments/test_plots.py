@@ -147,7 +147,7 @@ def test_plot_figures_script_on_committed_results(tmp_path):
 
 
 def test_time_against_memory_figure(tmp_path):
-    """Issue 11's figure: every setting's iteration time against the workspace held and the
+    """The shared arena's figure: every setting's iteration time against the workspace held and the
     peak GPU memory; stock Caffe's workspace from peak memory (Note [Shared arena at stock
     memory])."""
     from ucudnn.experiments import plots

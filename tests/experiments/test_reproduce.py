@@ -489,7 +489,7 @@ def test_time_by_kind_of_layer_and_speedup_within_one_engine(tmp_path):
     assert float(cud["speedup_vs_undivided"]) == pytest.approx(2.0)
 
 
-# -- the shared arena in the grid (issue 11) ---------------------------------------------------
+# -- the shared arena in the grid --------------------------------------------------------------
 
 def test_shared_points_write_the_net_wide_arena(tmp_path):
     from ucudnn.caffe.proto import load_caffe_pb2, read_net

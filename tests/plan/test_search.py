@@ -113,9 +113,9 @@ def test_pruned_never_worse_than_power_of_two_and_measures_few_sizes(net, limit,
 @pytest.mark.parametrize("limit", LIMITS)
 @pytest.mark.parametrize("net", NETS)
 def test_net_plan_within_one_percent_of_all(net, limit):
-    """Issue 14's criterion: the net's predicted convolution time (every kernel times its
-    group calls and identical layers, as the planner sums it) from the pruned search is within
-    1 % of the exhaustive `all` plan's (measured with the defaults: 0.00-0.25 %)."""
+    """The pruned search's criterion: the net's predicted convolution time (every kernel
+    times its group calls and identical layers, as the planner sums it) from the pruned search
+    is within 1 % of the exhaustive `all` plan's (measured with the defaults: 0.00-0.25 %)."""
     layers = _layers(net)
     full = pruned = 0.0
     for layer, op_full, _, op_pruned, _ in [r for op in OPS for r in _replay(net, limit, op)]:

@@ -112,8 +112,8 @@ def test_candidate_sizes():
 
 
 def test_explicit_size_larger_than_the_batch_is_refused():
-    """An explicit size above the mini-batch is an error naming where (it was dropped
-    silently before the one settings record)."""
+    """An explicit size above the mini-batch is an error naming where, not a size left
+    out silently."""
     with pytest.raises(PlanError, match=r"^layer 'c': micro_batch_size 9 is larger than the "
                                         r"mini-batch \(5\)"):
         candidate_sizes("all", 5, sizes=[3, 9, 1], where="layer 'c'")
