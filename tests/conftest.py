@@ -2,25 +2,31 @@
 
 Note [Test tiers]
     ``pytest`` (the README's command) runs the CPU tier: planners, cache, prototxt, CLI,
-    reproduce in predict mode, the C API header compiling -- about a minute on 2 cores.
+    reproduce in predict mode, the C API header compiling -- about a minute on 2 cores. Where
+    a GPU would measure, the ``fake_core`` fixture stands in for the compiled core
+    (tests/support/fake_core.py) and the production code runs unchanged over it.
     ``pytest --caffe-build -m caffe_build`` builds BVLC Caffe with the patch series (about 35
     minutes on 2 cores; CI runs it explicitly); without ``--caffe-build`` those tests are
     skipped with that command as the reason, and with it a missing build dependency is named
     with the command that installs it. ``pytest -m gpu --require-gpu`` is the GPU tier of a GPU
     host: there a GPU test that skips (no GPU, no torch, no built Caffe) fails instead, as
-    does a GPU module (``*_gpu.py``) skipped as a whole, so
-    that a GPU run cannot pass by testing nothing; without ``--require-gpu`` skipped GPU tests
-    are listed in a section of their own at the end.
+    does a GPU module (``*_gpu.py``) skipped as a whole, so that a GPU run cannot pass by
+    testing nothing; without ``--require-gpu`` skipped GPU tests are listed in a section of
+    their own at the end. A test that needs several GPUs (``@pytest.mark.gpus(2)``) skips with
+    "needs 2 GPUs (found N)" where fewer are visible; ``--require-gpu`` lists it as needing
+    more hardware and does not fail it; ``--require-gpus N`` makes every GPU test needing up
+    to N GPUs count (it fails if it skips).
 """
 import functools
 import os
 import shutil
 import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import pytest
+
+import child_env
+import fake_core as fake_core_module
 
 CAFFE_BUILD_TOOLS = {
     "cmake": "apt-get install cmake (or: bash .ci/caffe_deps.sh)",
@@ -38,7 +44,11 @@ def pytest_addoption(parser):
     parser.addoption("--caffe-build", action="store_true",
                      help="run the tests marked caffe_build (builds BVLC Caffe, ~35 min)")
     parser.addoption("--require-gpu", action="store_true",
-                     help="fail GPU tests that would be skipped (for GPU hosts)")
+                     help="fail GPU tests that would be skipped (for GPU hosts); tests "
+                     "needing more GPUs than --require-gpus are listed, not failed")
+    parser.addoption("--require-gpus", type=int, default=0, metavar="N",
+                     help="fail GPU tests needing up to N GPUs that would be skipped "
+                     "(implies --require-gpu)")
 
 
 def _caffe_build_missing():
@@ -54,7 +64,33 @@ def _caffe_build_missing():
     return None
 
 
+def _required_gpus(config) -> int:
+    """How many GPUs the run requires: GPU tests needing up to that many must not skip."""
+    return max(config.getoption("--require-gpus"), 1 if config.getoption("--require-gpu")
+               else 0)
+
+
+def _gpus_needed(item) -> int:
+    marker = item.get_closest_marker("gpus")
+    return int(marker.args[0]) if marker is not None else 1
+
+
+@functools.lru_cache(maxsize=None)
+def _device_count() -> int:
+    """Visible CUDA devices, as the compiled core counts them (0 without it)."""
+    try:
+        from ucudnn import _core
+        return int(_core.device_count())
+    except Exception:      # noqa: BLE001 - ImportError, a broken driver, ...
+        return 0
+
+
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        need = _gpus_needed(item)
+        if need > 1 and _device_count() < need:
+            item.add_marker(pytest.mark.skip(reason=f"needs {need} GPUs (found "
+                                                    f"{_device_count()})"))
     if config.getoption("--caffe-build"):
         missing = _caffe_build_missing()
         reason = f"Caffe build dependency missing: {missing}" if missing else None
@@ -73,13 +109,19 @@ def pytest_runtest_makereport(item, call):
     rep = outcome.get_result()
     if rep.skipped and "gpu" in item.keywords:
         reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        need, required = _gpus_needed(item), _required_gpus(item.config)
+        if need > 1 and need > required:
+            item.config.stash.setdefault(_MORE_HARDWARE, []).append((item.nodeid, reason))
+            return
         item.config.stash.setdefault(_GPU_SKIPS, []).append((item.nodeid, reason))
-        if item.config.getoption("--require-gpu"):
+        if required >= need:
             rep.outcome = "failed"
-            rep.longrepr = f"GPU test skipped under --require-gpu: {reason}"
+            rep.longrepr = (f"GPU test skipped under --require-gpu"
+                            f"{f's {required}' if need > 1 else ''}: {reason}")
 
 
 _GPU_SKIPS = pytest.StashKey()
+_MORE_HARDWARE = pytest.StashKey()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -92,23 +134,34 @@ def pytest_make_collect_report(collector):
             "_gpu"):
         reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
         collector.config.stash.setdefault(_GPU_SKIPS, []).append((collector.nodeid, reason))
-        if collector.config.getoption("--require-gpu"):
+        if _required_gpus(collector.config):
             rep.outcome = "failed"
             rep.longrepr = f"GPU module skipped under --require-gpu: {reason}"
 
 
-def pytest_terminal_summary(terminalreporter, config):
-    skips = config.stash.get(_GPU_SKIPS, [])
-    if not skips or config.getoption("--require-gpu"):
-        return
+def _by_reason(skips):
     reasons = {}
     for _, reason in skips:
         reasons[reason] = reasons.get(reason, 0) + 1
-    terminalreporter.section("GPU tier NOT run", sep="!", yellow=True, bold=True)
-    for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
-        terminalreporter.write_line(f"{n} GPU test(s) skipped: {reason}")
-    terminalreporter.write_line("on a GPU host: pip install '.[gpu]' and pytest -m gpu "
-                                "--require-gpu")
+    return sorted(reasons.items(), key=lambda kv: -kv[1])
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    skips = config.stash.get(_GPU_SKIPS, [])
+    if skips and not _required_gpus(config):
+        terminalreporter.section("GPU tier NOT run", sep="!", yellow=True, bold=True)
+        for reason, n in _by_reason(skips):
+            terminalreporter.write_line(f"{n} GPU test(s) skipped: {reason}")
+        terminalreporter.write_line("on a GPU host: pip install '.[gpu]' and pytest -m gpu "
+                                    "--require-gpu")
+    more = config.stash.get(_MORE_HARDWARE, [])
+    if more:
+        terminalreporter.section("GPU tests needing more hardware (not run)", sep="!",
+                                 yellow=True, bold=True)
+        for nodeid, reason in more:
+            terminalreporter.write_line(f"{nodeid}: {reason}")
+        terminalreporter.write_line("on a host with that many GPUs: pytest -m gpu "
+                                    "--require-gpus N")
 
 
 REPO = Path(__file__).resolve().parents[1]
@@ -138,10 +191,18 @@ def patched_caffe_source(tmp_path_factory):
     return prefix / "src"
 
 
+@pytest.fixture(scope="session")
+def patched_caffe_proto(patched_caffe_source):
+    """Caffe's caffe.proto with caffe_patch/ applied (all of Caffe's fields, the data layers'
+    parameters included): a path for ``--caffe-proto`` / ``$UCUDNN_CAFFE_PROTO``."""
+    return patched_caffe_source / "src" / "caffe" / "proto" / "caffe.proto"
+
+
 # -- a GPU, or a stand-in for the GPU module (in-process: the real one needs a GPU) ---------
 
 @functools.lru_cache(maxsize=None)
 def _gpu_visible() -> bool:
+    assert not fake_core_module.installed(), "the GPU probe must see the compiled core"
     try:
         from ucudnn.measure.bench import device_info
         device_info()
@@ -165,17 +226,16 @@ CAFFE_BUILD = Path(os.environ.get("UCUDNN_CAFFE_BUILD",
 @pytest.fixture(scope="session")
 def caffe_tools(tmp_path_factory, gpu_visible):
     """The patched Caffe's tools on a GPU: ``{"bin", "build", "env"}``, ``env`` giving Caffe's
-    embedded interpreter this process's ``sys.path`` (the same ucudnn), a fresh benchmark cache
-    unless ``$UCUDNN_CACHE`` names one, and glog on stderr. Skips without a build or a GPU."""
+    embedded interpreter the same ucudnn and this environment's packages
+    (support/child_env.py), a fresh benchmark cache unless ``$UCUDNN_CACHE`` names one, and
+    glog on stderr. Skips without a build or a GPU."""
     exe = CAFFE_BUILD / "tools" / "caffe"
     if not exe.is_file():
         pytest.skip(f"no patched Caffe at {exe} (scripts/build_caffe.sh builds it)")
     if not gpu_visible:
         pytest.skip("no GPU visible")
-    import ucudnn
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(ucudnn.__file__).parent.parent)]
-                                        + [p for p in sys.path if p])
+    env["PYTHONPATH"] = child_env.python_path()
     env.setdefault("UCUDNN_CACHE", str(tmp_path_factory.mktemp("cache") / "bench.sqlite"))
     env["GLOG_logtostderr"] = "1"
     return {"bin": CAFFE_BUILD / "tools", "build": CAFFE_BUILD, "env": env}
@@ -188,93 +248,15 @@ def no_gpu():
         pytest.skip("a GPU is visible: this tests the behaviour without one")
 
 
-class _FakeBench:
-    """Stands in for ucudnn.bench: a 'GPU' whose fast algorithm needs 1 MiB per sample."""
-
-    class NoGpuError(RuntimeError):
-        pass
-
-    def __init__(self):
-        self.calls = []
-        self.dtypes = []
-        self.gpus = ["Fake GPU", "Fake GPU"]    # the visible devices' models
-        self.call_devices = []                  # the current device of each benchmark call
-        self._current = threading.local()
-
-    TIME_ITERS = 5
-    FIND_REPEATS = 1
-
-    def device_info(self):
-        return {"gpu": self.gpus[self.current_device()], "cudnn_version": 91400,
-                "compute_capability": "9.0"}
-
-    def current_device(self):
-        return getattr(self._current, "device", 0)
-
-    def set_device(self, device):
-        """ucudnn.measure.bench.set_device: per thread, like CUDA's current device."""
-        if not 0 <= device < len(self.gpus):
-            raise RuntimeError(f"cudaSetDevice: invalid device ordinal {device}")
-        self._current.device = device
-
-    def core(self):
-        """A core whose Kernel is the stand-in of tests/fake_kernel.py (what the runtime
-        plans; its benchmarks come from :meth:`measure`)."""
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        try:
-            from fake_kernel import FakeKernel
-        finally:
-            sys.path.pop(0)
-        gpus = self.gpus
-        return type("FakeCore", (), {"Kernel": FakeKernel,
-                                     "device_count": staticmethod(lambda: len(gpus))})
-
-    def measure(self, kern, sizes, *, repeats=3, cache_path=None, workspace_cap=None,
-                progress=None, time_iters=5, cache=None):
-        """ucudnn.measure.bench.measure: through the real cache, timed by
-        :meth:`benchmark_kernel`."""
-        from ucudnn.measure.cache import BenchCache
-        key = self.cache_key(kern.shape, kern.op, kern.math, kern.dtype,
-                             workspace_cap=workspace_cap)
-
-        def fill(c):
-            return c.fill(key, sizes, lambda missing: self.benchmark_kernel(
-                kern.shape, kern.op, kern.n, missing, repeats=repeats, math=kern.math,
-                dtype=kern.dtype, workspace_cap=workspace_cap, progress=progress), repeats)
-        if cache is not None:
-            return fill(cache)
-        with BenchCache(cache_path) as c:
-            return fill(c)
-
-    def cache_key(self, shape, op, math="default", dtype="float32", *, workspace_cap=None,
-                  time_iters=5):
-        from ucudnn.measure.cache import DEFAULT_WORKSPACE_CAP, CacheKey
-        return CacheKey(self.device_info()["gpu"], 91400, dtype, math, op, shape,
-                        DEFAULT_WORKSPACE_CAP if workspace_cap is None else workspace_cap)
-
-    def benchmark_kernel(self, shape, op, n, sizes, *, repeats=3, math="default",
-                         dtype="float32", workspace_cap=None, progress=None, name=None,
-                         time_iters=5):
-        from ucudnn.plan.table import AlgoPerf
-        self.calls.append((shape, op, n, list(sizes), repeats, math, workspace_cap))
-        self.dtypes.append(dtype)
-        self.call_devices.append(self.current_device())
-        out = {}
-        for b in sizes:
-            out[b] = [AlgoPerf(0, 1.0 * b, 0), AlgoPerf(1, 0.2 * b + 0.05, b << 20)]
-            if progress is not None:
-                progress(b)
-        return out
-
-
 @pytest.fixture
-def fake_gpu(monkeypatch, tmp_path):
-    import ucudnn.measure
-    fake = _FakeBench()
-    monkeypatch.setitem(sys.modules, "ucudnn.measure.bench", fake)
-    monkeypatch.setattr(ucudnn.measure, "bench", fake, raising=False)
+def fake_core(monkeypatch, tmp_path):
+    """A stand-in for the compiled core (tests/support/fake_core.py): one 'Fake GPU' of the
+    two-algorithm model, production code unchanged over it; the default benchmark cache is
+    the test's own. Set ``gpus`` or ``model`` before the first device call."""
+    core = fake_core_module.install(monkeypatch, fake_core_module.FakeCore())
     monkeypatch.setenv("UCUDNN_CACHE", str(tmp_path / "default.sqlite"))
-    return fake
+    yield core
+    fake_core_module.forget()
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -21,8 +21,9 @@ Note [Layer list format]
     A CSV with a header: ``name,N,C,H,W,K,R,S`` then the spatial parameters per axis,
     ``pad_h,pad_w,stride_h,stride_w,dilation_h,dilation_w`` (or, for square ones,
     ``pad,stride,dilation``; not both for one parameter), then, optional,
-    ``groups,count,bwd_data``. The header may be a comment line (``# name,N,...``); columns
-    named ``unused`` are ignored. :func:`write_layers` writes the per-axis form.
+    ``groups,count,bwd_data``. The header may be a comment line (``# name,N,...``, a remark in
+    parentheses after the columns allowed); columns named ``unused`` are ignored, and any other
+    name is an error. :func:`write_layers` writes the per-axis form.
 """
 from __future__ import annotations
 
@@ -156,6 +157,19 @@ def _spatial(d: Dict[str, str], where: str, name: str, default: int) -> Pair:
     return (v, v)
 
 
+def _columns(cells: List[str]) -> List[str]:
+    """The column names of a comment header: a remark after them in parentheses (``unused
+    (bvlc_alexnet, grouped layers per group)``) is not a column."""
+    out = []
+    for cell in cells:
+        name, paren, _ = cell.partition("(")
+        if name.strip():
+            out.append(name.split()[0])
+        if paren:
+            break
+    return out
+
+
 def read_layers(path: str | os.PathLike) -> List[LayerSpec]:
     """Read a layer list CSV (Note [Layer list format])."""
     path = os.fspath(path)
@@ -169,7 +183,7 @@ def read_layers(path: str | os.PathLike) -> List[LayerSpec]:
             continue
         if rec[0].startswith("#"):
             if header is None and rec[0].lstrip("# ").strip() == "name":
-                header = ["name"] + rec[1:]
+                header = ["name"] + _columns(rec[1:])
             continue
         if header is None and rec[0] == "name":
             header = rec

@@ -54,7 +54,7 @@ from .ilp import IlpResult, solve_workspace_division
 from .layers import LayerSpec
 from .settings import PlanSettings, candidate_sizes
 from .table import KernelBench
-from ..vocab import OPTIMIZERS, PlanError
+from ..vocab import OPTIMIZERS, PlanError, format_size
 
 __all__ = ["PASSES", "ALIGN", "align", "Slot", "KernelPlan", "NetworkPlan", "plan_network",
            "layout"]
@@ -215,6 +215,25 @@ def _group_budget(layers: Sequence[LayerSpec], per: Mapping[str, PlanSettings],
     return sum(per[l.name].limit * l.calls for l in layers)
 
 
+def _derived(layers: Sequence[LayerSpec], per: Mapping[str, PlanSettings], budget: int,
+             e: PlanError) -> PlanError:
+    """``e`` about a budget the layers did not set (Note [Workspace budget]) restated as
+    their limit x calls, which is what was given."""
+    if any(per[l.name].budget is not None for l in layers):
+        return e
+    limits = {per[l.name].limit for l in layers}
+    calls = sum(l.calls for l in layers)
+    head = (f"{format_size(limits.pop())} x {calls} kernel calls" if len(limits) == 1 else
+            f"the layers' limits x their {calls} kernel calls")
+    msg = str(e)
+    prefix = "workspace_budget: "
+    if msg.startswith(prefix):
+        rest = msg[len(prefix):].split(" is below", 1)
+        msg = f"workspace_limit: {head} = {format_size(budget)} is below" + (
+            rest[1] if len(rest) == 2 else "")
+    return PlanError(msg)
+
+
 def plan_network(layers: Sequence[LayerSpec], benches: Benches, settings: Settings, *,
                  strict: Union[bool, Callable[[str, str], bool]] = True,
                  cap: Optional[int] = None) -> NetworkPlan:
@@ -292,9 +311,12 @@ def plan_network(layers: Sequence[LayerSpec], benches: Benches, settings: Settin
         budget = capped(calls, _group_budget(group, per, "ILP"), ALIGN * calls)
         fronts = fronts_of(group)
         keys = [(l, op, i) for l in group for op in l.ops for i in range(l.count)]
-        ilp = solve_workspace_division({(l.name, op, i): fronts[l.name, op] for l, op, i in keys},
-                                       budget, weights={(l.name, op, i): l.groups
-                                                        for l, op, i in keys})
+        try:
+            ilp = solve_workspace_division(
+                {(l.name, op, i): fronts[l.name, op] for l, op, i in keys}, budget,
+                weights={(l.name, op, i): l.groups for l, op, i in keys})
+        except PlanError as e:
+            raise _derived(group, per, budget, e) from None
         per_call = budget // calls if calls else budget
         for l, op, i in keys:
             chosen = ilp.choices[l.name, op, i]

@@ -1,0 +1,278 @@
+"""A stand-in for the compiled core (``ucudnn._core``) on a machine without a GPU.
+
+:class:`FakeCore` has the core's interface as ucudnn's Python uses it -- ``Kernel(shape, op, n,
+dtype, math, name, instances)`` with ``benchmark``, ``hold_benchmark_buffers``, ``set_plan``,
+``workspace_for``, ``workspace_size``, ``last_benchmark_workspace``, ``benchmark_seconds`` and
+the attributes the runtime sets; ``device_count()``, ``device_info()``, ``set_device()`` (per
+thread, as CUDA's current device), ``cudnn_version()``, ``CoreError``; and for the scripts
+``Handle``, ``DeviceBuffer`` and ``time_run``. :func:`install` puts it where production looks the
+core up (``sys.modules["ucudnn._core"]`` and the package's attribute) and forgets the device
+facts ``ucudnn.measure.bench`` cached, so that ``bench.measure``, ``bench.cache_key``, the real
+``BenchCache``, ``runtime`` and ``spread`` run unchanged over it.
+
+The 'GPU' is a model: ``model(kernel, b)`` gives the algorithms cuDNN would find at micro-batch
+size ``b``, as :class:`~ucudnn.plan.table.AlgoPerf` (time, workspace, math). :func:`two_algorithms`
+is the default; :func:`replay` answers from recorded tables (tests/data/h200_all_sizes). What
+``workspace_for`` (and so ``set_plan``) answers is the model's workspace too, unless a test
+changes it (``true_workspace``) or makes an algorithm unsupported (``unsupported``), as cuDNN
+can disagree with a stale cache.
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Mapping, Sequence, Tuple
+
+from ucudnn.plan.table import AlgoPerf
+from ucudnn.vocab import DTYPES, MATH_MODES, OPS, InputError, PlanError, UcudnnError
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+
+class CoreError(UcudnnError, RuntimeError):
+    """The core's error (a failed CUDA or cuDNN call)."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One ``Kernel.benchmark`` call: what was asked, of which kernel, on which device."""
+    name: str
+    shape: object
+    op: str
+    n: int
+    sizes: Tuple[int, ...]
+    repeats: int
+    workspace_cap: int
+    time_iters: int
+    dtype: str
+    math: str
+    device: int
+
+
+def two_algorithms(kern, b: int) -> List[AlgoPerf]:
+    """Algorithm 0: 1 ms per sample, no workspace; algorithm 1: 0.2 ms per sample and 0.05 ms
+    per call, 1 MiB of workspace per sample."""
+    return [AlgoPerf(0, 1.0 * b, 0), AlgoPerf(1, 0.2 * b + 0.05, b * MiB)]
+
+
+def replay(tables: Mapping[Tuple[str, str], Mapping[int, Sequence[AlgoPerf]]],
+           key: Callable = lambda kern: (kern.name, kern.op)):
+    """A model answering from recorded tables, ``{(layer, op): {b: [AlgoPerf]}}`` (``key``:
+    how a kernel finds its table)."""
+    def model(kern, b):
+        return list(tables[key(kern)][b])
+    return model
+
+
+class FakeCore:
+    """The core's module, over a model 'GPU' (module docstring). ``gpus``: the names of the
+    visible devices (their number is the device count)."""
+
+    CoreError = CoreError
+    CudnnError = CoreError
+
+    def __init__(self, gpus: Sequence[str] = ("Fake GPU",), model: Callable = two_algorithms,
+                 *, cudnn_version: int = 91400, memory_free: int = 80 * GiB):
+        self.gpus = list(gpus)
+        self.model = model
+        self.version = cudnn_version
+        self.memory_free = memory_free
+        self.calls: List[Call] = []
+        #: (layer, op, batch, algo): cuDNN rejects it for this descriptor (workspace_for raises)
+        self.unsupported = set()
+        #: (layer, op, batch, algo) -> bytes: what cuDNN says it needs, where not the model's
+        self.true_workspace: Dict[Tuple[str, str, int, int], int] = {}
+        #: (kernel name, plan.describe()) of every set_plan that succeeded, in order
+        self.plans_set: List[Tuple[str, str]] = []
+        self.time_factor = 1.0          # time_run: measured = predicted x this
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        core = self
+
+        class Kernel(_Kernel):
+            _core = core
+        self.Kernel = Kernel
+
+        class DeviceBuffer:
+            def __init__(self, nbytes):
+                self.nbytes, self.ptr = int(nbytes), id(self)
+
+            def fill_random(self, elem_size, seed=1):
+                pass
+        self.DeviceBuffer = DeviceBuffer
+
+        class Handle:
+            def __init__(self, stream=0):
+                self.stream = stream
+        self.Handle = Handle
+
+    # -- devices -----------------------------------------------------------------------------
+    def current_device(self) -> int:
+        return getattr(self._local, "device", 0)
+
+    def device_count(self) -> int:
+        return len(self.gpus)
+
+    def set_device(self, device: int) -> None:
+        if not 0 <= device < len(self.gpus):
+            raise CoreError(f"cudaSetDevice: invalid device ordinal (device {device})")
+        self._local.device = device
+
+    def device_info(self) -> dict:
+        if not self.gpus:
+            raise CoreError("cudaGetDevice: no CUDA-capable device is detected")
+        d = self.current_device()
+        return {"device": d, "gpu": self.gpus[d], "compute_capability": "9.0",
+                "multiprocessors": 132, "memory_total": 141 * GiB,
+                "memory_free": self.memory_free, "driver_cuda_version": 13000,
+                "cuda_runtime_version": 13000, "cudnn_version": self.version,
+                "cudnn_cudart_version": 13000}
+
+    def cudnn_version(self) -> int:
+        return self.version
+
+    # -- the scripts' timing -----------------------------------------------------------------
+    def time_run(self, kern, handle, a, b, out, workspace, workspace_size, iters=20, warmup=3,
+                 alpha=1.0, beta=0.0):
+        if kern.plan is None:
+            raise PlanError(f"{kern.name}: kernel has no plan")
+        if workspace_size < kern.workspace_size:
+            raise InputError(f"{kern.name}: workspace of {workspace_size} B given, the plan "
+                             f"needs {kern.workspace_size} B")
+        return [kern.plan.time_ms * self.time_factor] * iters
+
+    # -- what the core's benchmark answers ---------------------------------------------------
+    def perfs(self, kern, b: int) -> List[AlgoPerf]:
+        """The model's algorithms at ``b``; a math mode other than the default is the one they
+        ran with where the model names none (math 0)."""
+        code = MATH_MODES[kern.math]
+        out = []
+        for p in self.model(kern, b):
+            p = p if isinstance(p, AlgoPerf) else AlgoPerf(*p)
+            out.append(dataclasses.replace(p, math=code) if code and not p.math else p)
+        return out
+
+
+class _Kernel:
+    """``ucudnn._core.Kernel`` over a :class:`FakeCore` (``_core``)."""
+    _core: FakeCore = None
+
+    def __init__(self, shape, op, n, dtype="float32", math="default", name=None, instances=1):
+        where = f"layer {name!r}: " if name else ""
+        if op not in OPS:
+            raise InputError(f"{where}field 'op': unknown operation {op!r}")
+        if dtype not in DTYPES:
+            raise InputError(f"{where}field 'dtype': unsupported {dtype!r}")
+        if math not in MATH_MODES:
+            raise InputError(f"{where}field 'math': unknown math mode {math!r}")
+        if n < 1:
+            raise InputError(f"{where}field 'n': mini-batch size must be >= 1, got {n}")
+        if instances < 1:
+            raise InputError(f"{where}field 'instances': must be >= 1, got {instances}")
+        self.shape, self.op, self.n, self.dtype, self.math = shape, op, n, dtype, math
+        self.name = name or op
+        self.instances = instances
+        self.plan = self.bench = self.settings = self.bench_record = self.timing = None
+        self.benchmark_seconds = {"setup": 0.0, "warmup_find": 0.0, "find": 0.0,
+                                  "retime": 0.0}
+        self.device = self._core.current_device()
+        self.last_benchmark_workspace = 0
+        self.held: List[bool] = []          # the hold_benchmark_buffers calls, in order
+        self._ws = 0
+
+    # the scripts' buffers
+    def extent_bytes(self, which, b):
+        s = self.shape
+        per = s.c * s.h * s.w if which == 0 else s.k * s.out_h * s.out_w
+        return b * per * DTYPES[self.dtype][1]
+
+    @property
+    def filter_bytes(self):
+        s = self.shape
+        return s.k * (s.c // s.groups) * s.r * s.s * DTYPES[self.dtype][1]
+
+    def benchmark(self, sizes, repeats=1, workspace_cap=None, progress=None, time_iters=5):
+        core = self._core
+        sizes = sorted({int(b) for b in sizes})
+        if not sizes or sizes[0] < 1 or max(sizes) > self.n:
+            raise InputError(f"{self.name}: field 'sizes': micro-batch sizes must lie in "
+                             f"1..{self.n}, got {sizes}")
+        if repeats < 1:
+            raise InputError(f"{self.name}: field 'repeats': must be >= 1, got {repeats}")
+        cap = 8 * GiB if workspace_cap is None else int(workspace_cap)
+        t0 = time.perf_counter()
+        with core._lock:
+            core.calls.append(Call(self.name, self.shape, self.op, self.n, tuple(sizes), repeats,
+                                   cap, time_iters, self.dtype, self.math,
+                                   core.current_device()))
+        # as the core does: the cap, within free memory less 512 MiB
+        offered = max(0, min(cap, core.memory_free - 512 * MiB))
+        self.last_benchmark_workspace = offered
+        out = {}
+        for b in sizes:
+            # an algorithm that needs more than was offered is reported failed (status 3)
+            out[b] = [(p.algo, 0 if p.ws_bytes <= offered else 3, p.time_ms, p.ws_bytes, p.math)
+                      for p in core.perfs(self, b)]
+            if progress is not None:
+                progress(b)
+        self.benchmark_seconds["find"] += time.perf_counter() - t0
+        return out
+
+    def hold_benchmark_buffers(self, hold):
+        self.held.append(bool(hold))
+
+    def workspace_for(self, batch, algo, math):
+        core = self._core
+        if not 1 <= batch <= self.n:
+            raise InputError(f"{self.name}: field 'batch': micro-batch {batch} not in "
+                             f"1..{self.n}")
+        key = (self.name, self.op, batch, algo)
+        if key in core.unsupported:
+            raise CoreError(f"{self.name}: workspace size of algorithm {algo} at batch {batch}: "
+                            "CUDNN_STATUS_NOT_SUPPORTED")
+        if key in core.true_workspace:
+            return core.true_workspace[key]
+        for p in core.perfs(self, batch):
+            if p.algo == algo:
+                return p.ws_bytes
+        raise CoreError(f"{self.name}: workspace size of algorithm {algo} at batch {batch}: "
+                        "CUDNN_STATUS_NOT_SUPPORTED")
+
+    def set_plan(self, plan):
+        chunks = list(plan.chunks)
+        if sum(c.batch for c in chunks) != self.n:
+            raise PlanError(f"{self.name}: plan covers {sum(c.batch for c in chunks)} samples, "
+                            f"mini-batch is {self.n}")
+        need = max(self.workspace_for(c.batch, c.algo, c.math) for c in chunks)
+        self.plan, self._ws = plan, need
+        with self._core._lock:
+            self._core.plans_set.append((self.name, plan.describe()))
+
+    @property
+    def workspace_size(self):
+        return self._ws
+
+
+def install(monkeypatch, core: FakeCore) -> FakeCore:
+    """Make ``core`` the compiled core until ``monkeypatch`` is undone; call :func:`forget`
+    before that (the ``fake_core`` fixture does)."""
+    import ucudnn
+    monkeypatch.setitem(sys.modules, "ucudnn._core", core)
+    monkeypatch.setattr(ucudnn, "_core", core, raising=False)
+    forget()
+    return core
+
+
+def forget() -> None:
+    """Drop the device facts ``ucudnn.measure.bench`` cached (they belong to one core)."""
+    from ucudnn.measure import bench
+    bench._device_info.cache_clear()
+
+
+def installed() -> bool:
+    """Whether a :class:`FakeCore` stands in for the compiled core now."""
+    return isinstance(sys.modules.get("ucudnn._core"), FakeCore)

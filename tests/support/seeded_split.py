@@ -1,0 +1,50 @@
+"""A benchmark cache under which the DP splits a kernel, whatever the GPU's timings.
+
+Note [Forcing a split]
+    The GPU tests that compare micro-batched plans with stock Caffe need a plan that really
+    splits the mini-batch. No settings force one: the mini-batch N is always a candidate size
+    (:func:`ucudnn.plan.settings.candidate_sizes`), and every convolution has zero-workspace
+    algorithms, so even ``workspace_limit: 0`` with explicit ``micro_batch_size`` leaves the
+    undivided plan in reach, and which plan wins depends on this GPU's timings (and their
+    noise). What the DP plans from is the benchmark, so :func:`seed_split` writes one kernel's
+    measurements into a benchmark cache of its own: algorithm 0 (IMPLICIT_GEMM forward,
+    ALGO_0 backward: cuDNN supports them for every descriptor) is slow for more than
+    ``split`` samples and fast up to it. The DP then plans ``split`` x N/split under any
+    limit; the runtime still resolves every chunk with cuDNN (``set_plan`` asks it for each
+    chunk's workspace and corrects a wrong one), and the layer runs that plan through cuDNN,
+    so the comparison tests micro-batched execution. The other kernels are measured as usual
+    into the same cache.
+"""
+from pathlib import Path
+from typing import Iterable
+
+from ucudnn.plan.table import AlgoPerf
+from ucudnn.vocab import MATH_MODES, OPS
+
+
+def seed_split(cache_path: Path, shape, batch: int, *, split: int = 8,
+               ops: Iterable[str] = OPS, math: str = "fma", dtype: str = "float32") -> str:
+    """Write the measurements of Note [Forcing a split] for ``shape`` (a ConvShape: the kernel
+    Caffe runs for the layer) at every power of two up to ``batch``; returns the plan the DP
+    will make (``Plan.describe()``). Needs the GPU the plans run on (the cache keys on it)."""
+    from ucudnn.measure import bench
+    from ucudnn.measure.cache import BenchCache
+    from ucudnn.plan.settings import candidate_sizes
+    if batch % split or batch <= split:
+        raise ValueError(f"batch {batch} is not a multiple of {split} above it")
+    code = MATH_MODES[math]
+    sizes = candidate_sizes("powerOfTwo", batch)
+    if split not in sizes:
+        raise ValueError(f"split {split} is not a power of two")
+    with BenchCache(cache_path) as cache:
+        for op in ops:
+            key = bench.cache_key(shape, op, math, dtype)
+            cache.put_many(key, {b: [AlgoPerf(0, 1.0 * b if b <= split else 100.0 * b, 0, code)]
+                                 for b in sizes}, 1)
+    return f"{split}x{batch // split}:algo0" + (f"/m{code}" if code else "")
+
+
+def split_setting(cache_path: Path, limit: int, strict: str) -> str:
+    """The ucudnn_param fields (text format) of a powerOfTwo plan within ``limit`` from the
+    cache at ``cache_path``; ``strict``: more fields (math, Winograd)."""
+    return f'policy: POWER_OF_TWO workspace_limit: {limit} {strict} cache_path: "{cache_path}"'

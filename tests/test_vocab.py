@@ -1,0 +1,63 @@
+"""Byte sizes with units."""
+import pytest
+
+from ucudnn.vocab import UNLIMITED, format_size, parse_size
+
+
+@pytest.mark.parametrize("text, value", [
+    ("64MiB", 64 << 20), ("8 MiB", 8 << 20), ("1GiB", 1 << 30), ("1.5KiB", 1536),
+    ("512", 512), ("0", 0), ("2kB", 2048), ("3MB", 3 << 20), ("64M", 64 << 20), ("1gb", 1 << 30),
+    ("7b", 7),
+    (" 4 mib ", 4 << 20), ("unlimited", UNLIMITED), ("none", UNLIMITED), ("inf", UNLIMITED),
+    ("0.5MiB", 512 << 10), (123, 123),
+])
+def test_parse(text, value):
+    assert parse_size(text) == value
+
+
+@pytest.mark.parametrize("text, match", [
+    ("64XB", "cannot parse '64XB'"), ("", "cannot parse"), ("MiB", "cannot parse"),
+    ("-1", "must not be negative"), ("-8MiB", "must not be negative"), (-5, "must not be negative"),
+    ("0.3B", "not a whole number"), (True, "expected a byte size"), ("1e3", "cannot parse"),
+])
+def test_parse_errors_name_the_field(text, match):
+    with pytest.raises(ValueError, match=match) as e:
+        parse_size(text, "--limit")
+    assert str(e.value).startswith("--limit: ")
+
+
+@pytest.mark.parametrize("n, text", [
+    (0, "0B"), (1023, "1023B"), (1024, "1.0KiB"), (64 << 20, "64.0MiB"), (3 << 29, "1.5GiB"),
+    (UNLIMITED, "unlimited"),
+])
+def test_format(n, text):
+    assert format_size(n) == text
+
+
+# -- enumerations (Note [Enum spellings]) -------------------------------------------------------
+
+def test_choices_codes_and_proto_spellings():
+    from ucudnn.vocab import DTYPE, DTYPE_CODES, MATH, MATH_NAMES, OPTIMIZER, POLICY
+    assert [POLICY(i) for i in range(3)] == ["undivided", "powerOfTwo", "all"]
+    assert POLICY.code("POWER_OF_TWO") == 1 and OPTIMIZER.code("Shared") == 2
+    assert POLICY.proto["powerOfTwo"] == "POWER_OF_TWO" and MATH.proto["fma"] == "FMA"
+    assert MATH.code("FMA") == 3 and MATH_NAMES[3] == "fma"
+    assert DTYPE("double") == "float64" and DTYPE_CODES[9] == "bfloat16"
+    with pytest.raises(ValueError, match=r"^--optimizer: unknown optimizer 'greedy' \(expected "
+                                         r"one of dp, ilp, shared\)"):
+        OPTIMIZER("greedy", "--optimizer")
+    with pytest.raises(ValueError, match="unknown policy True"):
+        POLICY(True)                       # a bool is no code
+
+
+def test_normalise_policy_is_a_plan_error_naming_the_field():
+    from ucudnn.vocab import PlanError, normalise_policy
+    assert normalise_policy("power_of_two") == "powerOfTwo" and normalise_policy(2) == "all"
+    with pytest.raises(PlanError, match="^ucudnn_param.policy: unknown policy 'FOO'"):
+        normalise_policy("FOO", "ucudnn_param.policy")
+
+
+def test_operands_follow_the_ops():
+    from ucudnn.vocab import OP_CODES, OPERANDS, OPS
+    assert list(OPERANDS) == list(OPS) == ["fwd", "bwd_data", "bwd_filter"]
+    assert OPERANDS["bwd_data"] == ("w", "dy", "dx") and OP_CODES["bwd_filter"] == 2
