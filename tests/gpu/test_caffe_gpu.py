@@ -11,7 +11,7 @@ import re
 import subprocess
 import pytest
 
-from repo_paths import REPO
+from repo_paths import NETS
 from ucudnn.caffe.log import parse_caffe_time
 from ucudnn.caffe.records import ENV as RECORDS_ENV
 from ucudnn.caffe.records import kernel_plans, read_records, summarize
@@ -31,12 +31,13 @@ def caffe(caffe_tools, tmp_path_factory):
 def _net(caffe, name, batch, **ucudnn):
     """prototxt/NAME at mini-batch ``batch``, with net-wide ucudnn_param ``ucudnn`` (none:
     stock Caffe); the written path."""
-    from ucudnn.caffe.proto import read_net, set_ucudnn_param, write_net
-    net = read_net(caffe["pb2"], str(REPO / "ucudnn" / "data" / "nets" / f"{name}.prototxt"))
+    from ucudnn.caffe.params import set_param
+    from ucudnn.caffe.proto import read_net, write_net
+    net = read_net(caffe["pb2"], str(NETS / f"{name}.prototxt"))
     for shape in net.layer[0].dummy_data_param.shape:
         shape.dim[0] = batch
     if ucudnn:
-        set_ucudnn_param(net, **ucudnn)
+        set_param(net.ucudnn_param, ucudnn)
     tag = "_".join(f"{k}{v}" for k, v in sorted(ucudnn.items())) or "stock"
     path = caffe["dir"] / f"{name}_{batch}_{tag}.prototxt"
     write_net(net, str(path))
@@ -86,7 +87,7 @@ def _conv_layers(caffe, name):
     whether a bottom is computed by the net rather than read from its input layer (Caffe
     plans backward-data only then: Note [ucudnn in Caffe] in caffe_patch/0002)."""
     from ucudnn.caffe.proto import read_net
-    net = read_net(caffe["pb2"], str(REPO / "ucudnn" / "data" / "nets" / f"{name}.prototxt"))
+    net = read_net(caffe["pb2"], str(NETS / f"{name}.prototxt"))
     inputs = {t for l in net.layer if l.type in ("DummyData", "Data", "Input") for t in l.top}
     return {l.name: not set(l.bottom) <= inputs for l in net.layer if l.type == "Convolution"}
 
@@ -146,7 +147,7 @@ def _split_variant(caffe, name, batch):
     from seeded_split import seed_split, split_setting
     from ucudnn.caffe.prototxt import read_prototxt
     from ucudnn.plan.conv import ConvShape
-    layer = read_prototxt(REPO / "ucudnn" / "data" / "nets" / f"{name}.prototxt", batch=batch)[1]
+    layer = read_prototxt(NETS / f"{name}.prototxt", batch=batch)[1]
     cache = caffe["dir"] / f"split_{name}_{batch}.sqlite"
     plan = seed_split(cache, ConvShape.from_layer(layer), batch, math="fma")
     return split_setting(cache, 64 * MIB, STRICT), layer.name, plan
@@ -325,9 +326,10 @@ def test_bad_bench_devices_stop_naming_the_variable(caffe, tmp_path):
 def test_train_and_test_nets_with_different_batch_sizes(caffe, tmp_path, setting):
     """`caffe train` with a TEST phase: the train net (batch 64) and the test net (batch 16)
     plan their own kernels for their own batch, and training and testing run."""
-    from ucudnn.caffe.proto import read_net, set_ucudnn_param, write_net
+    from ucudnn.caffe.params import set_param
+    from ucudnn.caffe.proto import read_net, write_net
     pb2 = caffe["pb2"]
-    net = read_net(pb2, str(REPO / "ucudnn" / "data" / "nets" / "cifar10.prototxt"))
+    net = read_net(pb2, str(NETS / "cifar10.prototxt"))
     data = net.layer[0]
     test_data = pb2.LayerParameter()
     test_data.CopyFrom(data)
@@ -338,7 +340,7 @@ def test_train_and_test_nets_with_different_batch_sizes(caffe, tmp_path, setting
         for shape in layer.dummy_data_param.shape:
             shape.dim[0] = batch
     net.layer.insert(1, test_data)
-    set_ucudnn_param(net, **setting)
+    set_param(net.ucudnn_param, setting)
     model = tmp_path / "train_test.prototxt"
     write_net(net, str(model))
     out, recs = _train(caffe, tmp_path, model, "0", max_iter=6, test_iter=2, test_interval=3)

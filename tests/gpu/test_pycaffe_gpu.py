@@ -365,7 +365,7 @@ def test_pycaffes_own_suite_passes(pycaffe):
     caffe_patch/0005) pass on this Python; a test whose optional module is absent (pydot for
     test_draw) is skipped with the module named."""
     r = subprocess.run([sys.executable, "-m", "unittest", "discover", "-v", "-s",
-                        str(PYCAFFE / "caffe" / "test"), "-t", str(PYCAFFE)],
+                        str(PYCAFFE / "caffe" / "test")],
                        capture_output=True, text=True, env=pycaffe["env"], cwd=pycaffe["dir"],
                        timeout=900)
     out = r.stdout + r.stderr

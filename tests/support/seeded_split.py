@@ -15,10 +15,15 @@ Note [Forcing a split]
     so the comparison tests micro-batched execution. The other kernels are measured as usual
     into the same cache.
 """
+import dataclasses
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Iterable
 
-from ucudnn.plan.table import AlgoPerf
+import child_env
 from ucudnn.vocab import MATH_MODES, OPS
 
 
@@ -26,22 +31,43 @@ def seed_split(cache_path: Path, shape, batch: int, *, split: int = 8,
                ops: Iterable[str] = OPS, math: str = "fma", dtype: str = "float32") -> str:
     """Write the measurements of Note [Forcing a split] for ``shape`` (a ConvShape: the kernel
     Caffe runs for the layer) at every power of two up to ``batch``; returns the plan the DP
-    will make (``Plan.describe()``). Needs the GPU the plans run on (the cache keys on it)."""
-    from ucudnn.measure import bench
-    from ucudnn.measure.cache import BenchCache
+    will make (``Plan.describe()``). The cache keys on the GPU and the cuDNN version, so the
+    entries are written by a child process that loads the cuDNN Caffe loads: this test process
+    may hold PyTorch's (one process holds one libcudnn.so.9, whichever comes first)."""
     from ucudnn.plan.settings import candidate_sizes
     if batch % split or batch <= split:
         raise ValueError(f"batch {batch} is not a multiple of {split} above it")
     code = MATH_MODES[math]
-    sizes = candidate_sizes("powerOfTwo", batch)
-    if split not in sizes:
+    if split not in candidate_sizes("powerOfTwo", batch):
         raise ValueError(f"split {split} is not a power of two")
-    with BenchCache(cache_path) as cache:
-        for op in ops:
-            key = bench.cache_key(shape, op, math, dtype)
-            cache.put_many(key, {b: [AlgoPerf(0, 1.0 * b if b <= split else 100.0 * b, 0, code)]
-                                 for b in sizes}, 1)
+    spec = {"cache": str(cache_path), "shape": dataclasses.asdict(shape), "batch": batch,
+            "split": split, "ops": list(ops), "math": math, "dtype": dtype}
+    r = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(spec)], capture_output=True,
+                       text=True, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=child_env.python_path()))
+    if r.returncode != 0:
+        raise RuntimeError(f"seeding the split failed: {r.stdout}{r.stderr}")
     return f"{split}x{batch // split}:algo0" + (f"/m{code}" if code else "")
+
+
+#: what the child of :func:`seed_split` runs (no PyTorch: the cuDNN of ucudnn's core)
+_CHILD = """
+import json, sys
+from ucudnn.measure import bench
+from ucudnn.measure.cache import BenchCache
+from ucudnn.plan.conv import ConvShape
+from ucudnn.plan.settings import candidate_sizes
+from ucudnn.plan.table import AlgoPerf
+from ucudnn.vocab import MATH_MODES
+s = json.loads(sys.argv[1])
+shape = ConvShape(**{k: tuple(v) if isinstance(v, list) else v for k, v in s["shape"].items()})
+code = MATH_MODES[s["math"]]
+with BenchCache(s["cache"]) as cache:
+    for op in s["ops"]:
+        key = bench.cache_key(shape, op, s["math"], s["dtype"])
+        cache.put_many(key, {b: [AlgoPerf(0, 1.0 * b if b <= s["split"] else 100.0 * b, 0, code)]
+                             for b in candidate_sizes("powerOfTwo", s["batch"])}, 1)
+"""
 
 
 def split_setting(cache_path: Path, limit: int, strict: str) -> str:
