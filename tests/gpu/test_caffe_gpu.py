@@ -243,7 +243,7 @@ def test_shared_arena_budget_beyond_the_gpu_stops(caffe):
                    timeout=300)
     assert rc != 0
     errors = [l for l in out.splitlines() if "ucudnn_param.total_workspace" in l
-              and "more than the GPU's" in l and "layer conv1" in l]
+              and "more than the GPU's" in l and "layer 'conv1'" in l]
     assert errors, out[-3000:]
 
 

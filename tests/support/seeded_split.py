@@ -42,8 +42,10 @@ def seed_split(cache_path: Path, shape, batch: int, *, split: int = 8,
         raise ValueError(f"split {split} is not a power of two")
     spec = {"cache": str(cache_path), "shape": dataclasses.asdict(shape), "batch": batch,
             "split": split, "ops": list(ops), "math": math, "dtype": dtype}
+    # run outside the checkout: `python -c` puts its working folder first on sys.path, and a
+    # checkout's ucudnn (no compiled core on a node that installs the wheel) would shadow it
     r = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(spec)], capture_output=True,
-                       text=True, timeout=300,
+                       text=True, timeout=300, cwd=str(Path(cache_path).parent),
                        env=dict(os.environ, PYTHONPATH=child_env.python_path()))
     if r.returncode != 0:
         raise RuntimeError(f"seeding the split failed: {r.stdout}{r.stderr}")
