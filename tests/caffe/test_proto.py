@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from repo_paths import NETS, REPO, SHIPPED
+import child_env
+from repo_paths import NETS, SHIPPED
 from ucudnn.caffe import proto as cp
 from ucudnn.caffe.prototxt import PrototxtError, parse_net_text, read_prototxt
 
@@ -233,7 +234,7 @@ def test_owned_classes_need_no_protoc_at_run_time(tmp_path):
             "from ucudnn.caffe import protoc; assert protoc.find_protoc() is None; "
             "from ucudnn.cli import main; sys.exit(main(sys.argv[2:]))")
     env = {k: v for k, v in os.environ.items() if k not in ("PROTOC", "UCUDNN_CAFFE_PROTO")}
-    env.update(PATH=str(tmp_path / "empty"), PYTHONPATH=str(REPO),
+    env.update(PATH=str(tmp_path / "empty"), PYTHONPATH=child_env.python_path(),
                UCUDNN_CACHE=str(tmp_path / "c.sqlite"))
     table = SHIPPED / "alexnet_bench.csv"
     res = subprocess.run([sys.executable, "-c", code, str(desc), "plan", "--prototxt",

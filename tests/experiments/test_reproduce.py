@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+import child_env
 from repo_paths import LOGS, NETS, REPO
 from ucudnn.experiments import caffe_run, grid, reproduce as rp, results, summary
 from ucudnn.paths import nets_dir
@@ -158,7 +159,7 @@ case "$model" in
   *caffe_-*) log="{LOGS}/alexnet_stock.log" ;;
   *) log="{LOGS}/alexnet_all_8MiB.log" ;;
 esac
-PYTHONPATH="{REPO}" exec "{sys.executable}" "{core}" "$@" "$log" 0
+PYTHONPATH="{child_env.python_path()}" exec "{sys.executable}" "{core}" "$@" "$log" 0
 """)
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
     return str(exe)

@@ -25,8 +25,9 @@ from ucudnn.measure.cache import BenchCache, CacheError, CacheKey
 from ucudnn.plan.conv import ConvShape
 from ucudnn.plan.table import AlgoPerf
 
-from repo_paths import REPO
-SHIPPED = REPO / "ucudnn" / "data" / "h200"
+import child_env
+from repo_paths import SHIPPED
+
 ROOT = os.geteuid() == 0
 NOBODY, OWNER = 65534, 4242          # the reader, and a second unprivileged uid
 SETPRIV = shutil.which("setpriv")      # util-linux; else subprocess's own user switch
@@ -90,7 +91,7 @@ def _as(user, argv, cwd, ok=True):
             argv = [SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *argv]
         else:
             kw = dict(user=uid, group=uid, extra_groups=[])
-    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONDONTWRITEBYTECODE="1",
+    env = dict(os.environ, PYTHONPATH=child_env.python_path(), PYTHONDONTWRITEBYTECODE="1",
                HOME=str(cwd), UCUDNN_CACHE=str(cwd / "never-created.sqlite"))
     p = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, timeout=120, **kw)
     assert "Traceback" not in p.stderr, p.stderr

@@ -3,14 +3,16 @@ import os
 import subprocess
 import sys
 
-from repo_paths import REPO
+import child_env
 
 
 def run(tmp_path, *args, ok=True, env=None, traceback=False):
-    """``python -m ucudnn ARGS`` in ``tmp_path`` with a benchmark cache of its own; no
+    """``python -m ucudnn ARGS`` in ``tmp_path``, importing the ucudnn this process imported
+    (the installed package, not the source tree), with a benchmark cache of its own; no
     traceback allowed (unless ``traceback``: the caller checks); ``ok``: exit status 0
     asserted."""
-    full = dict(os.environ, PYTHONPATH=str(REPO), UCUDNN_CACHE=str(tmp_path / "default.sqlite"))
+    full = dict(os.environ, PYTHONPATH=child_env.python_path(),
+                UCUDNN_CACHE=str(tmp_path / "default.sqlite"))
     full.update(env or {})
     p = subprocess.run([sys.executable, "-m", "ucudnn", *map(str, args)], capture_output=True,
                        text=True, env=full, cwd=tmp_path, timeout=120)
