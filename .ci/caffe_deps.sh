@@ -32,7 +32,7 @@ PKGS=(
   libboost-python-dev
   python3-dev
   python3-numpy
-  python3-six   # Caffe's scripts/cpp_lint.py (tests/test_caffe_patch.py runs it)
+  python3-six   # Caffe's scripts/cpp_lint.py (tests/caffe_patch/test_series.py runs it)
 )
 OPTIONAL_PKGS=(
   liblmdb-dev

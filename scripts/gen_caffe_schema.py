@@ -12,7 +12,7 @@ V0LayerParameter, ...). What is carried over are the interface's facts -- messag
 enum names, numbers, types, labels, defaults, options -- read from the compiled descriptors;
 none of Caffe's text or comments. Messages come in alphabetical order after NetParameter,
 fields by number. Run it again when caffe_patch/ changes caffe.proto;
-tests/test_caffe_proto.py fails until then. ``--check`` only compares (exit status 1 where
+tests/caffe/test_schema.py fails until then. ``--check`` only compares (exit status 1 where
 the file would change).
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ HEADER = """\
 // enum it can hold, as BVLC Caffe at ucudnn.vocab.CAFFE_COMMIT with caffe_patch/ applied
 // declares them (names, numbers, types, labels, defaults: Caffe's interface). Written by
 // scripts/gen_caffe_schema.py from the descriptors of the patched caffe.proto -- regenerate
-// it, do not edit it; tests/test_caffe_proto.py checks it against that file. Messages in
+// it, do not edit it; tests/caffe/test_schema.py checks it against that file. Messages in
 // alphabetical order after NetParameter, fields by number.
 """
 

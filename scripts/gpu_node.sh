@@ -15,7 +15,7 @@
 #           patch's gtests and Caffe's convolution and batch-norm gtests + pycaffe for the
 #           same Python, its Boost.Python compiled from the bundle's sources)
 #   test    pytest -m gpu --require-gpu: the core, the C API host, the patched Caffe
-#           (tests/test_caffe_gpu.py), pycaffe (tests/test_pycaffe_gpu.py); a GPU test that
+#           (tests/gpu/test_caffe_gpu.py), pycaffe (tests/gpu/test_pycaffe_gpu.py); a GPU test that
 #           would skip fails (Note [Test tiers]; so with --no-pycaffe the pycaffe tests fail)
 #   grid    ucudnn reproduce --out OUT (resumes what OUT already holds)
 # Options:
@@ -87,7 +87,7 @@ for stage in "${STAGES[@]}"; do
       if [[ $PYCAFFE -eq 1 ]]; then
         if [[ -e third_party/caffe/src/python/caffe/_caffe.so ]]; then
           say "pycaffe: PYTHONPATH=$HERE/third_party/caffe/src/python $pyexe -c 'import caffe'"
-          say "         (tests/test_pycaffe_gpu.py finds it there, or at \$UCUDNN_PYCAFFE)"
+          say "         (tests/gpu/test_pycaffe_gpu.py finds it there, or at \$UCUDNN_PYCAFFE)"
         else
           say "pycaffe was not built (see build_caffe.sh's 'pycaffe:' lines above)"
         fi

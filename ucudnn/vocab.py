@@ -72,7 +72,7 @@ UNLIMITED = 2**62
 CAFFE_COMMIT = "99bd99795dcdf0b1d3086a8d67ab1782a8a08383"
 
 #: cuDNN's algorithm enums (cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t) by value, without
-#: the common prefix; checked against cudnn.h by tests/test_cudnn_header.py.
+#: the common prefix; checked against cudnn.h by tests/cython/test_cudnn_header.py.
 ALGO_NAMES: Dict[str, Tuple[str, ...]] = {
     "fwd": ("IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
             "WINOGRAD", "WINOGRAD_NONFUSED"),

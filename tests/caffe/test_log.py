@@ -27,7 +27,7 @@ def test_stock_caffe_log():
 
 def test_ucudnn_log_parses_caffes_lines_only():
     """ucudnn's own lines are for people: the timing parser skips them (plans are read from
-    the plan records, tests/test_records.py)."""
+    the plan records, tests/measure/test_records.py)."""
     t = parse_caffe_time(_log("alexnet_all_8MiB.log"))
     assert t.iterations == 10 and set(ALEXNET_CONVS) <= set(t.layers)
     assert not hasattr(t, "kernels") and not hasattr(t, "ilp_solve_s")

@@ -1,6 +1,6 @@
 """``ucudnn training`` on a CPU: nets and solvers, settings, batches, curves.csv, the summary
 maths, the figure, CLI errors; and, where pycaffe imports here, a short CPU-mode run of the
-digits net (engine CAFFE). The GPU run is tests/test_training_gpu.py."""
+digits net (engine CAFFE). The GPU run is tests/gpu/test_training_gpu.py."""
 import csv
 import io
 import json

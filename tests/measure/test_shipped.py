@@ -19,7 +19,7 @@ def L(name, c, hw, k, f, pad=0, stride=1, groups=1, bwd_data=True, n=256):
     return LayerSpec(name, n, c, hw, hw, k, f, f, pad, stride, groups=groups, bwd_data=bwd_data)
 
 
-# The convolution layers of ucudnn/data/nets/*.prototxt as Caffe sees them (batch 256, train phase):
+# The convolution layers of prototxt/*.prototxt as Caffe sees them (batch 256, train phase):
 # C and K total, Caffe's group count (Note [Layers, groups and counts]).
 ALEXNET = [L("conv1", 3, 227, 96, 11, stride=4, bwd_data=False),
            L("conv2", 96, 27, 256, 5, pad=2, groups=2),

@@ -1,6 +1,6 @@
 """The nets of the pinned Caffe tarball, and Caffe's own text-format parser as a test oracle.
 
-Not a test module: tests/test_caffe_nets.py and tests/test_prototxt_fuzz.py import it.
+Not a test module: tests/caffe/test_nets.py and tests/caffe/test_fuzz.py import it.
 """
 from __future__ import annotations
 

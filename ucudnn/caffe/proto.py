@@ -15,7 +15,7 @@ Note [Where the Caffe classes come from]
     types, labels, defaults and enums of caffe.proto at ``ucudnn.vocab.CAFFE_COMMIT`` with
     caffe_patch/ applied. ``scripts/gen_caffe_schema.py`` writes it from the descriptors of
     that patched file: it is the project's own file, none of Caffe's text or comments, and it
-    is regenerated when caffe_patch/ changes caffe.proto (tests/test_caffe_proto.py compares
+    is regenerated when caffe_patch/ changes caffe.proto (tests/caffe/test_schema.py compares
     every message reachable from NetParameter, field by field, both ways, and fails until
     then). It is written once rather than compiled from the fetched caffe.proto at build time
     because ``pip install`` must work where there is no Caffe download (air-gapped nodes, a

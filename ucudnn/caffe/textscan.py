@@ -7,7 +7,7 @@ enclosing layer, a field's line) and to find the few inputs on which the two par
 
 Note [Where the parsers part]
     Caffe reads nets with the C++ ``TextFormat::Parser``; ucudnn with protobuf's Python
-    ``text_format``. Run side by side on mutated nets (tests/test_prototxt_fuzz.py), the two
+    ``text_format``. Run side by side on mutated nets (tests/caffe/test_fuzz.py), the two
     part on a few inputs that Python reads and Caffe refuses -- an escape Caffe does not
     know in a string literal (``\\q``; Python warns and keeps it), a ``+`` before a number,
     a ``-`` before an unsigned field's value (``-0``), a control or non-ASCII character

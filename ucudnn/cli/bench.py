@@ -15,7 +15,7 @@ Note [Benchmarks over several GPUs]
 
     Caffe: a two-GPU ``caffe train`` benchmarks each kernel once, not once per solver (the
     root solver's net is planned before the other solvers start, and they read its
-    measurements from the cache; tests/test_caffe_gpu.py). With ``$UCUDNN_BENCH_DEVICES=0,1``
+    measurements from the cache; tests/gpu/test_caffe_gpu.py). With ``$UCUDNN_BENCH_DEVICES=0,1``
     Caffe itself spreads a net's benchmarks over those GPUs before its layers plan, in one
     process (Note [Benchmarks over several GPUs in one process] in
     :mod:`ucudnn.measure.spread`: threads, since Caffe's embedded interpreter has no Python

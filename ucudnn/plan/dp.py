@@ -88,7 +88,7 @@ class Plan:
 # cuDNN's Winograd algorithms per operation (cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t:
 # WINOGRAD and WINOGRAD_NONFUSED). In fp32 they are the least accurate: on the H200 (cuDNN
 # 9.14, FMA math) WINOGRAD_NONFUSED is ~1e-5 off a float64 reference for 3x3 filters but up
-# to 2e-2 for AlexNet's grouped 5x5 conv2 (tests/test_caffe_gpu.py). Others are ~1e-6.
+# to 2e-2 for AlexNet's grouped 5x5 conv2 (tests/gpu/test_caffe_gpu.py). Others are ~1e-6.
 WINOGRAD_ALGOS = {"fwd": frozenset({6, 7}), "bwd_data": frozenset({4, 5}),
                   "bwd_filter": frozenset({4, 5})}
 

@@ -50,7 +50,7 @@ Note [Pruned search]
     on sub-0.1 ms kernels). ``slack`` widens the bounds for noise. A violated bound can only
     make lb too high, so the search stops early and misses a plan; it never returns a plan
     that was not measured, and its predicted time is a measured one. The replay test
-    (tests/test_search.py) checks the result against the exhaustive plan on the recorded H200
+    (tests/plan/test_search.py) checks the result against the exhaustive plan on the recorded H200
     tables of AlexNet and ResNet-18 (batch 256) and CIFAR-10 (batch 1024) at 8, 64 and
     512 MiB.
 

@@ -17,7 +17,7 @@ Note [Training equivalence]
     ReLU makes single elements differ by O(1), not by rounding: its gradient jumps at 0, so a
     convolution output that one algorithm computes as +1e-7 and another as -1e-7 passes its
     upstream gradient in one run and none in the other (Note [pycaffe comparisons] in
-    tests/test_pycaffe_gpu.py). Every setting that picks another forward algorithm than stock
+    tests/gpu/test_pycaffe_gpu.py). Every setting that picks another forward algorithm than stock
     does this, micro-batched or not; SGD then carries it on.
 
     So bitwise equality is not expected. What is expected:
