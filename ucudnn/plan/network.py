@@ -38,9 +38,9 @@ Note [Shared arena]
     needs no workspace); the layer waits for all of them before the next layer. So each pass
     of each layer divides the budget, less the slots' alignment, among its concurrent calls
     (the ILP's division per pass, exact by enumeration for these small problems), and the
-    arena is the largest pass's total. Its time is never worse than the ILP's at the same
-    budget: the ILP's choices for one pass fit the budget, so they are among the choices the
-    pass's division considers. A layer's forward and backward slots overlap (the passes never
+    arena is the largest pass's total. Its time is never worse than the ILP's at a budget
+    smaller by the alignment (under 256 B a call): the ILP's choices for one pass fit that
+    budget, so they are among the choices the pass's division considers. A layer's forward and backward slots overlap (the passes never
     run at once). Every net of a process on one device may share one arena (Caffe runs them
     from one thread).
 """
