@@ -6,7 +6,9 @@ second unprivileged uid, so that permissions apply to both (they do not to root)
 another user, the scenarios that need a single user run as that user, with the files made
 unwritable to it; those that need two users are skipped.
 """
+import atexit
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -21,11 +23,11 @@ from pathlib import Path
 
 import pytest
 
+import ucudnn
 from ucudnn.measure.cache import BenchCache, CacheError, CacheKey
 from ucudnn.plan.conv import ConvShape
 from ucudnn.plan.table import AlgoPerf
 
-import child_env
 from repo_paths import SHIPPED
 
 ROOT = os.geteuid() == 0
@@ -82,6 +84,23 @@ def world():
     shutil.rmtree(base)
 
 
+@functools.lru_cache(maxsize=None)
+def _readable_package() -> Path:
+    """A folder holding a copy of the ucudnn this process imported (the installed package),
+    readable by every user: the environment it is installed in may be private to this user
+    (CI's is, in a folder of mkdtemp's). The other users' interpreters import it from there;
+    what they run needs nothing else outside the standard library."""
+    base = Path(tempfile.mkdtemp(prefix="ucudnn-package-"))
+    atexit.register(shutil.rmtree, base, True)
+    shutil.copytree(Path(ucudnn.__file__).parent, base / "ucudnn",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for folder, dirs, files in os.walk(base):
+        os.chmod(folder, 0o755)
+        for f in files:
+            os.chmod(os.path.join(folder, f), 0o644)
+    return base
+
+
 def _as(user, argv, cwd, ok=True):
     """Run ``argv`` as ``user`` ("reader" or "owner"; without root: this user)."""
     kw = {}
@@ -91,7 +110,7 @@ def _as(user, argv, cwd, ok=True):
             argv = [SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *argv]
         else:
             kw = dict(user=uid, group=uid, extra_groups=[])
-    env = dict(os.environ, PYTHONPATH=child_env.python_path(), PYTHONDONTWRITEBYTECODE="1",
+    env = dict(os.environ, PYTHONPATH=str(_readable_package()), PYTHONDONTWRITEBYTECODE="1",
                HOME=str(cwd), UCUDNN_CACHE=str(cwd / "never-created.sqlite"))
     p = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, timeout=120, **kw)
     assert "Traceback" not in p.stderr, p.stderr
