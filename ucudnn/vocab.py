@@ -23,7 +23,7 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 __all__ = [
     "OPS", "OP_CODES", "OPERANDS", "POLICIES", "POLICY_CODES", "OPTIMIZERS", "OPTIMIZER_CODES",
-    "SEARCHES", "ENGINES", "LAYOUTS", "DTYPES", "DTYPE_CODES", "MATH_MODES", "MATH_NAMES",
+    "NETWIDE_OPTIMIZERS", "SEARCHES", "ENGINES", "LAYOUTS", "DTYPES", "DTYPE_CODES", "MATH_MODES", "MATH_NAMES",
     "UNLIMITED", "CAFFE_COMMIT", "ALGO_NAMES", "algo_name", "Choices", "POLICY", "OPTIMIZER",
     "MATH", "SEARCH", "ENGINE", "LAYOUT", "DTYPE", "normalise_policy", "parse_size",
     "format_size", "Status", "UcudnnError", "InputError", "PlanError",
@@ -48,6 +48,8 @@ POLICY_CODES: Dict[int, str] = dict(enumerate(POLICIES))
 #: of that budget that every layer reuses (Note [Shared arena] in ucudnn/plan/network.py).
 OPTIMIZERS: Tuple[str, ...] = ("dp", "ilp", "shared")
 OPTIMIZER_CODES: Dict[int, str] = dict(enumerate(OPTIMIZERS))
+#: The optimizers that plan a net's kernels together, within one budget.
+NETWIDE_OPTIMIZERS: Tuple[str, ...] = ("ilp", "shared")
 #: how policy ``all`` finds its sizes: every size, or the pruned search (Note [Pruned search])
 SEARCHES: Tuple[str, ...] = ("exhaustive", "pruned")
 #: Families of convolution choices: cuDNN's legacy algorithms (cudnnFind...AlgorithmEx).

@@ -43,8 +43,6 @@ from . import options
 
 HELP = ("plan micro-batches for a network (DP per kernel, ILP over the network, or one shared "
         "arena)")
-#: Optimizers that take one budget for the whole network.
-NETWIDE = ("ilp", "shared")
 
 
 def add_parser(sub) -> None:
@@ -175,7 +173,6 @@ def _plan_json(plan, label, source, layers, solve_s, sizes) -> dict:
             "slot": dataclasses.asdict(k.slot) if k.slot else None,
         })
     batches = sorted({l.n for l in layers})
-    netwide = plan.optimizer in NETWIDE
     return {
         "ucudnn_version": c.version(), "network": label, "source": source.as_dict(),
         "batch": batches[0] if len(batches) == 1 else batches,
@@ -197,7 +194,7 @@ def _plan_json(plan, label, source, layers, solve_s, sizes) -> dict:
                     "seconds": solve_s, "status": "Optimal", "variables": None}),
         "ilp": ({"budget_bytes": plan.budget, "baseline_limit_bytes": plan.baseline_limit,
                  "expected_speedup": plan.speedup, "arena_bytes": plan.arena_bytes}
-                if netwide else None),
+                if plan.netwide else None),
         "notes": list(plan.notes),
     }
 
@@ -240,7 +237,7 @@ def _print(doc, plan) -> None:
                      format_size(k.plan.ws_bytes), f"{base:.3f}" if base is not None else "-",
                      f"{s:.2f}x" if s is not None else "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    limit = (f", budget {_bytes(plan.budget)}" if plan.optimizer in NETWIDE else
+    limit = (f", budget {_bytes(plan.budget)}" if plan.netwide else
              f", limit {_bytes(plan.limit)} per kernel")
     print(f"network {doc['network']}, batch {doc['batch']}, policy {doc['policy']}"
           + (f" (sizes {','.join(map(str, doc['sizes']))})" if doc["sizes"] else "")
@@ -272,7 +269,7 @@ def _print(doc, plan) -> None:
               "(slots 256-byte aligned)")
     sv = doc["solver"]
     expected = doc["ilp"]["expected_speedup"] if doc["ilp"] else None
-    if plan.optimizer in NETWIDE:
+    if plan.netwide:
         print(f"budget:          {format_size(plan.budget)} ({plan.budget} B)")
         print(f"expected speedup vs undivided at the same total memory ({base_ws} per kernel): "
               + (f"{expected:.3f}x" if expected is not None else "-"))

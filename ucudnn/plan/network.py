@@ -52,9 +52,9 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Uni
 from .dp import Plan, desirable_set, plan_kernel, undivided_plan
 from .ilp import IlpResult, solve_workspace_division
 from .layers import LayerSpec
-from .settings import PlanSettings, candidate_sizes
+from .settings import PlanSettings
 from .table import KernelBench
-from ..vocab import OPTIMIZERS, PlanError, format_size
+from ..vocab import NETWIDE_OPTIMIZERS, OPTIMIZERS, PlanError, format_size
 
 __all__ = ["PASSES", "ALIGN", "align", "Slot", "KernelPlan", "NetworkPlan", "plan_network",
            "layout"]
@@ -146,10 +146,15 @@ class NetworkPlan:
         return self._common("limit", None)
 
     @property
+    def netwide(self) -> bool:
+        """Every kernel planned by the ILP, or every kernel in the shared arena."""
+        return self.optimizer in NETWIDE_OPTIMIZERS
+
+    @property
     def baseline_limit(self) -> Optional[int]:
         """Workspace per call of the undivided baseline where all kernels share one: the
         limit (DP), the budget per call (ILP, shared); None for mixed settings."""
-        if self.optimizer in ("ilp", "shared"):
+        if self.netwide:
             return self.budget // self.n_calls if self.n_calls else self.budget
         return self.limit if self.optimizer == "dp" else None
 
@@ -256,8 +261,7 @@ def plan_network(layers: Sequence[LayerSpec], benches: Benches, settings: Settin
 
     notes: List[str] = []
     missing = sorted({b for l in layers for op in l.ops if not is_strict(l.name, op)
-                      for b in candidate_sizes(per[l.name].policy, l.n, per[l.name].sizes,
-                                               f"layer {l.name!r}")
+                      for b in per[l.name].candidate_sizes(l.n, f"layer {l.name!r}")
                       if b not in benches[l.name, op]})
     if missing and not callable(strict):
         notes.append(f"sizes without measurements skipped ({len(missing)} sizes, e.g. "
@@ -267,7 +271,8 @@ def plan_network(layers: Sequence[LayerSpec], benches: Benches, settings: Settin
     total_calls = sum(l.calls for l in layers)
 
     def capped(calls: int, value: int, slack: int) -> int:
-        """``value`` within the group's share of the cap, less its slots' alignment."""
+        """``value`` within the share of the cap of ``calls`` kernel calls (one DP kernel's,
+        a group's), less ``slack`` (their slots' alignment)."""
         if cap is None:
             return value
         return min(value, max(0, cap * calls // total_calls - slack))
@@ -286,7 +291,7 @@ def plan_network(layers: Sequence[LayerSpec], benches: Benches, settings: Settin
 
     for l in groups["dp"]:
         s = per[l.name]
-        limit = s.limit if cap is None else min(s.limit, max(0, cap // total_calls - ALIGN))
+        limit = capped(1, s.limit, ALIGN)
         for op in l.ops:
             plan = plan_kernel(benches[l.name, op], l.n, s.policy, limit, s.sizes,
                                strict=is_strict(l.name, op), name=name(l, op))

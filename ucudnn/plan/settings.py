@@ -29,8 +29,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Iterable, List, Optional, Tuple
 
-from ..vocab import (DTYPE, ENGINE, LAYOUT, MATH, OPTIMIZER, POLICY, SEARCH, InputError,
-                     PlanError, parse_size)
+from ..vocab import (DTYPE, ENGINE, LAYOUT, MATH, NETWIDE_OPTIMIZERS, OPTIMIZER, POLICY,
+                     SEARCH, InputError, PlanError, parse_size)
 
 __all__ = ["PlanSettings", "DEFAULTS", "candidate_sizes", "FIND_REPEATS", "DEFAULT_LIMIT"]
 
@@ -95,7 +95,7 @@ class PlanSettings:
     @property
     def netwide(self) -> bool:
         """The ILP or the shared arena: planned with the net's other kernels."""
-        return self.optimizer != "dp"
+        return self.optimizer in NETWIDE_OPTIMIZERS
 
     def candidate_sizes(self, n: int, where: str = "") -> List[int]:
         """The micro-batch sizes a kernel of mini-batch ``n`` may use; an explicit size larger
