@@ -329,7 +329,7 @@ def test_hdf5_and_python_layers_ask_for_their_tops(patched_caffe_proto, layer):
     assert _patched(patched_caffe_proto, text, given={"data": (10, 3, 16, 16)},
                     batch=4)[0]["c"].n == 4
     # checking a net (ucudnn prototxt) skips what it cannot know; planning needs it
-    check_net(net, "d.prototxt")
+    check_net(net, text, "d.prototxt")
 
 
 def test_given_shapes_must_name_a_blob_of_the_phase():
@@ -363,4 +363,4 @@ def test_a_data_layer_read_with_the_subset_is_an_error_naming_the_layer():
             + _conv("c", "data", 4, 3))
     with pytest.raises(PrototxtError, match=r"layer 'd'"):
         conv_layers(parse_net_text(text))
-    check_net(parse_net_text(text), "d.prototxt")
+    check_net(parse_net_text(text), text, "d.prototxt")

@@ -21,8 +21,7 @@ from .proto import PrototxtError, load_caffe_pb2, parse_net, read_text
 from .shapes import PHASES, NetShapes, ShapeError, phase_layers, rule_stages
 
 __all__ = ["PrototxtError", "ShapeError", "PrototxtNet", "parse_net_text", "conv_layers",
-           "infer_shapes", "ucudnn_settings", "check_net", "conv_batches", "load_prototxt",
-           "read_prototxt",
+           "infer_shapes", "ucudnn_settings", "check_net", "load_prototxt", "read_prototxt",
            "merge_shapes"]
 
 Shape = Tuple[int, ...]
@@ -86,19 +85,22 @@ def ucudnn_settings(net, phase: str = "TRAIN", source: str = "<prototxt>"
     return net_s, per_layer
 
 
-def check_net(net, text: str, source: str = "<prototxt>") -> None:
+def check_net(net, text: str, source: str = "<prototxt>") -> List[int]:
     """Refuse, in either phase, what Caffe's ``Net::Init`` and its layers' set-up refuse: a
     bottom nobody produces, ``pad`` with ``pad_h``, a kernel larger than the padded input, a
     ucudnn_param value (named at its line of ``text``)... Shapes the prototxt does not settle
-    are not checked. A net without layers is refused too."""
+    are not checked. A net without layers is refused too. Returns the mini-batch of every
+    Convolution layer whose input shape the prototxt settles, in both phases."""
     if not len(net.layer):
         from .textscan import tokens
         what = "an empty file" if next(tokens(text), None) is None else "a net without layers"
         raise PrototxtError(f"{source}: {what}: no Caffe net to write a variant of")
     check_params(net, text, source)
+    batches = []
     for phase in PHASES:
-        _check_phase(net, phase, source)
+        batches += [l.n for l in _check_phase(net, phase, source).convs]
         ucudnn_settings(net, phase, source)
+    return batches
 
 
 def _check_phase(net, phase: str, source: str) -> NetShapes:
@@ -115,12 +117,6 @@ def _check_phase(net, phase: str, source: str) -> NetShapes:
             except ShapeError:
                 continue
         raise first
-
-
-def conv_batches(net, source: str = "<prototxt>") -> List[int]:
-    """The mini-batch of every Convolution layer whose input shape the prototxt settles, in
-    both phases."""
-    return [l.n for phase in PHASES for l in _check_phase(net, phase, source).convs]
 
 
 def load_prototxt(path, phase: str = "TRAIN", batch: Optional[int] = None,

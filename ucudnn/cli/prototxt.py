@@ -44,7 +44,7 @@ def run(args) -> int:
 def _run(args) -> int:
     from ..caffe import params
     from ..caffe.proto import load_caffe_pb2, parse_net, read_text, write_net
-    from ..caffe.prototxt import check_net, conv_batches
+    from ..caffe.prototxt import check_net
     c.text_file(args.input, "input")
     c.output_file(args.output, "--output", inputs=[args.input], force=args.force)
     if os.path.lexists(args.output) and not args.force:
@@ -54,8 +54,7 @@ def _run(args) -> int:
         given["cache_path"] = args.cache
     text = read_text(args.input)
     net = parse_net(load_caffe_pb2(args.caffe_proto), text, args.input)
-    check_net(net, text, args.input)
-    options.check_sizes(given, conv_batches(net, args.input))
+    options.check_sizes(given, check_net(net, text, args.input))
     targets = [net.ucudnn_param]
     if args.layers:
         names = c.split_list(args.layers)
