@@ -30,7 +30,7 @@ from ucudnn._core cimport (Kernel, run_kernel, set_last_error, last_error, ucudn
 from ucudnn.measure import runtime
 from ucudnn.plan.conv import ConvShape
 from ucudnn.plan.layers import LayerSpec
-from ucudnn.plan.settings import PlanSettings
+from ucudnn.plan.settings import DEFAULTS, PlanSettings
 from ucudnn.vocab import (DTYPE_CODES, MATH_NAMES, OPS, OPTIMIZER, POLICY, InputError,
                           UcudnnError)
 
@@ -95,15 +95,22 @@ def _report(e):
 
 # --------------------------------------------------------------------------- kernels
 
+cdef str _dtype_name(int code, str where):
+    """The dtype of cudnnDataType_t ``code``; an error naming ``where``'s field where ucudnn
+    does not run it."""
+    if code not in DTYPE_CODES:
+        raise InputError(f"{where}field 'dtype': unsupported cudnnDataType_t {code} "
+                         f"(expected one of {sorted(DTYPE_CODES)})")
+    return DTYPE_CODES[code]
+
+
 cdef object _kernel_from_params(const ucudnn_conv_params* p):
     name = p.name.decode("utf-8", "replace") if p.name != NULL else None
     where = f"layer {name!r}: " if name else ""
     if not 0 <= p.op < len(OPS):
         raise InputError(f"{where}field 'op': {p.op} is not 0 (fwd), 1 (bwd_data) or "
                          "2 (bwd_filter)")
-    if p.dtype not in DTYPE_CODES:
-        raise InputError(f"{where}field 'dtype': unsupported cudnnDataType_t {p.dtype} "
-                         f"(expected one of {sorted(DTYPE_CODES)})")
+    dtype = _dtype_name(p.dtype, where)
     if p.math not in MATH_NAMES:
         raise InputError(f"{where}field 'math': unknown cudnnMathType_t {p.math} "
                          f"(expected one of {sorted(MATH_NAMES)})")
@@ -115,7 +122,7 @@ cdef object _kernel_from_params(const ucudnn_conv_params* p):
                           None if not any(ys) else ys)
     except (ValueError, TypeError) as e:
         raise InputError(f"{where}{e}") from None
-    return Kernel(shape, OPS[p.op], p.n, DTYPE_CODES[p.dtype], MATH_NAMES[p.math], name,
+    return Kernel(shape, OPS[p.op], p.n, dtype, MATH_NAMES[p.math], name,
                   p.instances if p.instances > 0 else 1)
 
 
@@ -141,7 +148,7 @@ cdef public api int ucudnn_kernel_create(const ucudnn_conv_params* params,
                     optimizer=OPTIMIZER(options.optimizer, "optimizer"),
                     limit=int(options.workspace_limit), sizes=sizes,
                     math=kern.math, dtype=kern.dtype,
-                    repeats=options.repeats if options.repeats > 0 else 1,
+                    repeats=options.repeats if options.repeats > 0 else DEFAULTS.repeats,
                     cache_path=(os.fsdecode(<bytes>options.cache_path)
                                 if options.cache_path != NULL else None),
                     exclude_winograd=bool(options.exclude_winograd))
@@ -171,14 +178,12 @@ cdef object _layer_from_c(const ucudnn_net_layer* l, int i):
     if l.name == NULL or not l.name[0]:
         raise InputError(f"ucudnn_net_plan: layers[{i}] has no name")
     name = l.name.decode("utf-8", "replace")
-    if l.dtype not in DTYPE_CODES:
-        raise InputError(f"layer {name!r}: field 'dtype': unsupported cudnnDataType_t "
-                         f"{l.dtype} (expected one of {sorted(DTYPE_CODES)})")
+    dtype = _dtype_name(l.dtype, f"layer {name!r}: ")
     spec = LayerSpec(name, l.n, l.c, l.h, l.w, l.k, l.r, l.s, pad=(l.pad_h, l.pad_w),
                      stride=(l.stride_h, l.stride_w), dilation=(l.dil_h, l.dil_w),
                      groups=l.groups, bwd_data=bool(l.backward_data))
     text = l.ucudnn_param.decode("utf-8", "replace") if l.ucudnn_param != NULL else None
-    return spec, text
+    return spec, dtype, text
 
 
 cdef int _plan_net(ucudnn_net_layer* layers, int n_layers, const char* net_name,
@@ -192,12 +197,12 @@ cdef int _plan_net(ucudnn_net_layer* layers, int n_layers, const char* net_name,
     net = net_name.decode("utf-8", "replace") if net_name != NULL else "net"
     specs, texts, dtypes = [], {}, {}
     for i in range(n_layers):
-        spec, text = _layer_from_c(&layers[i], i)
+        spec, dtype, text = _layer_from_c(&layers[i], i)
         if spec.name in texts:
             raise InputError(f"net {net!r}: layer {spec.name!r} is given twice")
         specs.append(spec)
         texts[spec.name] = text
-        dtypes[spec.name] = DTYPE_CODES[layers[i].dtype]
+        dtypes[spec.name] = dtype
     settings = net_settings(net_param.decode("utf-8", "replace") if net_param != NULL else None,
                             texts, dtypes=dtypes, net=net)
     live = runtime.plan_net(specs, settings, name=net,
