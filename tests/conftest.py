@@ -259,6 +259,15 @@ def fake_core(monkeypatch, tmp_path):
     fake_core_module.forget()
 
 
+@pytest.fixture
+def records_file(tmp_path, monkeypatch):
+    """The plan records ($UCUDNN_RECORDS) of this test: a file in its folder."""
+    from ucudnn.measure.records import ENV
+    path = tmp_path / "records.jsonl"
+    monkeypatch.setenv(ENV, str(path))
+    return path
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _benchmark_cache_of_the_session(tmp_path_factory):
     """No test reads or writes the user's benchmark cache (~/.cache/ucudnn): unless

@@ -8,8 +8,6 @@ import subprocess
 import sys
 import threading
 
-import pytest
-
 from ucudnn.caffe import records as rr
 from ucudnn.measure import records as rw
 from ucudnn.measure import runtime
@@ -114,13 +112,6 @@ def test_kernel_record_fields(fake_core):
 
 
 # ------------------------------------------------------------------ the runtime writes them
-
-@pytest.fixture
-def records_file(tmp_path, monkeypatch):
-    path = tmp_path / "records.jsonl"
-    monkeypatch.setenv(rw.ENV, str(path))
-    return path
-
 
 def test_no_records_without_the_variable(fake_core, tmp_path, monkeypatch):
     monkeypatch.delenv(rw.ENV, raising=False)

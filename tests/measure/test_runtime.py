@@ -11,7 +11,7 @@ import pytest
 from fake_core import CoreError, replay
 from repo_paths import ALL_SIZES
 from ucudnn.caffe import records as rr
-from ucudnn.measure import bench, records as rw, runtime, shipped
+from ucudnn.measure import bench, runtime, shipped
 from ucudnn.plan.conv import ConvShape
 from ucudnn.plan.dp import plan_kernel
 from ucudnn.plan.layers import LayerSpec
@@ -27,13 +27,6 @@ MiB = 1 << 20
 def kib_per_sample(kern, b):
     """Algorithm 1: four times faster than algorithm 0, 1 KiB of workspace per sample."""
     return [AlgoPerf(0, 1.0 * b, 0), AlgoPerf(1, 0.25 * b + 0.1, 1024 * b)]
-
-
-@pytest.fixture
-def records_file(tmp_path, monkeypatch):
-    path = tmp_path / "records.jsonl"
-    monkeypatch.setenv(rw.ENV, str(path))
-    return path
 
 
 # -- one kernel ------------------------------------------------------------------------------

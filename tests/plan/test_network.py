@@ -15,12 +15,17 @@ from ucudnn.vocab import InputError, PlanError
 MiB = 1 << 20
 
 
+def _fast_benches(layers):
+    """Every kernel at sizes 1, 2, 4: algorithm 1 four times as fast as the zero-workspace
+    algorithm 0, 10 B of workspace per sample."""
+    fast = lambda b: [AlgoPerf(0, 1.0 * b, 0), AlgoPerf(1, 0.25 * b, 10 * b)]   # noqa: E731
+    return {(l.name, op): {b: fast(b) for b in (1, 2, 4)} for l in layers for op in l.ops}
+
+
 def _tiny():
     layers = [LayerSpec("a", 4, 3, 8, 8, 4, 3, 3, 1, count=2, bwd_data=False),
               LayerSpec("b", 4, 4, 8, 8, 4, 3, 3, 1)]
-    fast = lambda b: [AlgoPerf(0, 1.0 * b, 0), AlgoPerf(1, 0.25 * b, 10 * b)]   # noqa: E731
-    benches = {(l.name, op): {b: fast(b) for b in (1, 2, 4)} for l in layers for op in l.ops}
-    return layers, benches
+    return layers, _fast_benches(layers)
 
 
 def test_plan_network_instances_and_speedup():
@@ -48,9 +53,7 @@ def _grouped():
     """Layer g: 2 groups (one plan, two calls); layer r: two identical layers (two plans)."""
     layers = [LayerSpec("g", 4, 8, 8, 8, 8, 3, 3, 1, groups=2, bwd_data=False),
               LayerSpec("r", 4, 4, 8, 8, 4, 3, 3, 1, count=2, bwd_data=False)]
-    fast = lambda b: [AlgoPerf(0, 1.0 * b, 0), AlgoPerf(1, 0.25 * b, 10 * b)]   # noqa: E731
-    benches = {(l.name, op): {b: fast(b) for b in (1, 2, 4)} for l in layers for op in l.ops}
-    return layers, benches
+    return layers, _fast_benches(layers)
 
 
 def test_groups_run_one_plan_per_call_and_count_in_totals():
