@@ -66,6 +66,19 @@ struct LayerBuffers {
 
 static int out_size(int in, int k, int pad, int stride) { return (in + 2 * pad - k) / stride + 1; }
 
+// The largest |ref - got| over two device buffers of n floats, relative to max(1, max |ref|).
+static double relative_difference(const float *ref, const float *got, size_t n) {
+  std::vector<float> r0(n), r1(n);
+  cudaMemcpy(r0.data(), ref, n * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(r1.data(), got, n * 4, cudaMemcpyDeviceToHost);
+  double maxdiff = 0, maxabs = 0;
+  for (size_t i = 0; i < n; ++i) {
+    maxdiff = std::fmax(maxdiff, std::fabs(r0[i] - r1[i]));
+    maxabs = std::fmax(maxabs, std::fabs(r0[i]));
+  }
+  return maxdiff / std::fmax(1.0, maxabs);
+}
+
 static int alloc_layer(const ucudnn_net_layer &l, int seed, LayerBuffers *b) {
   const int oh = out_size(l.h, l.r, l.pad_h, l.stride_h), ow = out_size(l.w, l.s, l.pad_w, l.stride_w);
   const size_t nx = (size_t)l.n * l.c * l.h * l.w, nw = (size_t)l.k * (l.c / l.groups) * l.r * l.s,
@@ -251,15 +264,7 @@ static int run_net(int id, cudnnHandle_t handle, cudaStream_t stream) {
       CHECK(run_op(l, op, k0, handle, b, out0, nullptr, nullptr) == 0, "reference run");
       CHECK(run_op(l, op, p.kernel, handle, b, out1, p.arena ? arena : ws, &p) == 0, "run");
       CHECK(cudaStreamSynchronize(stream) == cudaSuccess, "sync");
-      std::vector<float> r0(n), r1(n);
-      cudaMemcpy(r0.data(), out0, n * 4, cudaMemcpyDeviceToHost);
-      cudaMemcpy(r1.data(), out1, n * 4, cudaMemcpyDeviceToHost);
-      double maxdiff = 0, maxabs = 0;
-      for (size_t i = 0; i < n; ++i) {
-        maxdiff = std::fmax(maxdiff, std::fabs(r0[i] - r1[i]));
-        maxabs = std::fmax(maxabs, std::fabs(r0[i]));
-      }
-      worst = std::fmax(worst, maxdiff / std::fmax(1.0, maxabs));
+      worst = std::fmax(worst, relative_difference(out0, out1, n));
       cudaFree(out0);
       cudaFree(out1);
       ucudnn_kernel_destroy(k0);
@@ -363,15 +368,7 @@ static int run_thread(int id, int *result) {
   }
   std::printf("thread %d: run error reported: %s\n", id, ucudnn_last_error());
   CHECK(cudaStreamSynchronize(stream) == cudaSuccess, "sync");
-  std::vector<float> r0(nout), r1(nout);
-  cudaMemcpy(r0.data(), out0, nout * 4, cudaMemcpyDeviceToHost);
-  cudaMemcpy(r1.data(), out1, nout * 4, cudaMemcpyDeviceToHost);
-  double maxdiff = 0, maxabs = 0;
-  for (size_t i = 0; i < nout; ++i) {
-    maxdiff = std::fmax(maxdiff, std::fabs(r0[i] - r1[i]));
-    maxabs = std::fmax(maxabs, std::fabs(r0[i]));
-  }
-  double rel = maxdiff / std::fmax(1.0, maxabs);
+  double rel = relative_difference(out0, out1, nout);
   std::printf("thread %d: %s plan [%s] workspace %zu B, max relative difference %.3g\n", id,
               p.name, plan, wss, rel);
   CHECK(rel < 1e-4, "thread %d: micro-batched result differs from undivided", id);
