@@ -38,6 +38,7 @@ cdef extern from "cudnn.h" nogil:
 
     ctypedef enum cudnnTensorFormat_t:
         CUDNN_TENSOR_NCHW
+        CUDNN_TENSOR_NHWC
 
     ctypedef enum cudnnConvolutionMode_t:
         CUDNN_CONVOLUTION

@@ -24,7 +24,8 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 __all__ = [
     "OPS", "OP_CODES", "OPERANDS", "POLICIES", "POLICY_CODES", "OPTIMIZERS", "OPTIMIZER_CODES",
     "NETWIDE_OPTIMIZERS", "SEARCHES", "ENGINES", "LAYOUTS", "DTYPES", "DTYPE_CODES", "MATH_MODES", "MATH_NAMES",
-    "UNLIMITED", "CAFFE_COMMIT", "ALGO_NAMES", "algo_name", "Choices", "POLICY", "OPTIMIZER",
+    "UNLIMITED", "CAFFE_COMMIT", "ALGO_NAMES", "algo_name", "Choices", "GRAPH_ALGO",
+    "ENGINE_FAMILIES", "engine_text", "parse_engine", "choice_name", "POLICY", "OPTIMIZER",
     "MATH", "SEARCH", "ENGINE", "LAYOUT", "DTYPE", "normalise_policy", "parse_size",
     "format_size", "Status", "UcudnnError", "InputError", "PlanError",
 ]
@@ -52,10 +53,14 @@ OPTIMIZER_CODES: Dict[int, str] = dict(enumerate(OPTIMIZERS))
 NETWIDE_OPTIMIZERS: Tuple[str, ...] = ("ilp", "shared")
 #: how policy ``all`` finds its sizes: every size, or the pruned search (Note [Pruned search])
 SEARCHES: Tuple[str, ...] = ("exhaustive", "pruned")
-#: Families of convolution choices: cuDNN's legacy algorithms (cudnnFind...AlgorithmEx).
-ENGINES: Tuple[str, ...] = ("legacy",)
-#: Tensor layouts of the activations (filters follow: KCRS for NCHW).
-LAYOUTS: Tuple[str, ...] = ("NCHW",)
+#: Families of convolution choices: cuDNN's legacy algorithms (cudnnFind...AlgorithmEx), the
+#: graph API's engine configs (Note [Choices] below), or both, the planner taking the faster.
+ENGINES: Tuple[str, ...] = ("legacy", "graph", "both")
+#: The families a setting of ``engines`` measures.
+ENGINE_FAMILIES: Dict[str, Tuple[str, ...]] = {"legacy": ("legacy",), "graph": ("graph",),
+                                               "both": ("legacy", "graph")}
+#: Tensor layouts of the activations (filters follow: KCRS for NCHW, KRSC for NHWC).
+LAYOUTS: Tuple[str, ...] = ("NCHW", "NHWC")
 
 #: dtype name -> (cudnnDataType_t, bytes per element)
 DTYPES: Dict[str, Tuple[int, int]] = {"float32": (0, 4), "float64": (1, 8), "float16": (2, 2),
@@ -88,6 +93,46 @@ def algo_name(op: str, algo: int) -> str:
     """cuDNN's name of algorithm ``algo`` of ``op`` (``IMPLICIT_PRECOMP_GEMM``), or ``algo N``."""
     names = ALGO_NAMES.get(op, ())
     return names[algo] if 0 <= algo < len(names) else f"algo {algo}"
+
+
+# Note [Choices]
+#     A *choice* is what a micro-batch runs: a legacy algorithm (``algo`` >= 0, its math type,
+#     ``engine`` empty) or a graph-API engine config (``algo`` -1, ``engine`` its text form).
+#     An engine config is an engine's global index and its knob choices, written
+#     ``eng12[k3=1,k7=0]``: knobs by cudnnBackendKnobType_t value, sorted, without brackets
+#     when there are none. The text is the config's identity everywhere: benchmark records,
+#     the cache, plan records and the C API; :func:`parse_engine` reads it back. Planners see
+#     only (time, workspace) per choice and never look inside.
+GRAPH_ALGO = -1
+
+_ENGINE_TEXT = re.compile(r"eng(\d+)(?:\[((?:k\d+=-?\d+)(?:,k\d+=-?\d+)*)\])?\Z")
+
+
+def engine_text(engine: int, knobs: Sequence[Tuple[int, int]]) -> str:
+    """The text form of an engine config (Note [Choices])."""
+    body = ",".join(f"k{t}={v}" for t, v in sorted((int(t), int(v)) for t, v in knobs))
+    return f"eng{int(engine)}[{body}]" if body else f"eng{int(engine)}"
+
+
+def parse_engine(text: str) -> Tuple[int, Tuple[Tuple[int, int], ...]]:
+    """``(engine, ((knob type, value), ...))`` of an engine config's text; InputError if it
+    is not one."""
+    m = _ENGINE_TEXT.match(text or "")
+    if not m:
+        raise InputError(f"field 'engine': {text!r} is not an engine config "
+                         "(expected eng<index> or eng<index>[k<type>=<value>,...])")
+    knobs = tuple((int(t), int(v)) for t, v in
+                  (kv[1:].split("=") for kv in m.group(2).split(","))) if m.group(2) else ()
+    return int(m.group(1)), knobs
+
+
+def choice_name(op: str, algo: int, math: int = 0, engine: str = "") -> str:
+    """How people read a choice: ``IMPLICIT_PRECOMP_GEMM`` (``/fma`` for a math type other
+    than the default) for a legacy algorithm, the engine config's text for a graph one."""
+    if engine:
+        return engine
+    name = algo_name(op, algo)
+    return name if not math else f"{name}/{MATH_NAMES.get(math, math)}"
 
 
 # --------------------------------------------------------------------------- enumerations
@@ -143,8 +188,9 @@ MATH = Choices("math mode", tuple(MATH_MODES), MATH_MODES,
                {"default": "DEFAULT_MATH", "tensor_op": "TENSOR_OP",
                 "tensor_op_allow_conversion": "TENSOR_OP_ALLOW_CONVERSION", "fma": "FMA"})
 SEARCH = Choices("search", SEARCHES)
-ENGINE = Choices("engine family", ENGINES, {"legacy": 0}, {"legacy": "LEGACY"})
-LAYOUT = Choices("layout", LAYOUTS, {"NCHW": 0}, {"NCHW": "NCHW"})
+ENGINE = Choices("engine family", ENGINES, {"legacy": 0, "graph": 1, "both": 2},
+                 {"legacy": "LEGACY", "graph": "GRAPH", "both": "BOTH"})
+LAYOUT = Choices("layout", LAYOUTS, {"NCHW": 0, "NHWC": 1}, {"NCHW": "NCHW", "NHWC": "NHWC"})
 DTYPE = Choices("dtype", tuple(DTYPES), {n: c for n, (c, _) in DTYPES.items()},
                 {"float32": "float", "float64": "double", "float16": "half"})
 

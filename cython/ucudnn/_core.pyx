@@ -3,10 +3,15 @@
 Two layers, top-down:
 
 * ``Kernel`` (Python class over a C struct): one convolution operation of one layer. It builds
-  the cuDNN descriptors, benchmarks algorithms per micro-batch size (``benchmark``), takes a plan
-  from the planners in ``ucudnn`` (``set_plan``) and resolves it into C arrays.
+  the cuDNN descriptors, benchmarks the choices of each family per micro-batch size
+  (``benchmark``: legacy algorithms and graph-API engine configs, Note [Choices] in
+  ucudnn/vocab.py), takes a plan from the planners in ``ucudnn`` (``set_plan``) and resolves
+  it into C arrays, building the graph plans it names.
 * ``run_kernel`` (C, ``nogil``): walks the resolved plan and calls cuDNN once per micro-batch.
   No Python, no host synchronisation: chunks are ordered on the caller's stream.
+
+The graph family's backend-API calls are plain C in graph.h; this module decides which
+engine configs to try and times them as it times algorithms.
 
 The C API for C++ hosts (``cdef public api``, cython/ucudnn.h) is the separate module
 ``ucudnn._capi``, which cimports ``Kernel``, ``run_kernel`` and the last-error buffer from here.
@@ -39,8 +44,9 @@ cimport cudart as rt
 import threading
 from time import perf_counter
 
-from ucudnn.vocab import (DTYPES, MATH_MODES, OP_CODES, OPS, InputError, PlanError, Status,
-                          UcudnnError)
+from ucudnn.vocab import (DTYPES, ENGINE_FAMILIES, GRAPH_ALGO, LAYOUTS, MATH_MODES, OP_CODES,
+                          OPS, InputError, PlanError, Status, UcudnnError, engine_text,
+                          parse_engine)
 
 cdef extern from *:
     """
@@ -109,6 +115,8 @@ cdef extern from *:
     long ucudnn_handles_created, ucudnn_handles_destroyed
 
 _MAX_SIZE_T = <size_t>-1
+cdef enum:
+    GRAPH_ALGO_C = -1           # ucudnn.vocab.GRAPH_ALGO: a chunk that runs a graph plan
 
 
 # --------------------------------------------------------------------------- errors
@@ -390,6 +398,63 @@ cdef int fill_random_tiled(void* dev, size_t nbytes, int elem_size,
 
 # --------------------------------------------------------------------------- kernel
 
+# --------------------------------------------------------------------------- graph family
+
+# Note [Graph choices tried]
+#     For each micro-batch size the engine configs of cuDNN's heuristics modes A, B and
+#     FALLBACK, in that order, without repeats; a config whose numerics differ from what the
+#     kernel's dtype and math ask for is left out, as PyTorch's Conv_v8 does: for float32,
+#     engines that convert the inputs down (DOWN_CONVERT_INPUTS) always, and tensor-core
+#     (TF32) engines under math "fma"; for float16 and bfloat16, engines that reduce in
+#     reduced precision (the kernel promises float accumulation). ``max_graph_configs`` > 0
+#     keeps the first that many (a pruned search: heuristics rank their proposals). Each one
+#     left is built into a plan (cudnnBackendFinalize
+#     of the execution plan, where runtime-compiled engines compile), and timed like an
+#     algorithm: one warm-up, then back-to-back runs between CUDA events, the median.
+HEUR_MODES = (("A", 3), ("B", 1), ("FALLBACK", 2))
+NOTE_TENSOR_CORE, NOTE_DOWN_CONVERT, NOTE_REDUCED_PRECISION = 1 << 0, 1 << 1, 1 << 2
+BEHAVIOR_RUNTIME_COMPILATION = 1 << 0
+
+
+cdef class GraphPlan:
+    """One built graph plan: the operation graph of a kernel at one micro-batch size and beta,
+    and the execution plan of one engine config on it (graph.h). Owns both."""
+    cdef ucg_graph g
+    cdef ucg_plan p
+    cdef bint have_graph, have_plan
+    cdef readonly object engine, batch, beta, build_seconds
+
+    def __cinit__(self):
+        memset(&self.g, 0, sizeof(self.g))
+        memset(&self.p, 0, sizeof(self.p))
+
+    @property
+    def ws_bytes(self):
+        return int(self.p.ws_bytes) if self.have_plan else 0
+
+    def __dealloc__(self):
+        if self.have_plan:
+            ucg_plan_destroy(&self.p)
+        if self.have_graph:
+            ucg_graph_destroy(&self.g)
+
+
+cdef object _config_text(const ucudnn_engine_config* c):
+    return engine_text(c.engine, [(c.knob_type[i], c.knob_value[i]) for i in range(c.n_knobs)])
+
+
+cdef int _config_from_text(object text, ucudnn_engine_config* c) except -1:
+    engine, knobs = parse_engine(text)
+    if len(knobs) > 64:
+        raise InputError(f"field 'engine': {text!r} has more than 64 knobs")
+    memset(c, 0, sizeof(ucudnn_engine_config))
+    c.engine = engine
+    c.n_knobs = len(knobs)
+    for i, (t, v) in enumerate(knobs):
+        c.knob_type[i], c.knob_value[i] = t, v
+    return 0
+
+
 cdef int _as_int4(object v, int* out, what) except -1:
     if v is None:
         out[0] = out[1] = out[2] = out[3] = 0
@@ -406,7 +471,8 @@ cdef class Kernel:
     """One convolution operation of one layer at mini-batch size ``n``.
 
     ``shape`` is a :class:`ucudnn.plan.conv.ConvShape`; ``op`` is ``fwd``, ``bwd_data`` or
-    ``bwd_filter``. Tensors are NCHW with the shape's strides (packed when ``None``).
+    ``bwd_filter``. Tensors have the shape's layout and strides (Note [NHWC kernels] in
+    ucudnn/plan/conv.py); the filter is KCRS for NCHW, KRSC for NHWC.
     ``instances``: how many times one pass runs this kernel, each on its own workspace (Caffe:
     the layer's group count); the ILP weighs the kernel by it and plan records state it.
     Bad arguments raise :class:`ucudnn.vocab.InputError` naming the field.
@@ -435,11 +501,19 @@ cdef class Kernel:
         if instances < 1:
             raise InputError(f"{where}field 'instances': must be >= 1, got {instances}")
         self.shape, self.op, self.n, self.dtype, self.math = shape, op, n, dtype, math
+        self.layout = getattr(shape, "layout", "NCHW")
+        if self.layout not in LAYOUTS:
+            raise InputError(f"{where}field 'layout': unknown layout {self.layout!r} "
+                             f"(expected one of {', '.join(LAYOUTS)})")
+        self._graph_plans = {}
+        self.last_graph_error = None
         self.name = name or f"{op}"
         self.instances = instances
         self.plan = self.bench = self.settings = self.bench_record = self.timing = None
         self.benchmark_seconds = {"setup": 0.0, "warmup_find": 0.0, "find": 0.0,
-                                  "retime": 0.0}
+                                  "retime": 0.0, "graph_heuristics": 0.0, "graph_build": 0.0,
+                                  "graph_time": 0.0}
+        self.graph_stats = {"configs": 0, "built": 0, "runtime_compiled": 0, "failed": 0}
         check_cuda(rt.cudaGetDevice(&self.device), "cudaGetDevice")
         self.k.op = OP_CODES[op]
         self.k.dtype, self.k.elem_size = DTYPES[dtype]
@@ -453,13 +527,16 @@ cdef class Kernel:
             raise InputError(f"{where}{e}") from None
         self.k.x_nstride = self.x_strides[0]
         self.k.y_nstride = self.y_strides[0]
+        self._set_geometry()
 
         cdef dnn.cudnnDataType_t dt = <dnn.cudnnDataType_t>self.k.dtype
         # accumulate half/bfloat16 in float, as Caffe and PyTorch do
         cdef dnn.cudnnDataType_t compute = dnn.CUDNN_DATA_FLOAT if self.k.dtype in (2, 9) else dt
         check_cudnn(dnn.cudnnCreateFilterDescriptor(&self.k.wdesc), "cudnnCreateFilterDescriptor")
         check_cudnn(dnn.cudnnSetFilter4dDescriptor(
-            self.k.wdesc, dt, dnn.CUDNN_TENSOR_NCHW, shape.k, shape.c // shape.groups,
+            self.k.wdesc, dt,
+            dnn.CUDNN_TENSOR_NCHW if self.layout == "NCHW" else dnn.CUDNN_TENSOR_NHWC,
+            shape.k, shape.c // shape.groups,
             shape.r, shape.s), f"{self.name}: filter descriptor")
         for m in range(4):
             check_cudnn(dnn.cudnnCreateConvolutionDescriptor(&self.k.conv[m]),
@@ -472,6 +549,30 @@ cdef class Kernel:
                         "cudnnSetConvolutionMathType")
             check_cudnn(dnn.cudnnSetConvolutionGroupCount(self.k.conv[m], shape.groups),
                         "cudnnSetConvolutionGroupCount")
+
+    cdef int _set_geometry(self) except -1:
+        """The graph family's description of this kernel (graph.h's ucudnn_graph_geom)."""
+        s = self.shape
+        g = &self.geom
+        g.op, g.dtype = self.k.op, self.k.dtype
+        g.compute = 0 if self.k.dtype in (2, 9) else self.k.dtype   # half/bf16 accumulate in float
+        xd, yd = (self.n, s.c, s.h, s.w), (self.n, s.k, s.out_h, s.out_w)
+        wd, ws = (s.k, s.c // s.groups, s.r, s.s), s.filter_strides()
+        for i in range(4):
+            g.xdim[i], g.xstr[i] = xd[i], self.x_strides[i]
+            g.ydim[i], g.ystr[i] = yd[i], self.y_strides[i]
+            g.wdim[i], g.wstr[i] = wd[i], ws[i]
+        g.pad[0], g.pad[1] = s.pad_h, s.pad_w
+        g.stride[0], g.stride[1] = s.stride_h, s.stride_w
+        g.dil[0], g.dil[1] = s.dil_h, s.dil_w
+        # every chunk starts a whole number of samples into a 256-byte aligned buffer
+        sample_bytes = [self.x_strides[0] * self.k.elem_size, self.y_strides[0] * self.k.elem_size]
+        align = 16
+        while align > self.k.elem_size and any(b % align for b in sample_bytes):
+            align //= 2
+        g.align = align
+        self.k.align = align
+        return 0
 
     cdef int _set_tensor(self, dnn.cudnnTensorDescriptor_t d, int which, int b) except -1:
         """which 0: the input side (x / dx); 1: the output side (y / dy); b samples."""
@@ -503,12 +604,15 @@ cdef class Kernel:
     # ------------------------------------------------------------------ benchmark
 
     def benchmark(self, sizes, int repeats=1, workspace_cap=None, progress=None,
-                  int time_iters=5):
-        """Time every algorithm with cudnnFind...AlgorithmEx for each micro-batch size.
+                  int time_iters=5, families=("legacy",)):
+        """Time every choice of ``families`` for each micro-batch size: the legacy algorithms
+        with cudnnFind...AlgorithmEx, the graph family's engine configs as Note [Graph choices
+        tried] says.
 
-        Returns ``{b: [(algo, status, time_ms, ws_bytes, math), ...]}`` with the median time of
-        ``repeats`` Finds (one warm-up Find per call, or per hold_benchmark_buffers) and every
-        algorithm's status; callers filter. With ``time_iters`` > 0 each successful algorithm
+        Returns ``{b: [(algo, status, time_ms, ws_bytes, math, engine), ...]}`` (Note [Choices]
+        in ucudnn/vocab.py: ``engine`` is "" for an algorithm, ``algo`` -1 for an engine
+        config) with the median time of ``repeats`` Finds (one warm-up Find per call, or per
+        hold_benchmark_buffers) and every choice's status; callers filter. With ``time_iters`` > 0 each successful algorithm
         near the (time, workspace) front is then timed again with CUDA events (median of
         ``time_iters`` runs enqueued back to back after one warm-up), the way plans are
         executed: see Note [Find times] and Note [Re-timing near the front]. The benchmark
@@ -528,10 +632,15 @@ cdef class Kernel:
                              f"1..{self.n}, got {sizes}")
         if repeats < 1:
             raise InputError(f"{self.name}: field 'repeats': must be >= 1, got {repeats}")
+        families = tuple(families)
+        if not families or any(f not in ("legacy", "graph") for f in families):
+            raise InputError(f"{self.name}: field 'families': expected a non-empty subset of "
+                             f"('legacy', 'graph'), got {families!r}")
         cdef int dev = 0
         check_cuda(rt.cudaGetDevice(&dev), "cudaGetDevice")
         with _device_lock(dev):
-            return self._benchmark(sizes, repeats, workspace_cap, progress, time_iters)
+            return self._benchmark(sizes, repeats, workspace_cap, progress, time_iters,
+                                   families)
 
     def hold_benchmark_buffers(self, bint hold):
         """``True``: keep the benchmark's buffers (inputs and outputs for the whole mini-batch,
@@ -544,7 +653,7 @@ cdef class Kernel:
             self._held = None
             self._warm = False
 
-    def _benchmark(self, sizes, int repeats, workspace_cap, progress, int time_iters):
+    def _benchmark(self, sizes, int repeats, workspace_cap, progress, int time_iters, families):
         cdef int bmax = max(sizes)
         cdef Handle handle = _thread_handle()
         cdef size_t free_b = 0, total_b = 0
@@ -590,6 +699,14 @@ cdef class Kernel:
             for i, b in enumerate(sizes):
                 self._set_tensor(xd, 0, b)
                 self._set_tensor(yd, 1, b)
+                if "legacy" not in families:
+                    t1 = perf_counter()
+                    result[b] = self._graph_c(handle, b, xbuf, ybuf, wbuf, ws,
+                                              time_iters if time_iters > 0 else 5)
+                    spent["graph_time"] += perf_counter() - t1
+                    if progress is not None:
+                        progress(b)
+                    continue
                 if i == 0 and not self._warm:
                     # one warm-up Find per call (per hold: later rounds find the GPU warm)
                     t1 = perf_counter()
@@ -606,6 +723,13 @@ cdef class Kernel:
                     records = self._time_c(handle, <uintptr_t>xd, <uintptr_t>yd, xbuf, ybuf,
                                            wbuf, ws, records, time_iters)
                     spent["retime"] += perf_counter() - t2
+                records = [r + ("",) for r in records]
+                if "graph" in families:
+                    t1 = perf_counter()
+                    records += self._graph_c(handle, b, xbuf, ybuf, wbuf, ws,
+                                             time_iters if time_iters > 0 else 5)
+                    spent["graph_time"] += perf_counter() - t1
+                    records.sort(key=lambda r: (r[1] != 0, r[2]))
                 result[b] = records
                 if progress is not None:
                     progress(b)
@@ -738,10 +862,164 @@ cdef class Kernel:
         out.sort(key=lambda r: (r[1] != 0, r[2]))
         return out
 
+    def _graph_plan(self, engine, int batch, double beta):
+        """``(GraphPlan, 0, "")`` for engine config ``engine`` at ``batch`` samples and output
+        scale ``beta``, or ``(None, cudnnStatus_t, what failed)``."""
+        cdef GraphPlan gp = GraphPlan()
+        cdef ucudnn_engine_config cfg
+        cdef char msg[512]
+        cdef dnn.cudnnStatus_t st
+        cdef Handle handle = _thread_handle()
+        msg[0] = 0
+        _config_from_text(engine, &cfg)
+        gp.engine, gp.batch, gp.beta = engine, batch, beta
+        t0 = perf_counter()
+        with nogil:
+            st = ucg_graph_build(handle.h, &self.geom, batch, beta, &gp.g, msg, sizeof(msg))
+        gp.have_graph = True
+        if st == dnn.CUDNN_STATUS_SUCCESS:
+            with nogil:
+                st = ucg_plan_build(handle.h, &gp.g, &cfg, &gp.p, msg, sizeof(msg))
+            gp.have_plan = True
+        gp.build_seconds = perf_counter() - t0
+        if st != dnn.CUDNN_STATUS_SUCCESS:
+            return None, int(st), msg.decode("utf-8", "replace")
+        return gp, 0, ""
+
+    def _graph_configs(self, int batch, double beta):
+        """The engine configs to try at ``batch`` (Note [Graph choices tried]), as text, with
+        their behaviour notes: ``[(engine, behavior_notes)]``."""
+        cdef GraphPlan gp = GraphPlan()
+        cdef ucudnn_engine_config* cfgs = <ucudnn_engine_config*>calloc(
+            UCG_MAX_CONFIGS, sizeof(ucudnn_engine_config))
+        cdef char msg[512]
+        cdef int got = 0, i, mode
+        cdef dnn.cudnnStatus_t st
+        cdef Handle handle = _thread_handle()
+        if cfgs == NULL:
+            raise MemoryError()
+        msg[0] = 0
+        seen = {}
+        try:
+            with nogil:
+                st = ucg_graph_build(handle.h, &self.geom, batch, beta, &gp.g, msg, sizeof(msg))
+            gp.have_graph = True
+            if st != dnn.CUDNN_STATUS_SUCCESS:
+                self.last_graph_error = (f"{self.name}: operation graph at batch {batch}: "
+                                         f"{msg.decode('utf-8', 'replace')}")
+                return []
+            drop = 0
+            if self.k.dtype == 0:
+                drop = NOTE_DOWN_CONVERT | (NOTE_TENSOR_CORE if self.math == "fma" else 0)
+            elif self.k.dtype in (2, 9):
+                drop = NOTE_REDUCED_PRECISION
+            for _, mode in HEUR_MODES:
+                with nogil:
+                    st = ucg_heuristics(&gp.g, mode, cfgs, UCG_MAX_CONFIGS, &got, msg, sizeof(msg))
+                for i in range(got):
+                    if cfgs[i].numerical_notes & drop:
+                        continue
+                    seen.setdefault(_config_text(&cfgs[i]), cfgs[i].behavior_notes)
+            if self.max_graph_configs > 0:
+                seen = dict(list(seen.items())[:self.max_graph_configs])
+            if not seen:
+                self.last_graph_error = f"{self.name}: no engine config at batch {batch}"
+            return list(seen.items())
+        finally:
+            free(cfgs)
+
+    def _graph_c(self, Handle handle, int b, DeviceBuffer x, DeviceBuffer y, DeviceBuffer w,
+                 DeviceBuffer ws, int iters):
+        """Records of the graph family at micro-batch ``b`` (Note [Graph choices tried]).
+        Backward-filter is timed with beta 1, what every chunk after the first runs, and its
+        beta-0 plan must build too (Note [Graph plans and beta] in graph.h)."""
+        cdef GraphPlan gp
+        cdef rt.cudaEvent_t* ev = <rt.cudaEvent_t*>calloc(iters + 1, sizeof(rt.cudaEvent_t))
+        cdef rt.cudaStream_t stream = <rt.cudaStream_t>handle.stream
+        cdef dnn.cudnnStatus_t st = dnn.CUDNN_STATUS_SUCCESS
+        cdef rt.cudaError_t cerr = rt.cudaSuccess
+        cdef dnn.cudnnHandle_t h = handle.h
+        cdef const ucg_plan* pp
+        cdef int it, stage
+        cdef float ms = 0.0
+        cdef double beta = 1.0 if self.k.op == UCUDNN_BWD_FILTER else 0.0
+        if ev == NULL:
+            raise MemoryError()
+        spent, stats = self.benchmark_seconds, self.graph_stats
+        mt = MATH_MODES[self.math]
+        out = []
+        try:
+            for it in range(iters + 1):
+                check_cuda(rt.cudaEventCreate(&ev[it]), "cudaEventCreate")
+            t0 = perf_counter()
+            configs = self._graph_configs(b, beta)
+            spent["graph_heuristics"] += perf_counter() - t0
+            for engine, behavior in configs:
+                stats["configs"] += 1
+                if behavior & BEHAVIOR_RUNTIME_COMPILATION:
+                    stats["runtime_compiled"] += 1
+                plan, status, why = self._graph_plan(engine, b, beta)
+                if plan is not None and beta != 0.0:
+                    other, status, why = self._graph_plan(engine, b, 0.0)
+                    spent["graph_build"] += other.build_seconds if other is not None else 0.0
+                if plan is not None:
+                    spent["graph_build"] += plan.build_seconds
+                if status != 0:
+                    stats["failed"] += 1
+                    out.append((GRAPH_ALGO, status, 0.0, 0, mt, engine))
+                    continue
+                stats["built"] += 1
+                if plan.ws_bytes > ws.nbytes:
+                    continue                    # not offered: as cudnnFind leaves it out
+                gp = plan
+                pp = &gp.p
+                stage = 0
+                cerr = rt.cudaSuccess
+                with nogil:
+                    st = ucg_execute(h, pp, x.p, w.p, y.p, ws.p)
+                    if st == dnn.CUDNN_STATUS_SUCCESS:
+                        stage = 1
+                        cerr = rt.cudaEventRecord(ev[0], stream)
+                        it = 0
+                        while cerr == rt.cudaSuccess and it < iters:
+                            st = ucg_execute(h, pp, x.p, w.p, y.p, ws.p)
+                            if st != dnn.CUDNN_STATUS_SUCCESS:
+                                break
+                            cerr = rt.cudaEventRecord(ev[it + 1], stream)
+                            it += 1
+                        if cerr == rt.cudaSuccess:
+                            stage = 2
+                            cerr = rt.cudaEventSynchronize(ev[it])
+                check_cuda(cerr, f"{self.name}: "
+                           f"{'cudaEventRecord' if stage == 1 else 'cudaEventSynchronize'} "
+                           f"while timing engine config {engine}")
+                if st != dnn.CUDNN_STATUS_SUCCESS:
+                    stats["failed"] += 1
+                    out.append((GRAPH_ALGO, int(st), 0.0, plan.ws_bytes, mt, engine))
+                    continue
+                times = []
+                for it in range(iters):
+                    check_cuda(rt.cudaEventElapsedTime(&ms, ev[it], ev[it + 1]),
+                               "cudaEventElapsedTime")
+                    times.append(ms)
+                times.sort()
+                out.append((GRAPH_ALGO, 0, float(times[len(times) // 2]), plan.ws_bytes, mt,
+                            engine))
+        finally:
+            for it in range(iters + 1):
+                if ev[it] != NULL:
+                    rt.cudaEventDestroy(ev[it])
+            free(ev)
+        return out
+
     # ------------------------------------------------------------------ plan
 
-    def workspace_for(self, int batch, int algo, int math):
-        """cuDNN's workspace need for ``algo`` at micro-batch ``batch`` (raises if unsupported)."""
+    def workspace_for(self, int batch, int algo, int math, engine=""):
+        """cuDNN's workspace need for a choice at micro-batch ``batch``: algorithm ``algo``
+        with ``math``, or engine config ``engine`` (both of its plans, Note [Graph plans and
+        beta] in graph.h). Raises if cuDNN cannot run it."""
+        if engine:
+            return max(p.ws_bytes for p in self._graph_plans_for(batch, engine))
         cdef Handle handle = _thread_handle()
         cdef dnn.cudnnTensorDescriptor_t xd = NULL, yd = NULL
         cdef size_t size = 0
@@ -775,8 +1053,28 @@ cdef class Kernel:
                 dnn.cudnnDestroyTensorDescriptor(yd)
         return int(size)
 
+    def _graph_plans_for(self, int batch, engine):
+        """The beta-0 and beta-1 plans of ``engine`` at ``batch`` (Note [Graph plans and beta]
+        in graph.h), built once per kernel and plan; PlanError naming the layer, size and
+        config when a plan the op needs does not build. A beta-1 plan that does not build is
+        None for forward and backward-data (they run it only for a caller's beta 1)."""
+        key = (batch, engine)
+        got = self._graph_plans.get(key)
+        if got is None:
+            plans = []
+            for beta in (0.0, 1.0):
+                plan, status, why = self._graph_plan(engine, batch, beta)
+                if plan is None and (beta == 0.0 or self.k.op == UCUDNN_BWD_FILTER):
+                    raise PlanError(f"{self.name}: engine config {engine} at batch {batch} "
+                                    f"(beta {beta:g}): {why}")
+                plans.append(plan)
+            got = self._graph_plans[key] = tuple(plans)
+        return [p for p in got if p is not None]
+
     def set_plan(self, plan):
-        """Resolve a :class:`ucudnn.plan.dp.Plan` into C arrays: chunks, per-size descriptors.
+        """Resolve a :class:`ucudnn.plan.dp.Plan` into C arrays: chunks, per-size descriptors,
+        and the graph plans its engine configs need (built here, at planning: the run path
+        only executes them).
 
         The workspace the plan needs is asked of cuDNN for each chunk (not taken from the
         benchmark record), so a stale cache entry cannot under-size it.
@@ -785,7 +1083,17 @@ cdef class Kernel:
         if sum(c.batch for c in chunks) != self.n:
             raise PlanError(f"{self.name}: plan covers {sum(c.batch for c in chunks)} samples, "
                             f"mini-batch is {self.n}")
-        ws_need = max(self.workspace_for(c.batch, c.algo, c.math) for c in chunks)
+        old_graph_plans = self._graph_plans
+        self._graph_plans = {}
+        try:
+            ws_need = max(self.workspace_for(c.batch, c.algo, c.math, getattr(c, "engine", ""))
+                          for c in chunks)
+        except BaseException:
+            self._graph_plans = old_graph_plans
+            raise
+        graph_plans = self._graph_plans
+        self._graph_plans = old_graph_plans
+        cdef GraphPlan gp
         cdef double predicted = plan.time_ms
         sizes = sorted({c.batch for c in chunks}, reverse=True)
         cdef ucudnn_chunk* arr = <ucudnn_chunk*>calloc(len(chunks), sizeof(ucudnn_chunk))
@@ -807,6 +1115,13 @@ cdef class Kernel:
             for i, c in enumerate(chunks):
                 arr[i].batch, arr[i].offset, arr[i].algo = c.batch, offset, c.algo
                 arr[i].math, arr[i].desc = c.math, sizes.index(c.batch)
+                engine = getattr(c, "engine", "")
+                if engine:
+                    arr[i].algo = GRAPH_ALGO
+                    for j, p in enumerate(graph_plans[(c.batch, engine)]):
+                        if p is not None:
+                            gp = p
+                            arr[i].graph[j] = &gp.p
                 offset += c.batch
         except BaseException:
             for i in range(len(sizes)):
@@ -815,6 +1130,7 @@ cdef class Kernel:
             free(arr); free(xds); free(yds)
             raise
         self._free_plan()
+        self._graph_plans = graph_plans     # owns the plans arr points into
         self.k.chunks, self.k.n_chunks = arr, len(chunks)
         self.k.xdesc, self.k.ydesc, self.k.n_descs = xds, yds, len(sizes)
         self.k.ws_bytes = ws_need
@@ -926,8 +1242,14 @@ cdef int run_kernel(const ucudnn_kernel* k, dnn.cudnnHandle_t h, const void* alp
     cdef const char* pb = <const char*>b
     cdef char* po = <char*>out
     cdef long long xo, yo
-    cdef int i
+    cdef int i, which
     cdef const ucudnn_chunk* c
+    cdef const ucg_plan* gplan
+    cdef const char* gx
+    cdef const char* gw
+    cdef const char* gy
+    cdef double alpha_v = (<const double*>alpha)[0] if k.dtype == 1 else (<const float*>alpha)[0]
+    cdef double beta_v = (<const double*>beta)[0] if k.dtype == 1 else (<const float*>beta)[0]
     cdef dnn.cudnnStatus_t st = dnn.CUDNN_STATUS_SUCCESS
     if k.n_chunks == 0:
         snprintf(msg, sizeof(msg), "layer %s: kernel has no plan", k.name)
@@ -942,6 +1264,37 @@ cdef int run_kernel(const ucudnn_kernel* k, dnn.cudnnHandle_t h, const void* alp
         c = &k.chunks[i]
         xo = c.offset * k.x_nstride * k.elem_size
         yo = c.offset * k.y_nstride * k.elem_size
+        if c.algo == GRAPH_ALGO_C:      # Note [Graph plans and beta] in graph.h
+            if k.op == UCUDNN_FWD:
+                gx, gw, gy = pa + xo, pb, po + yo
+            elif k.op == UCUDNN_BWD_DATA:
+                gx, gw, gy = po + xo, pa, pb + yo
+            else:
+                gx, gw, gy = pa + xo, po, pb + yo
+            which = 1 if (k.op == UCUDNN_BWD_FILTER and i > 0) or beta_v == 1.0 else 0
+            if alpha_v != 1.0 or (which == 0 and beta_v != 0.0):
+                snprintf(msg, sizeof(msg), "layer %s: graph engine configs run with alpha 1 "
+                         "and beta 0 or 1, got alpha %g beta %g", k.name, alpha_v, beta_v)
+                ucudnn_seterr(msg)
+                return UCUDNN_ERR_INVALID
+            gplan = c.graph[which]
+            if gplan == NULL:
+                snprintf(msg, sizeof(msg), "layer %s: chunk %d (batch %d): its engine config "
+                         "has no plan for beta %d", k.name, i, c.batch, which)
+                ucudnn_seterr(msg)
+                return UCUDNN_ERR_INVALID
+            if (<uintptr_t>gx) % k.align or (<uintptr_t>gw) % k.align or (<uintptr_t>gy) % k.align:
+                snprintf(msg, sizeof(msg), "layer %s: chunk %d: a buffer is not aligned to the "
+                         "%lld bytes its graph plan was built for", k.name, i, k.align)
+                ucudnn_seterr(msg)
+                return UCUDNN_ERR_INVALID
+            st = ucg_execute(h, gplan, gx, gw, gy, ws)
+            if st != dnn.CUDNN_STATUS_SUCCESS:
+                snprintf(msg, sizeof(msg), "layer %s: chunk %d (batch %d, engine config): %s",
+                         k.name, i, c.batch, dnn.cudnnGetErrorString(st))
+                ucudnn_seterr(msg)
+                return UCUDNN_ERR_CUDNN
+            continue
         if k.op == UCUDNN_FWD:          # x (a) -> y (out)
             st = conv_call(k.op, h, c.algo, k.conv[c.math], alpha, beta,
                            k.xdesc[c.desc], pa + xo, k.wdesc, b, k.ydesc[c.desc], po + yo, ws, ws_size)

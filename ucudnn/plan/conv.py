@@ -4,7 +4,9 @@ descriptors from. A layer (:class:`ucudnn.plan.layers.LayerSpec`) gives its kern
 :meth:`ConvShape.from_layer`.
 
 Every spatial parameter is per axis (height, width): kernel R x S, pad, stride, dilation.
-Tensor strides are in elements, NCHW order; ``None`` means a packed tensor. Caffe's grouped
+Tensor strides are in elements, in NCHW dimension order whatever the layout; ``None`` means a
+packed tensor of the shape's ``layout``: NCHW (filters KCRS) or NHWC (filters KRSC, Note
+[NHWC kernels]). Caffe's grouped
 layers run each group as a strided view into the whole blob (for group g of G: channel stride
 H*W, sample stride C_total*H*W), so strides are part of a kernel's identity.
 
@@ -19,15 +21,29 @@ Note [Grouped layers]
     ``groups`` Caffe's group count), so the benchmark cache key computed offline is the one
     Caffe's run computes. A layer with G = 1 is a packed tensor (strides ``None``), which is
     the same key as Caffe's explicit packed strides.
+
+Note [NHWC kernels]
+    An NHWC kernel keeps its dimensions in NCHW order and says the layout through its strides:
+    x (H*W*C, 1, W*C, C), y (OH*OW*K, 1, OW*K, K), and its filter is KRSC. A sample is still
+    one contiguous block of C*H*W elements, so a micro-batch is a slice along N exactly as in
+    NCHW. The layout is part of the kernel's identity (its cache key names it; an NCHW key is
+    written as before, without it).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, asdict, replace
 from typing import Optional, Tuple
 
+from ..vocab import LAYOUTS
+
 __all__ = ["out_size", "ConvShape"]
 
 Strides = Optional[Tuple[int, int, int, int]]
+
+
+def _packed(c: int, h: int, w: int, layout: str) -> Tuple[int, int, int, int]:
+    """Packed strides of an N x c x h x w tensor (NCHW order) in ``layout``."""
+    return (c * h * w, h * w, w, 1) if layout == "NCHW" else (h * w * c, 1, w * c, c)
 
 
 def out_size(size: int, kernel: int, pad: int, stride: int, dilation: int) -> int:
@@ -54,6 +70,7 @@ class ConvShape:
     groups: int = 1     # cuDNN's own group count (filter is K x C/groups x R x S); Caffe: 1
     x_strides: Strides = None
     y_strides: Strides = None
+    layout: str = "NCHW"    # Note [NHWC kernels]
 
     def __post_init__(self):
         for f in ("c", "h", "w", "k", "r", "s", "stride_h", "stride_w", "dil_h", "dil_w", "groups"):
@@ -69,6 +86,9 @@ class ConvShape:
                              f"C={self.c} and K={self.k}")
         if self.out_h < 1 or self.out_w < 1:
             raise ValueError("convolution: the filter is larger than the padded input")
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"convolution field 'layout': {self.layout!r} is not one of "
+                             f"{', '.join(LAYOUTS)}")
         for f in ("x_strides", "y_strides"):
             v = getattr(self, f)
             if v is not None and (len(v) != 4 or any(int(x) < 1 for x in v)):
@@ -83,11 +103,14 @@ class ConvShape:
         return out_size(self.w, self.s, self.pad_w, self.stride_w, self.dil_w)
 
     def packed_x_strides(self) -> Tuple[int, int, int, int]:
-        return self.x_strides or (self.c * self.h * self.w, self.h * self.w, self.w, 1)
+        return self.x_strides or _packed(self.c, self.h, self.w, self.layout)
 
     def packed_y_strides(self) -> Tuple[int, int, int, int]:
-        oh, ow = self.out_h, self.out_w
-        return self.y_strides or (self.k * oh * ow, oh * ow, ow, 1)
+        return self.y_strides or _packed(self.k, self.out_h, self.out_w, self.layout)
+
+    def filter_strides(self) -> Tuple[int, int, int, int]:
+        """Strides of the K x C/groups x R x S filter: KCRS for NCHW, KRSC for NHWC."""
+        return _packed(self.c // self.groups, self.r, self.s, self.layout)
 
     @classmethod
     def from_layer(cls, layer) -> "ConvShape":
@@ -96,21 +119,27 @@ class ConvShape:
         (Note [Grouped layers]), a packed tensor otherwise. The batch size ``layer.n`` is not
         part of the kernel."""
         g = layer.groups
+        layout = getattr(layer, "layout", "NCHW")
         if layer.c % g or layer.k % g:
             raise ValueError(f"layer {layer.name!r}: field 'groups': {g} does not divide "
                              f"C={layer.c} and K={layer.k}")
         (ph, pw), (sh, sw), (dh, dw) = layer.pad, layer.stride, layer.dilation
         shape = cls(layer.c // g, layer.h, layer.w, layer.k // g, layer.r, layer.s,
-                    ph, pw, sh, sw, dh, dw, 1)
+                    ph, pw, sh, sw, dh, dw, 1, layout=layout)
         if g == 1:
             return shape
+        if layout != "NCHW":
+            raise ValueError(f"layer {layer.name!r}: field 'layout': a grouped layer runs "
+                             "NCHW only (Note [Grouped layers])")
         h, w, oh, ow = layer.h, layer.w, shape.out_h, shape.out_w
         return replace(shape, x_strides=(layer.c * h * w, h * w, w, 1),
                        y_strides=(layer.k * oh * ow, oh * ow, ow, 1))
 
     def key(self) -> str:
-        """A stable text form for cache keys."""
+        """A stable text form for cache keys (an NCHW shape's as before layouts existed)."""
         d = asdict(self)
+        if self.layout == "NCHW":
+            del d["layout"]
         d["x_strides"] = list(self.packed_x_strides())
         d["y_strides"] = list(self.packed_y_strides())
         return ",".join(f"{k}={v}" for k, v in d.items()).replace(" ", "")

@@ -142,6 +142,8 @@ def shape_from_key(text: str) -> ConvShape:
             kw[name] = tuple(int(x) for x in value[1:-1].split(",") if x)
         elif value == "None":
             kw[name] = None
+        elif name == "layout":
+            kw[name] = value
         else:
             kw[name] = int(value)
     shape = ConvShape(**kw)
