@@ -559,11 +559,11 @@ class _FakeKernel:
         self.free = 100 * GiB
         self.last_benchmark_workspace = None
 
-    def benchmark(self, sizes, repeats, cap, progress, time_iters):
+    def benchmark(self, sizes, repeats, cap, progress, time_iters, families=("legacy",)):
         self.calls.append((list(sizes), repeats, cap, time_iters))
         # as the core does: the cap, within free memory less 512 MiB
         self.last_benchmark_workspace = max(0, min(cap, self.free - (512 << 20)))
-        return {b: [(0, 0, 1.0 * b, 0, 0), (1, 3, 0.1, 0, 0)] for b in sizes}
+        return {b: [(0, 0, 1.0 * b, 0, 0, ""), (1, 3, 0.1, 0, 0, "")] for b in sizes}
 
 
 @pytest.fixture

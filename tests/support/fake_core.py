@@ -195,7 +195,8 @@ class _Kernel:
         s = self.shape
         return s.k * (s.c // s.groups) * s.r * s.s * DTYPES[self.dtype][1]
 
-    def benchmark(self, sizes, repeats=1, workspace_cap=None, progress=None, time_iters=5):
+    def benchmark(self, sizes, repeats=1, workspace_cap=None, progress=None, time_iters=5,
+                  families=("legacy",)):
         core = self._core
         sizes = sorted({int(b) for b in sizes})
         if not sizes or sizes[0] < 1 or max(sizes) > self.n:
@@ -215,8 +216,9 @@ class _Kernel:
         out = {}
         for b in sizes:
             # an algorithm that needs more than was offered is reported failed (status 3)
-            out[b] = [(p.algo, 0 if p.ws_bytes <= offered else 3, p.time_ms, p.ws_bytes, p.math)
-                      for p in core.perfs(self, b)]
+            out[b] = [(p.algo, 0 if p.ws_bytes <= offered else 3, p.time_ms, p.ws_bytes, p.math,
+                       p.engine) for p in core.perfs(self, b)
+                      if ("graph" if p.engine else "legacy") in families]
             if progress is not None:
                 progress(b)
         self.benchmark_seconds["find"] += time.perf_counter() - t0
@@ -225,7 +227,7 @@ class _Kernel:
     def hold_benchmark_buffers(self, hold):
         self.held.append(bool(hold))
 
-    def workspace_for(self, batch, algo, math):
+    def workspace_for(self, batch, algo, math, engine=""):
         core = self._core
         if not 1 <= batch <= self.n:
             raise InputError(f"{self.name}: field 'batch': micro-batch {batch} not in "
@@ -237,7 +239,7 @@ class _Kernel:
         if key in core.true_workspace:
             return core.true_workspace[key]
         for p in core.perfs(self, batch):
-            if p.algo == algo:
+            if (p.algo, p.engine) == (algo, engine):
                 return p.ws_bytes
         raise CoreError(f"{self.name}: workspace size of algorithm {algo} at batch {batch}: "
                         "CUDNN_STATUS_NOT_SUPPORTED")
@@ -247,7 +249,7 @@ class _Kernel:
         if sum(c.batch for c in chunks) != self.n:
             raise PlanError(f"{self.name}: plan covers {sum(c.batch for c in chunks)} samples, "
                             f"mini-batch is {self.n}")
-        need = max(self.workspace_for(c.batch, c.algo, c.math) for c in chunks)
+        need = max(self.workspace_for(c.batch, c.algo, c.math, c.engine) for c in chunks)
         self.plan, self._ws = plan, need
         with self._core._lock:
             self._core.plans_set.append((self.name, plan.describe()))

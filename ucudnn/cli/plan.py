@@ -37,7 +37,7 @@ import json
 import time
 from typing import Dict, List, Optional, Tuple
 
-from ..vocab import DTYPE, algo_name, format_size
+from ..vocab import DTYPE, choice_name, format_size
 from . import common as c
 from . import options
 
@@ -142,11 +142,11 @@ def _legend(plan) -> str:
     for k in plan.kernels:
         for ch, n in k.plan.runs():
             if example is None or (n > 1 and example[1] == 1):
-                example = ((ch.batch, ch.algo, k.op), n)
+                example = ((ch.batch, ch, k.op), n)
     if example is None:
         return ""
-    (b, a, op), n = example
-    name = algo_name(op, a)
+    (b, ch, op), n = example
+    name = choice_name(op, ch.algo, 0, ch.engine)
     count = {1: "one", 2: "two", 3: "three", 4: "four", 8: "eight"}.get(n, str(n))
     return (f"legend: {b}x{n}:{name} = {count} micro-batch{'es' if n > 1 else ''} of {b} "
             f"sample{'s' if b > 1 else ''}, {'each ' if n > 1 else ''}run with cuDNN's {name} "
@@ -155,11 +155,18 @@ def _legend(plan) -> str:
             "within the same workspace")
 
 
+def _chunk_json(op, ch) -> dict:
+    """A chunk's fields and its choice's name; ``engine`` only for a graph engine config."""
+    d = dataclasses.asdict(ch)
+    if not d["engine"]:
+        del d["engine"]
+    return dict(d, algo_name=choice_name(op, ch.algo, 0, ch.engine))
+
+
 def _plan_json(plan, label, source, layers, solve_s, sizes) -> dict:
     kernels = []
     for k in plan.kernels:
-        chunks = [dict(dataclasses.asdict(ch), algo_name=algo_name(k.op, ch.algo))
-                  for ch in k.plan.chunks]
+        chunks = [_chunk_json(k.op, ch) for ch in k.plan.chunks]
         b = k.baseline
         kernels.append({
             "kernel": k.name, "layer": k.layer, "op": k.op, "instance": k.instance,

@@ -22,7 +22,7 @@ from typing import Callable, Iterable, List, Optional
 from ..plan.conv import ConvShape
 from ..plan.settings import FIND_REPEATS
 from ..plan.table import AlgoPerf, KernelBench
-from ..vocab import Status, UcudnnError
+from ..vocab import ENGINE, ENGINE_FAMILIES, Status, UcudnnError
 
 __all__ = ["NoGpuError", "core", "device_info", "set_device", "driver_version", "cache_key",
            "benchmark_kernel", "measure_kernel", "measure", "Measured", "TIME_ITERS"]
@@ -128,34 +128,38 @@ def cache_key(shape: ConvShape, op: str, math: str = "default", dtype: str = "fl
 
 
 def _perfs(records) -> List[AlgoPerf]:
-    """Successful algorithms of one size, fastest first."""
-    return sorted((AlgoPerf(int(a), float(t), int(ws), int(m))
-                   for a, status, t, ws, m in records if status == 0),
-                  key=lambda p: (p.time_ms, p.ws_bytes, p.algo))
+    """Successful choices of one size (the core's records: algo, status, time_ms, ws_bytes,
+    math, engine), fastest first."""
+    return sorted((AlgoPerf(int(a), float(t), int(ws), int(m), str(e))
+                   for a, status, t, ws, m, e in records if status == 0),
+                  key=lambda p: (p.time_ms, p.ws_bytes, p.algo, p.engine))
 
 
 def benchmark_kernel(shape: ConvShape, op: str, n: int, sizes: Iterable[int], *,
                      repeats: int = FIND_REPEATS, math: str = "default", dtype: str = "float32",
                      workspace_cap: Optional[int] = None,
                      progress: Optional[Callable[[int], None]] = None,
-                     name: Optional[str] = None, time_iters: int = TIME_ITERS) -> Measured:
-    """Time every algorithm at each micro-batch size (no cache). ``{b: [AlgoPerf]}`` with the
-    workspace offered and the timing as attributes (:class:`Measured`)."""
+                     name: Optional[str] = None, time_iters: int = TIME_ITERS,
+                     engines: str = "legacy") -> Measured:
+    """Time every choice of the ``engines`` setting (``legacy``, ``graph`` or ``both``) at
+    each micro-batch size (no cache). ``{b: [AlgoPerf]}`` with the workspace offered and the
+    timing as attributes (:class:`Measured`). The layout is the shape's."""
     device_info()
     kern = core().Kernel(shape, op, n, dtype, math, name)
     return measure_kernel(kern, sizes, repeats=repeats, workspace_cap=workspace_cap,
-                          progress=progress, time_iters=time_iters)
+                          progress=progress, time_iters=time_iters, engines=engines)
 
 
 def measure_kernel(kern, sizes, *, repeats=FIND_REPEATS, workspace_cap=None, progress=None,
-                   time_iters: int = TIME_ITERS) -> Measured:
+                   time_iters: int = TIME_ITERS, engines: str = "legacy") -> Measured:
     """Benchmark ``kern`` (a core ``Kernel``) at ``sizes``, no cache: :class:`Measured` with
     the workspace offered (Note [Offered workspace]) and the timing."""
     from .cache import DEFAULT_WORKSPACE_CAP, timing_name
     sizes = list(sizes)
     timing = timing_name(time_iters)
     cap = DEFAULT_WORKSPACE_CAP if workspace_cap is None else int(workspace_cap)
-    raw = kern.benchmark(sizes, repeats, cap, progress, time_iters)
+    raw = kern.benchmark(sizes, repeats, cap, progress, time_iters,
+                         ENGINE_FAMILIES[ENGINE(engines, "engines")])
     return Measured({b: _perfs(recs) for b, recs in raw.items()},
                     int(kern.last_benchmark_workspace), timing)
 

@@ -30,7 +30,7 @@ import time
 from dataclasses import asdict, is_dataclass
 from typing import Any, Dict, Optional
 
-from ..vocab import algo_name
+from ..vocab import choice_name
 
 #: The value of every record's ``schema`` field.
 SCHEMA = "ucudnn.plan-record"
@@ -96,9 +96,12 @@ def _num(x: float) -> Optional[float]:
 
 def plan_fields(op: str, plan) -> list:
     """A plan's runs of equal chunks, largest first as planned: batch, count, algo, its cuDNN
-    name, math, time_ms and ws_bytes of one chunk."""
-    return [{"batch": c.batch, "count": k, "algo": c.algo, "algo_name": algo_name(op, c.algo),
-             "math": c.math, "time_ms": _num(c.time_ms), "ws_bytes": int(c.ws_bytes)}
+    name, math, time_ms and ws_bytes of one chunk; a graph engine config also its ``engine``
+    (Note [Choices] in ucudnn/vocab.py), named by it."""
+    return [{"batch": c.batch, "count": k, "algo": c.algo,
+             "algo_name": choice_name(op, c.algo, 0, c.engine), "math": c.math,
+             "time_ms": _num(c.time_ms), "ws_bytes": int(c.ws_bytes),
+             **({"engine": c.engine} if c.engine else {})}
             for c, k in plan.runs()]
 
 

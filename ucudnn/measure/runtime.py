@@ -218,9 +218,10 @@ def _resolve(kern, plan) -> bool:
         bad = _first_unresolvable(kern, plan)
         if bad is None:
             raise
-        log.warning("%s %s: dropping micro-batch %d algorithm %s (%d): %s", where, kern.op,
-                    bad[0], algo_name(kern.op, bad[1]), bad[1], e)
-        kern.bench = {b: [p for p in perfs if (b, p.algo, p.math) != bad]
+        what = (f"engine config {bad[3]}" if bad[3] else
+                f"algorithm {algo_name(kern.op, bad[1])} ({bad[1]})")
+        log.warning("%s %s: dropping micro-batch %d %s: %s", where, kern.op, bad[0], what, e)
+        kern.bench = {b: [p for p in perfs if (b, p.algo, p.math, p.engine) != bad]
                       for b, perfs in kern.bench.items()}
         return False
     if kern.workspace_size > plan.ws_bytes:
@@ -235,16 +236,17 @@ def _resolve(kern, plan) -> bool:
 def _first_unresolvable(kern, plan):
     for c in plan.chunks:
         try:
-            kern.workspace_for(c.batch, c.algo, c.math)
+            kern.workspace_for(c.batch, c.algo, c.math, c.engine)
         except Exception:
-            return (c.batch, c.algo, c.math)
+            return (c.batch, c.algo, c.math, c.engine)
     return None
 
 
 def _fix_workspace(kern, plan):
-    chosen = {(c.batch, c.algo, c.math) for c in plan.chunks}
-    kern.bench = {b: [AlgoPerf(p.algo, p.time_ms, kern.workspace_for(b, p.algo, p.math), p.math)
-                      if (b, p.algo, p.math) in chosen else p for p in perfs]
+    chosen = {(c.batch, c.algo, c.math, c.engine) for c in plan.chunks}
+    kern.bench = {b: [AlgoPerf(p.algo, p.time_ms, kern.workspace_for(b, p.algo, p.math, p.engine),
+                               p.math, p.engine)
+                      if (b, p.algo, p.math, p.engine) in chosen else p for p in perfs]
                   for b, perfs in kern.bench.items()}
 
 

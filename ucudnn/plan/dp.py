@@ -27,7 +27,7 @@ from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .settings import candidate_sizes
 from .table import AlgoPerf
-from ..vocab import MATH_NAMES, UNLIMITED, PlanError, algo_name, format_size
+from ..vocab import UNLIMITED, PlanError, choice_name, format_size
 
 __all__ = [
     "Chunk", "Plan", "best_algorithms", "plan_kernel", "min_partition", "pareto_front",
@@ -36,12 +36,14 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Chunk:
-    """One micro-batch of a plan: its size and the algorithm (and math type) it runs."""
+    """One micro-batch of a plan: its size and the choice it runs (an algorithm and math
+    type, or a graph engine config: Note [Choices] in ucudnn/vocab.py)."""
     batch: int
     algo: int
     math: int
     time_ms: float
     ws_bytes: int
+    engine: str = ""
 
 
 @dataclass(frozen=True)
@@ -66,8 +68,9 @@ class Plan:
         ``[(chunk, count)]``."""
         runs: List[list] = []
         for c in self.chunks:
-            if runs and (runs[-1][0].batch, runs[-1][0].algo, runs[-1][0].math) == (
-                    c.batch, c.algo, c.math):
+            last = runs[-1][0] if runs else None
+            if last is not None and (last.batch, last.algo, last.math, last.engine) == (
+                    c.batch, c.algo, c.math, c.engine):
                 runs[-1][1] += 1
             else:
                 runs.append([c, 1])
@@ -78,10 +81,10 @@ class Plan:
         Caffe's form). With ``op``, for people: cuDNN's names, ``128x2:IMPLICIT_PRECOMP_GEMM``
         (and ``/fma`` for a math mode other than the default)."""
         if op is None:
-            return ", ".join(f"{c.batch}x{k}:algo{c.algo}" + ("" if c.math == 0 else f"/m{c.math}")
+            return ", ".join(f"{c.batch}x{k}:{c.engine}" if c.engine else
+                             f"{c.batch}x{k}:algo{c.algo}" + ("" if c.math == 0 else f"/m{c.math}")
                              for c, k in self.runs())
-        return ", ".join(f"{c.batch}x{k}:{algo_name(op, c.algo)}"
-                         + (f"/{MATH_NAMES.get(c.math, c.math)}" if c.math else "")
+        return ", ".join(f"{c.batch}x{k}:{choice_name(op, c.algo, c.math, c.engine)}"
                          for c, k in self.runs())
 
 
@@ -113,12 +116,12 @@ def best_algorithms(bench: Mapping[int, Sequence[AlgoPerf]], limit: int = UNLIMI
     for b, perfs in bench.items():
         fits = [p for p in perfs if p.ws_bytes <= limit]
         if fits:
-            out[b] = min(fits, key=lambda p: (p.time_ms, p.ws_bytes, p.algo, p.math))
+            out[b] = min(fits, key=lambda p: (p.time_ms, p.ws_bytes, p.algo, p.math, p.engine))
     return out
 
 
 def _chunk(b: int, p: AlgoPerf) -> Chunk:
-    return Chunk(b, p.algo, p.math, p.time_ms, p.ws_bytes)
+    return Chunk(b, p.algo, p.math, p.time_ms, p.ws_bytes, p.engine)
 
 
 def _usable_sizes(bench, policy, n, sizes, strict, name) -> List[int]:
@@ -155,7 +158,7 @@ def plan_kernel(bench: Mapping[int, Sequence[AlgoPerf]], n: int, policy: str = "
             f"{name}: no plan for batch {n} within workspace limit {format_size(limit)}: "
             f"no algorithm fits at micro-batch size(s) {_short_list(S) if S else '(none)'}")
     chunks = [_chunk(b, best[b]) for b in parts]
-    chunks.sort(key=lambda c: (-c.batch, c.algo, c.math))
+    chunks.sort(key=lambda c: (-c.batch, c.algo, c.math, c.engine))
     return Plan(n, tuple(chunks))
 
 
@@ -265,6 +268,6 @@ def desirable_set(bench: Mapping[int, Sequence[AlgoPerf]], n: int, policy: str =
             _, _, c, j = F[m][i]
             chunks.append(c)
             m, i = m - c.batch, j
-        chunks.sort(key=lambda c: (-c.batch, c.algo, c.math))
+        chunks.sort(key=lambda c: (-c.batch, c.algo, c.math, c.engine))
         plans.append(Plan(n, tuple(chunks)))
     return plans

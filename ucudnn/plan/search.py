@@ -118,10 +118,10 @@ def start_sizes(n: int, ratio: float = RATIO, dense: int = DENSE) -> List[int]:
     return sorted(out | set(candidate_sizes("powerOfTwo", n)))        # with n
 
 
-def _per_algo(perfs: Sequence[AlgoPerf]) -> Dict[Tuple[int, int], AlgoPerf]:
-    out: Dict[Tuple[int, int], AlgoPerf] = {}
+def _per_algo(perfs: Sequence[AlgoPerf]) -> Dict[Tuple[int, int, str], AlgoPerf]:
+    out: Dict[Tuple[int, int, str], AlgoPerf] = {}
     for p in perfs:
-        k = (p.algo, p.math)
+        k = (p.algo, p.math, p.engine)
         if k not in out or p.time_ms < out[k].time_ms:
             out[k] = p
     return out

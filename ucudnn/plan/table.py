@@ -8,7 +8,9 @@ This is the exchange format of the project (``../shared/data``, the package's sh
 
 ``op`` is ``fwd``, ``bwd_data`` or ``bwd_filter``; ``algo`` the cuDNN enum value of
 ``cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t``; ``math`` the ``cudnnMathType_t`` the algorithm
-ran with. Only successful algorithms are listed.
+ran with. Only successful choices are listed. A table that holds graph-API engine configs has
+an eighth column, ``engine``: the config's text, with ``algo`` -1 (Note [Choices] in
+ucudnn/vocab.py); empty for an algorithm.
 """
 from __future__ import annotations
 
@@ -28,9 +30,10 @@ __all__ = [
     "read_table", "write_table", "group_by_kernel", "rows_from_kernel",
 ]
 
-from ..vocab import OPS, InputError
+from ..vocab import GRAPH_ALGO, OPS, InputError, parse_engine
 
 TABLE_COLUMNS = ("layer", "op", "batch", "algo", "time_ms", "ws_bytes", "math")
+ENGINE_COLUMN = "engine"
 
 
 class TableError(InputError):
@@ -39,11 +42,13 @@ class TableError(InputError):
 
 @dataclass(frozen=True)
 class AlgoPerf:
-    """One algorithm measured at one micro-batch size."""
+    """One choice measured at one micro-batch size: an algorithm (``engine`` empty) or a
+    graph engine config (``algo`` -1, Note [Choices] in ucudnn/vocab.py)."""
     algo: int
     time_ms: float
     ws_bytes: int
     math: int = 0
+    engine: str = ""
 
 
 @dataclass(frozen=True)
@@ -55,10 +60,11 @@ class BenchRow:
     time_ms: float
     ws_bytes: int
     math: int = 0
+    engine: str = ""
 
     @property
     def perf(self) -> AlgoPerf:
-        return AlgoPerf(self.algo, self.time_ms, self.ws_bytes, self.math)
+        return AlgoPerf(self.algo, self.time_ms, self.ws_bytes, self.math, self.engine)
 
 
 #: micro-batch size -> algorithms measured at that size
@@ -78,7 +84,15 @@ def _check_row(where: str, row: BenchRow) -> None:
         raise TableError(f"{where}: field 'op': {row.op!r} is not one of {', '.join(OPS)}")
     if row.batch < 1:
         raise TableError(f"{where}: field 'batch': must be >= 1, got {row.batch}")
-    if row.algo < 0:
+    if row.engine:
+        try:
+            parse_engine(row.engine)
+        except InputError as e:
+            raise TableError(f"{where}: {e}") from None
+        if row.algo != GRAPH_ALGO:
+            raise TableError(f"{where}: field 'algo': an engine config's is {GRAPH_ALGO}, "
+                             f"got {row.algo}")
+    elif row.algo < 0:
         raise TableError(f"{where}: field 'algo': must be >= 0, got {row.algo}")
     if not (row.time_ms >= 0 and _math.isfinite(row.time_ms)):
         raise TableError(f"{where}: field 'time_ms': must be a finite time >= 0, got {row.time_ms}")
@@ -142,6 +156,7 @@ def parse_table(text: str, source: str = "<table>") -> List[BenchRow]:
             time_ms=_field(where, "time_ms", d["time_ms"], float),
             ws_bytes=_field(where, "ws_bytes", d["ws_bytes"], int),
             math=_field(where, "math", d.get("math", "0") or "0", int),
+            engine=d.get(ENGINE_COLUMN, ""),
         )
         if not row.layer:
             raise TableError(f"{where}: field 'layer' is empty")
@@ -153,11 +168,15 @@ def parse_table(text: str, source: str = "<table>") -> List[BenchRow]:
 
 
 def format_table(rows: Iterable[BenchRow]) -> str:
+    """The table's text; the ``engine`` column only when some row is an engine config."""
+    rows = list(rows)
+    engines = any(r.engine for r in rows)
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
-    w.writerow(TABLE_COLUMNS)
+    w.writerow(TABLE_COLUMNS + ((ENGINE_COLUMN,) if engines else ()))
     for r in rows:
-        w.writerow([r.layer, r.op, r.batch, r.algo, f"{r.time_ms:.5f}", r.ws_bytes, r.math])
+        w.writerow([r.layer, r.op, r.batch, r.algo, f"{r.time_ms:.5f}", r.ws_bytes, r.math]
+                   + ([r.engine] if engines else []))
     return out.getvalue()
 
 
@@ -223,11 +242,11 @@ def group_by_kernel(rows: Iterable[BenchRow]) -> Dict[Tuple[str, str], KernelBen
         out[(r.layer, r.op)][r.batch].append(r.perf)
     result = {}
     for key, bench in out.items():
-        result[key] = {b: sorted(perfs, key=lambda p: (p.time_ms, p.ws_bytes, p.algo))
+        result[key] = {b: sorted(perfs, key=lambda p: (p.time_ms, p.ws_bytes, p.algo, p.engine))
                        for b, perfs in sorted(bench.items())}
     return result
 
 
 def rows_from_kernel(layer: str, op: str, bench: Mapping[int, Sequence[AlgoPerf]]) -> List[BenchRow]:
-    return [BenchRow(layer, op, b, p.algo, p.time_ms, p.ws_bytes, p.math)
+    return [BenchRow(layer, op, b, p.algo, p.time_ms, p.ws_bytes, p.math, p.engine)
             for b in sorted(bench) for p in bench[b]]
