@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Where micro-batching still pays on today's cuDNN: both families of choices, both layouts.
+
+For every convolution kernel of the chosen suites (the shipped ResNet-18 and AlexNet at their
+batch, the DeepBench training layers) and every setting family (legacy, graph) x layout (NCHW,
+NHWC) x dtype, this benchmarks the kernel once at the powerOfTwo sizes (the core's
+``Kernel.benchmark``: cudnnFind for legacy algorithms, heuristics A, B and FALLBACK for engine
+configs; Note [Graph choices tried] in cython/ucudnn/_core.pyx), plans it with the DP at each
+workspace limit (undivided and powerOfTwo, plus unlimited undivided), runs each plan with the
+core and times it with CUDA events (median of --iters runs after 3 warm-ups). Every row is one
+kernel x op x setting x limit x policy:
+
+    suite,kernel,op,family,layout,dtype,limit_bytes,policy,predicted_ms,measured_ms,
+    workspace_bytes,choice,count,benchmark_s
+
+``count`` is how often one iteration of the net runs the kernel (1 for DeepBench);
+``benchmark_s`` the seconds the kernel's benchmark took (heuristics, plan builds and timing
+for the graph family: the cost of a cold plan). The summary (stdout, and --out/summary.json)
+adds ``count x measured_ms`` per suite and setting: the net's convolution time per iteration.
+
+    python scripts/bench_engines.py --suites resnet18 --out results/h200/engines
+
+GPU only; no benchmark cache (the cache keys the legacy family only so far).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+from ucudnn.measure import bench, shipped
+from ucudnn.plan.conv import ConvShape
+from ucudnn.plan.dp import plan_kernel
+from ucudnn.plan.settings import candidate_sizes
+from ucudnn.vocab import DTYPES, UNLIMITED, PlanError, format_size, parse_size
+
+COLUMNS = ("suite", "kernel", "op", "family", "layout", "dtype", "limit_bytes", "policy",
+           "predicted_ms", "measured_ms", "workspace_bytes", "choice", "count", "benchmark_s")
+
+
+@dataclasses.dataclass(frozen=True)
+class Kernel:
+    suite: str
+    name: str
+    shape: ConvShape
+    n: int
+    ops: tuple
+    count: int
+
+
+def suite_kernels(suite: str, deepbench_limit: int):
+    """The kernels of a suite (a shipped net's layers, or DeepBench's distinct layers)."""
+    if suite in ("resnet18", "alexnet"):
+        return [Kernel(suite, l.name, ConvShape.from_layer(l), l.n, tuple(l.ops), l.count)
+                for l in shipped.layers(suite)]
+    if suite == "deepbench":
+        from ucudnn.experiments.deepbench import read_layers, unique_layers
+        rows = unique_layers(read_layers())
+        if deepbench_limit:
+            rows = rows[:deepbench_limit]
+        return [Kernel(suite, f"db{l.index}", l.shape, l.n, ("fwd", "bwd_data", "bwd_filter"), 1)
+                for l, _ in rows]
+    raise SystemExit(f"bench_engines: unknown suite {suite!r} (resnet18, alexnet, deepbench)")
+
+
+def measure(core, kern_spec, op, family, layout, dtype, args, log):
+    """Rows of one kernel x op x setting."""
+    shape = dataclasses.replace(kern_spec.shape, layout=layout)
+    name = f"{kern_spec.name}/{op}"
+    kern = core.Kernel(shape, op, kern_spec.n, dtype, args.math, name)
+    kern.max_graph_configs = args.max_configs
+    sizes = candidate_sizes("powerOfTwo", kern_spec.n)
+    t0 = time.perf_counter()
+    data = bench.measure_kernel(kern, sizes, repeats=1, engines=family)
+    bench_s = time.perf_counter() - t0
+    esize = DTYPES[dtype][1]
+    xb = core.DeviceBuffer(kern.extent_bytes(0, kern_spec.n))
+    yb = core.DeviceBuffer(kern.extent_bytes(1, kern_spec.n))
+    wb = core.DeviceBuffer(kern.filter_bytes)
+    for i, buf in enumerate((xb, yb, wb)):
+        buf.fill_random(esize, 101 + i)
+    a, b, out = {"fwd": (xb, wb, yb), "bwd_data": (wb, yb, xb), "bwd_filter": (xb, yb, wb)}[op]
+    handle = core.Handle(0)
+    rows = []
+    settings = [(UNLIMITED, "undivided")] + [(lim, pol) for lim in args.limits
+                                             for pol in ("undivided", "powerOfTwo")]
+    for limit, policy in settings:
+        try:
+            plan = plan_kernel(data, kern_spec.n, policy, limit, name=name)
+        except PlanError as e:
+            log(f"  {name} {family} {layout} {dtype} {format_size(limit)} {policy}: {e}")
+            continue
+        kern.set_plan(plan)
+        ws = core.DeviceBuffer(max(1, kern.workspace_size))
+        times = core.time_run(kern, handle, a.ptr, b.ptr, out.ptr, ws.ptr, kern.workspace_size,
+                              args.iters, 3)
+        rows.append({"suite": kern_spec.suite, "kernel": kern_spec.name, "op": op,
+                     "family": family, "layout": layout, "dtype": dtype,
+                     "limit_bytes": "unlimited" if limit == UNLIMITED else limit,
+                     "policy": policy, "predicted_ms": round(plan.time_ms, 5),
+                     "measured_ms": round(statistics.median(times), 5),
+                     "workspace_bytes": kern.workspace_size, "choice": plan.describe(op),
+                     "count": kern_spec.count, "benchmark_s": round(bench_s, 3)})
+        del ws
+    log(f"  {name:22s} {family:6s} {layout} {dtype:8s} benchmark {bench_s:6.1f} s "
+        f"({kern.graph_stats})" if family == "graph" else
+        f"  {name:22s} {family:6s} {layout} {dtype:8s} benchmark {bench_s:6.1f} s")
+    return rows
+
+
+def summarise(rows):
+    """Per suite, setting, limit and policy: sum of count x time (the net's convolutions per
+    iteration), predicted and measured. ``complete`` is False where some kernel had no plan
+    there (nothing fits the limit): such a sum leaves kernels out and compares with nothing."""
+    kernels = {}
+    for r in rows:
+        kernels.setdefault(r["suite"], set()).add((r["kernel"], r["op"]))
+    out = {}
+    for r in rows:
+        k = (r["suite"], r["family"], r["layout"], r["dtype"], str(r["limit_bytes"]), r["policy"])
+        t = out.setdefault(k, {"predicted_ms": 0.0, "measured_ms": 0.0, "kernels": 0})
+        t["predicted_ms"] += r["count"] * r["predicted_ms"]
+        t["measured_ms"] += r["count"] * r["measured_ms"]
+        t["kernels"] += 1
+    return [dict(zip(("suite", "family", "layout", "dtype", "limit", "policy"), k), **v,
+                 complete=v["kernels"] == len(kernels[k[0]])) for k, v in out.items()]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--suites", nargs="+", default=["resnet18"])
+    ap.add_argument("--families", nargs="+", default=["legacy", "graph"])
+    ap.add_argument("--layouts", nargs="+", default=["NCHW", "NHWC"])
+    ap.add_argument("--dtypes", nargs="+", default=["float32"])
+    ap.add_argument("--limits", nargs="+", default=["8MiB", "64MiB", "512MiB"])
+    ap.add_argument("--math", default="default")
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--max-configs", type=int, default=0,
+                    help="engine configs tried per size (0: every one heuristics propose)")
+    ap.add_argument("--deepbench-layers", type=int, default=0, help="first N distinct (0: all)")
+    ap.add_argument("--out", default=None, help="folder for points.csv and summary.json")
+    args = ap.parse_args(argv)
+    args.limits = [parse_size(s, "--limits") for s in args.limits]
+    log = lambda m: print(m, file=sys.stderr, flush=True)
+    try:
+        info = bench.device_info()
+    except bench.NoGpuError as e:
+        print(f"bench_engines: {e}", file=sys.stderr)
+        return 2
+    core = bench.core()
+    rows = []
+    t0 = time.perf_counter()
+    for suite in args.suites:
+        for ks in suite_kernels(suite, args.deepbench_layers):
+            for op in ks.ops:
+                for dtype in args.dtypes:
+                    for family in args.families:
+                        for layout in args.layouts:
+                            rows.extend(measure(core, ks, op, family, layout, dtype, args, log))
+    summary = summarise(rows)
+    meta = {"command": " ".join(sys.argv), "device": info, "python": platform.python_version(),
+            "seconds": round(time.perf_counter() - t0, 1), "max_configs": args.max_configs,
+            "iters": args.iters, "math": args.math}
+    for s in summary:
+        print(f"{s['suite']:9s} {s['family']:6s} {s['layout']} {s['dtype']:8s} "
+              f"{s['limit']:>10s} {s['policy']:10s} predicted {s['predicted_ms']:8.2f} ms "
+              f"measured {s['measured_ms']:8.2f} ms"
+              + ("" if s["complete"] else f"  (incomplete: {s['kernels']} kernels)"))
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "points.csv"), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=COLUMNS)
+            w.writeheader()
+            w.writerows(rows)
+        with open(os.path.join(args.out, "summary.json"), "w") as f:
+            json.dump({"meta": meta, "summary": summary}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
