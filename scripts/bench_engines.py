@@ -19,6 +19,7 @@ for the graph family: the cost of a cold plan). The summary (stdout, and --out/s
 adds ``count x measured_ms`` per suite and setting: the net's convolution time per iteration.
 
     python scripts/bench_engines.py --suites resnet18 --out results/h200/engines
+    python scripts/bench_engines.py --replot results/h200/engines/points.csv --out /tmp/fig
 
 GPU only; no benchmark cache (the cache keys the legacy family only so far).
 """
@@ -132,6 +133,52 @@ def summarise(rows):
                  complete=v["kernels"] == len(kernels[k[0]])) for k, v in out.items()]
 
 
+def read_points(path):
+    """The rows of a points.csv, numbers as numbers."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        for k in ("predicted_ms", "measured_ms", "benchmark_s"):
+            r[k] = float(r[k])
+        for k in ("workspace_bytes", "count"):
+            r[k] = int(r[k])
+    return rows
+
+
+def plot(rows, path):
+    """Per suite and dtype: the net's measured convolution time per iteration for each
+    family x layout, undivided and powerOfTwo at each limit (complete sums only)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    summary = [s for s in summarise(rows) if s["complete"]]
+    panels = sorted({(s["suite"], s["dtype"]) for s in summary})
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.2), squeeze=False)
+    for ax, (suite, dtype) in zip(axes[0], panels):
+        mine = [s for s in summary if (s["suite"], s["dtype"]) == (suite, dtype)]
+        settings = sorted({(s["family"], s["layout"]) for s in mine})
+        limits = sorted({s["limit"] for s in mine}, key=lambda l: (l == "unlimited", int(l)
+                                                                  if l.isdigit() else 0))
+        bars = [(l, p) for l in limits for p in ("undivided", "powerOfTwo")
+                if any(s["limit"] == l and s["policy"] == p for s in mine)]
+        width = 0.8 / len(settings)
+        for i, (fam, lay) in enumerate(settings):
+            ys = [next((s["measured_ms"] for s in mine if (s["family"], s["layout"], s["limit"],
+                        s["policy"]) == (fam, lay, l, p)), float("nan")) for l, p in bars]
+            ax.bar([j + i * width for j in range(len(bars))], ys, width, label=f"{fam} {lay}")
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(bars))])
+        ax.set_xticklabels([("unlim." if l == "unlimited" else format_size(int(l)))
+                            + ("\nundiv." if p == "undivided" else "\npow2") for l, p in bars],
+                           fontsize=8)
+        ax.set_yscale("log")
+        ax.set_ylabel("convolutions per iteration, measured (ms, log)")
+        ax.set_title(f"{suite}, {dtype}")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--suites", nargs="+", default=["resnet18"])
@@ -144,8 +191,14 @@ def main(argv=None):
     ap.add_argument("--max-configs", type=int, default=0,
                     help="engine configs tried per size (0: every one heuristics propose)")
     ap.add_argument("--deepbench-layers", type=int, default=0, help="first N distinct (0: all)")
-    ap.add_argument("--out", default=None, help="folder for points.csv and summary.json")
+    ap.add_argument("--out", default=None,
+                    help="folder for points.csv, summary.json and engines.png")
+    ap.add_argument("--replot", metavar="POINTS_CSV", default=None,
+                    help="only draw engines.png (into --out) from an earlier points.csv")
     args = ap.parse_args(argv)
+    if args.replot:
+        plot(read_points(args.replot), os.path.join(args.out or ".", "engines.png"))
+        return 0
     args.limits = [parse_size(s, "--limits") for s in args.limits]
     log = lambda m: print(m, file=sys.stderr, flush=True)
     try:
@@ -180,6 +233,7 @@ def main(argv=None):
             w.writerows(rows)
         with open(os.path.join(args.out, "summary.json"), "w") as f:
             json.dump({"meta": meta, "summary": summary}, f, indent=1)
+        plot(rows, os.path.join(args.out, "engines.png"))
     return 0
 
 

@@ -61,3 +61,19 @@ def test_operands_follow_the_ops():
     from ucudnn.vocab import OP_CODES, OPERANDS, OPS
     assert list(OPERANDS) == list(OPS) == ["fwd", "bwd_data", "bwd_filter"]
     assert OPERANDS["bwd_data"] == ("w", "dy", "dx") and OP_CODES["bwd_filter"] == 2
+
+
+@pytest.mark.parametrize("engine, knobs, text", [
+    (12, [(7, 0), (3, 1)], "eng12[k3=1,k7=0]"), (0, [], "eng0"), (5, [(2, -1)], "eng5[k2=-1]")])
+def test_engine_text_round_trips(engine, knobs, text):
+    from ucudnn.vocab import engine_text, parse_engine
+    assert engine_text(engine, knobs) == text
+    assert parse_engine(text) == (engine, tuple(sorted(knobs)))
+
+
+@pytest.mark.parametrize("text", ["", "eng", "engX", "eng1[]", "eng1[k=1]", "eng1[k1=1,]",
+                                  "IMPLICIT_GEMM", "eng1[k1=1] "])
+def test_engine_text_errors_name_the_field(text):
+    from ucudnn.vocab import InputError, parse_engine
+    with pytest.raises(InputError, match="field 'engine': .* is not an engine config"):
+        parse_engine(text)

@@ -25,7 +25,7 @@ __all__ = [
     "OPS", "OP_CODES", "OPERANDS", "POLICIES", "POLICY_CODES", "OPTIMIZERS", "OPTIMIZER_CODES",
     "NETWIDE_OPTIMIZERS", "SEARCHES", "ENGINES", "LAYOUTS", "DTYPES", "DTYPE_CODES", "MATH_MODES", "MATH_NAMES",
     "UNLIMITED", "CAFFE_COMMIT", "ALGO_NAMES", "algo_name", "Choices", "GRAPH_ALGO",
-    "ENGINE_FAMILIES", "engine_text", "parse_engine", "choice_name", "POLICY", "OPTIMIZER",
+    "FAMILIES", "ENGINE_FAMILIES", "engine_text", "parse_engine", "choice_name", "POLICY", "OPTIMIZER",
     "MATH", "SEARCH", "ENGINE", "LAYOUT", "DTYPE", "normalise_policy", "parse_size",
     "format_size", "Status", "UcudnnError", "InputError", "PlanError",
 ]
@@ -56,6 +56,8 @@ SEARCHES: Tuple[str, ...] = ("exhaustive", "pruned")
 #: Families of convolution choices: cuDNN's legacy algorithms (cudnnFind...AlgorithmEx), the
 #: graph API's engine configs (Note [Choices] below), or both, the planner taking the faster.
 ENGINES: Tuple[str, ...] = ("legacy", "graph", "both")
+#: The families of choices a benchmark measures (a cache entry holds one).
+FAMILIES: Tuple[str, ...] = ("legacy", "graph")
 #: The families a setting of ``engines`` measures.
 ENGINE_FAMILIES: Dict[str, Tuple[str, ...]] = {"legacy": ("legacy",), "graph": ("graph",),
                                                "both": ("legacy", "graph")}

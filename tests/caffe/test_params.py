@@ -125,14 +125,23 @@ def test_set_param_round_trips_through_settings_of():
     p = pb2.UcudnnParameter()
     given = {"policy": "all", "optimizer": "ilp", "limit": 3 << 20, "budget": 0,
              "sizes": (2, 4), "math": "fma", "repeats": 3, "cache_path": "c.sqlite",
-             "exclude_winograd": True}
+             "exclude_winograd": True, "engines": "both"}
     params.set_param(p, given)
     assert p.HasField("total_workspace") and p.total_workspace == 0
+    assert p.engines == pb2.UcudnnParameter.BOTH
     s = params.settings_of(p, "x")
     assert s == PlanSettings(policy="all", optimizer="ilp", limit=3 << 20, budget=0,
                              sizes=(2, 4), math="fma", repeats=3, cache_path="c.sqlite",
-                             exclude_winograd=True)
+                             exclude_winograd=True, engines="both")
     params.set_param(p, {"sizes": (8,)})                      # replaces, does not append
     assert list(p.micro_batch_size) == [8]
     with pytest.raises(ValueError, match="set_param: unknown setting 'speed'"):
         params.set_param(p, {"speed": 1})
+
+
+def test_engines_field_reaches_the_settings_and_defaults_to_legacy():
+    got = params.net_settings("engines: GRAPH", {"c": None, "d": "engines: BOTH"},
+                              dtypes={"c": "float32", "d": "float32"}, net="n")
+    assert (got["c"].engines, got["d"].engines) == ("graph", "both")
+    assert params.net_settings("", {"c": None}, dtypes={"c": "float32"},
+                               net="n")["c"].engines == "legacy"

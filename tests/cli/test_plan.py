@@ -136,6 +136,17 @@ def test_plan_prototxt_without_gpu_uses_the_shipped_data_and_its_ucudnn_param(no
         assert p.returncode == 2 and field in p.stderr and "--prototxt" in p.stderr, p.stderr
 
 
+def test_plan_prototxt_asking_for_graph_engines_says_where_they_are_planned(no_gpu, tmp_path):
+    text = (NETS / "alexnet.prototxt").read_text()
+    variant = tmp_path / "g.prototxt"
+    variant.write_text(text.replace('name: "conv2"\n', 'name: "conv2"\n'
+                                    '  ucudnn_param { engines: GRAPH }\n', 1))
+    p = run(tmp_path, "plan", "--prototxt", variant, ok=False)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "layer 'conv2': field 'ucudnn_param.engines': GRAPH is planned where the net runs" \
+        in p.stderr and "Traceback" not in p.stderr
+
+
 def test_plan_refuses_shipped_data_that_does_not_match(no_gpu, tmp_path):
     for args, what in ((["--gpu", "Tesla P100"], "Tesla P100"),
                        (["--cudnn-version", "8905"], "cuDNN 8905"),

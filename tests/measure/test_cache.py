@@ -48,8 +48,8 @@ def test_persistence_across_instances(tmp_path):
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
-    assert dict(conn.execute("SELECT key, value FROM meta"))["schema_version"] == "2"
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert dict(conn.execute("SELECT key, value FROM meta"))["schema_version"] == "3"
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
     conn.close()
 
 
@@ -433,7 +433,7 @@ def _v1_file(path, batches=(1, 2)):
     for b in batches:
         cur = conn.execute("INSERT INTO entries (gpu, cudnn_version, dtype, math, op, shape, "
                            "batch, repeats, created) VALUES (?, ?, ?, ?, ?, ?, ?, 3, 0)",
-                           KEY.kernel_columns() + (b,))
+                           KEY.kernel_columns()[:6] + (b,))
         conn.executemany("INSERT INTO perfs VALUES (?, ?, ?, ?, ?)",
                          [(cur.lastrowid, p.algo, p.time_ms, p.ws_bytes, p.math) for p in PERFS])
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -461,9 +461,9 @@ def test_schema_1_is_migrated_and_never_used_for_planning(tmp_path, caplog):
         assert calls == [[1]] and got == {1: PERFS[:1]} and len(c) == 3
         assert c.drop_legacy() == 2 and c.keys() == [KEY] and len(c) == 1
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
     meta = dict(conn.execute("SELECT key, value FROM meta"))
-    assert meta["schema_version"] == "2" and meta["migrated_from_schema"] == "1"
+    assert meta["schema_version"] == "3" and meta["migrated_from_schema"] == "1"
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
     # the foreign key follows the renamed table: deleting an entry deletes its perfs
     conn.execute("PRAGMA foreign_keys = ON")
@@ -507,14 +507,14 @@ def test_schema_1_read_only_is_refused_with_what_to_do(tmp_path):
 
 
 def test_newer_schema_is_refused_untouched(tmp_path):
-    path = tmp_path / "v3.sqlite"
+    path = tmp_path / "v4.sqlite"
     _v1_file(path)
     conn = sqlite3.connect(path)
-    conn.execute("PRAGMA user_version = 3")
+    conn.execute("PRAGMA user_version = 4")
     conn.commit()
     conn.close()
     before = path.read_bytes()
-    with pytest.raises(CacheError, match="schema version 3, this ucudnn reads version 2"):
+    with pytest.raises(CacheError, match="schema version 4, this ucudnn reads version 3"):
         BenchCache(path)
     assert path.read_bytes() == before
 
@@ -599,3 +599,99 @@ def test_measure_records_the_cap_and_timing(tmp_path, fake_core):
         assert pressured.timing == "events5"
         assert pressured.workspace_cap == 5 * GiB - (512 << 20)
         assert c.get(KEY, 4) is None
+
+
+# -- schema 2 and the family of choices (Note [Schema migration], Note [Choices]) --------------
+
+_V2_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE entries (
+    id INTEGER PRIMARY KEY,
+    gpu TEXT NOT NULL, cudnn_version INTEGER NOT NULL, dtype TEXT NOT NULL,
+    math TEXT NOT NULL, op TEXT NOT NULL, shape TEXT NOT NULL,
+    timing TEXT NOT NULL, workspace_cap INTEGER NOT NULL, batch INTEGER NOT NULL,
+    repeats INTEGER NOT NULL, created REAL NOT NULL,
+    UNIQUE (gpu, cudnn_version, dtype, math, op, shape, timing, workspace_cap, batch)
+);
+CREATE TABLE perfs (
+    entry INTEGER NOT NULL REFERENCES entries(id) ON DELETE CASCADE,
+    algo INTEGER NOT NULL, time_ms REAL NOT NULL, ws_bytes INTEGER NOT NULL,
+    algo_math INTEGER NOT NULL
+);
+CREATE INDEX perfs_entry ON perfs(entry);
+"""
+
+
+def _v2_file(path, batches=(1, 2)):
+    """A cache as ucudnn wrote it before the graph family (schema 2, journal mode delete)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.executescript(_V2_SCHEMA)
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute("PRAGMA user_version = 2")
+    conn.executemany("INSERT INTO meta VALUES (?, ?)",
+                     [("application", "ucudnn-bench-cache"), ("schema_version", "2")])
+    for b in batches:
+        cur = conn.execute("INSERT INTO entries (gpu, cudnn_version, dtype, math, op, shape, "
+                           "timing, workspace_cap, batch, repeats, created) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 3, 0)",
+                           KEY.kernel_columns()[:6] + (KEY.timing, KEY.workspace_cap, b))
+        conn.executemany("INSERT INTO perfs VALUES (?, ?, ?, ?, ?)",
+                         [(cur.lastrowid, p.algo, p.time_ms, p.ws_bytes, p.math) for p in PERFS])
+    conn.close()
+
+
+GRAPH_KEY = dataclasses.replace(KEY, family="graph")
+GRAPH_PERFS = [AlgoPerf(-1, 0.5, 1024, 0, "eng12[k3=1,k7=0]"), AlgoPerf(-1, 0.7, 0, 0, "eng0")]
+
+
+def test_schema_2_read_only_is_read_as_legacy_measurements(tmp_path):
+    path = tmp_path / "v2.sqlite"
+    _v2_file(path)
+    before = path.read_bytes()
+    with BenchCache(path, readonly=True) as c:
+        assert c.schema == 2
+        assert c.get_many(KEY, [1, 2]) == {1: _sorted(PERFS), 2: _sorted(PERFS)}
+        assert c.get_many(GRAPH_KEY, [1, 2]) == {}
+        assert c.keys() == [KEY]
+    assert path.read_bytes() == before
+
+
+def test_schema_2_is_migrated_with_nothing_lost(tmp_path):
+    path = tmp_path / "v2.sqlite"
+    _v2_file(path)
+    with BenchCache(path) as c:
+        assert c.schema == 3
+        assert c.get_many(KEY, [1, 2]) == {1: _sorted(PERFS), 2: _sorted(PERFS)}
+        assert len(c) == 2
+    conn = sqlite3.connect(path)
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    assert meta["migrated_from_schema"] == "2" and meta["migrated_entries"] == "2"
+    assert conn.execute("SELECT DISTINCT family FROM entries").fetchall() == [("legacy",)]
+    assert conn.execute("SELECT DISTINCT engine FROM perfs").fetchall() == [("",)]
+    conn.close()
+
+
+def test_families_are_separate_entries_and_engines_round_trip(tmp_path):
+    path = tmp_path / "c.sqlite"
+    with BenchCache(path) as c:
+        c.put(KEY, 4, PERFS)
+        c.put(GRAPH_KEY, 4, GRAPH_PERFS)
+        assert c.get(KEY, 4) == _sorted(PERFS)
+        assert c.get(GRAPH_KEY, 4) == sorted(GRAPH_PERFS, key=lambda p: p.time_ms)
+        assert set(c.keys()) == {KEY, GRAPH_KEY}
+        with pytest.raises(ValueError, match="a legacy entry holds algorithms only"):
+            c.put(KEY, 8, GRAPH_PERFS)
+        with pytest.raises(ValueError, match="a graph entry holds engine configs only"):
+            c.put(GRAPH_KEY, 8, PERFS)
+    copy = tmp_path / "copy.sqlite"
+    with BenchCache(path) as c:
+        c.export_cache(copy)
+    with BenchCache(tmp_path / "merged.sqlite") as m:
+        assert m.import_cache(copy).stored == 2
+        assert m.get(GRAPH_KEY, 4) == sorted(GRAPH_PERFS, key=lambda p: p.time_ms)
+
+
+def test_cache_key_names_an_unknown_family():
+    with pytest.raises(ValueError, match="cache key field 'family': 'fast' is not one of "
+                                         "legacy, graph"):
+        dataclasses.replace(KEY, family="fast")

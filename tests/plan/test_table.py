@@ -69,3 +69,28 @@ def test_header_errors():
         parse_table("layer,op,batch,algo,time_ms\nc,fwd,1,0,1\n")
     with pytest.raises(TableError, match="no measurements"):
         parse_table("")
+
+
+def test_engine_configs_round_trip_in_an_eighth_column(tmp_path):
+    from ucudnn.plan.table import BenchRow, parse_table, write_table
+    rows = [BenchRow("c", "fwd", 4, 1, 0.5, 0, 0),
+            BenchRow("c", "fwd", 4, -1, 0.25, 1024, 0, "eng12[k3=1]")]
+    path = tmp_path / "t.csv"
+    write_table(path, rows)
+    assert path.read_text().splitlines()[0].endswith(",math,engine")
+    assert parse_table(path.read_text()) == rows
+    legacy_only = tmp_path / "l.csv"
+    write_table(legacy_only, rows[:1])
+    assert legacy_only.read_text().splitlines()[0].endswith(",ws_bytes,math")
+
+
+@pytest.mark.parametrize("line, match", [
+    ("c,fwd,4,2,0.5,0,0,eng1", r"t.csv:2: field 'algo': an engine config's is -1, got 2"),
+    ("c,fwd,4,-1,0.5,0,0,ALGO_1", r"t.csv:2: field 'engine': 'ALGO_1' is not an engine"),
+    ("c,fwd,4,-1,0.5,0,0,", r"t.csv:2: field 'algo': must be >= 0, got -1")])
+def test_engine_column_errors_name_line_and_field(tmp_path, line, match):
+    from ucudnn.plan.table import TableError, read_table
+    path = tmp_path / "t.csv"
+    path.write_text("layer,op,batch,algo,time_ms,ws_bytes,math,engine\n" + line + "\n")
+    with pytest.raises(TableError, match=match):
+        read_table(path)

@@ -51,6 +51,14 @@ class Call:
     dtype: str
     math: str
     device: int
+    families: Tuple[str, ...] = ("legacy",)
+
+
+def with_engine_configs(kern, b: int) -> List[AlgoPerf]:
+    """:func:`two_algorithms` and two graph engine configs: eng7[k3=1], 0.1 ms per sample and
+    0.05 ms per call with 2 MiB of workspace per sample; eng0, 0.6 ms per sample, none."""
+    return two_algorithms(kern, b) + [AlgoPerf(-1, 0.1 * b + 0.05, 2 * b * MiB, 0, "eng7[k3=1]"),
+                                      AlgoPerf(-1, 0.6 * b, 0, 0, "eng0")]
 
 
 def two_algorithms(kern, b: int) -> List[AlgoPerf]:
@@ -209,7 +217,7 @@ class _Kernel:
         with core._lock:
             core.calls.append(Call(self.name, self.shape, self.op, self.n, tuple(sizes), repeats,
                                    cap, time_iters, self.dtype, self.math,
-                                   core.current_device()))
+                                   core.current_device(), tuple(families)))
         # as the core does: the cap, within free memory less 512 MiB
         offered = max(0, min(cap, core.memory_free - 512 * MiB))
         self.last_benchmark_workspace = offered

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Dict, Mapping, Optional, Tuple
 
 from ..plan.settings import PlanSettings
-from ..vocab import MATH, OPTIMIZER, POLICY, InputError
+from ..vocab import ENGINE, MATH, OPTIMIZER, POLICY, InputError
 from .proto import PrototxtError
 
 __all__ = ["ParamError", "problem", "merged_param", "settings_of", "check_shared_is_net_wide",
@@ -61,7 +61,7 @@ def settings_of(p, where: str, dtype: str = "float32") -> PlanSettings:
                             sizes=tuple(p.micro_batch_size) or None, math=MATH(p.math),
                             dtype=dtype, repeats=p.benchmark_repeats,
                             cache_path=p.cache_path or None,
-                            exclude_winograd=p.exclude_winograd)
+                            exclude_winograd=p.exclude_winograd, engines=ENGINE(p.engines))
     except InputError as e:
         raise ParamError(f"{where}: ucudnn_param: {e}") from None
 
@@ -161,12 +161,12 @@ def net_settings(net_text: Optional[str], layer_texts: Mapping[str, Optional[str
     return out
 
 
-_PROTO = {"policy": POLICY, "optimizer": OPTIMIZER, "math": MATH}
+_PROTO = {"policy": POLICY, "optimizer": OPTIMIZER, "math": MATH, "engines": ENGINE}
 
 
 def set_param(p, settings: Mapping[str, object]) -> None:
     """Write ``settings`` (PlanSettings field names: policy, optimizer, limit, budget, sizes,
-    math, repeats, cache_path, exclude_winograd; values already checked) into the
+    math, repeats, cache_path, exclude_winograd, engines; values already checked) into the
     UcudnnParameter ``p``; a field absent from ``settings`` is left as it is."""
     for field, value in settings.items():
         if field in _PROTO:

@@ -114,9 +114,10 @@ def set_device(device: int) -> None:
 
 
 def cache_key(shape: ConvShape, op: str, math: str = "default", dtype: str = "float32", *,
-              workspace_cap: Optional[int] = None, time_iters: int = TIME_ITERS):
-    """The cache key of a kernel on the current device, for a lookup that needs
-    ``workspace_cap`` bytes offered (default: the core's 8 GiB) and the timing of
+              workspace_cap: Optional[int] = None, time_iters: int = TIME_ITERS,
+              family: str = "legacy"):
+    """The cache key of a kernel's ``family`` of choices on the current device, for a lookup
+    that needs ``workspace_cap`` bytes offered (default: the core's 8 GiB) and the timing of
     ``time_iters`` (default: re-timed with 5 CUDA-event runs)."""
     from .cache import DEFAULT_WORKSPACE_CAP, CacheKey, timing_name
     info = device_info()
@@ -124,7 +125,7 @@ def cache_key(shape: ConvShape, op: str, math: str = "default", dtype: str = "fl
                     math=math, op=op, shape=shape,
                     workspace_cap=DEFAULT_WORKSPACE_CAP if workspace_cap is None
                     else int(workspace_cap),
-                    timing=timing_name(time_iters))
+                    timing=timing_name(time_iters), family=family)
 
 
 def _perfs(records) -> List[AlgoPerf]:
@@ -166,21 +167,29 @@ def measure_kernel(kern, sizes, *, repeats=FIND_REPEATS, workspace_cap=None, pro
 
 def measure(kern, sizes: Iterable[int], *, repeats: int = FIND_REPEATS, cache_path=None,
             workspace_cap: Optional[int] = None, progress=None,
-            time_iters: int = TIME_ITERS, cache=None) -> KernelBench:
-    """Benchmarks of ``kern`` (a core ``Kernel``) at ``sizes``: from the cache where an entry
-    measured with at least ``workspace_cap`` offered (default 8 GiB) and the same timing is
-    present, measured and stored otherwise (stored with what was really offered).
-    ``cache``: an open :class:`~ucudnn.measure.cache.BenchCache` to use (and leave open)
-    instead of opening ``cache_path`` for this call (a search measuring in rounds opens it
-    once)."""
+            time_iters: int = TIME_ITERS, cache=None, engines: str = "legacy") -> KernelBench:
+    """Benchmarks of ``kern`` (a core ``Kernel``) at ``sizes``, each family of ``engines``
+    its own cache entry: from the cache where an entry measured with at least
+    ``workspace_cap`` offered (default 8 GiB) and the same timing is present, measured and
+    stored otherwise (stored with what was really offered). ``engines`` ``both``: every
+    size's choices of both families, fastest first. ``cache``: an open
+    :class:`~ucudnn.measure.cache.BenchCache` to use (and leave open) instead of opening
+    ``cache_path`` for this call (a search measuring in rounds opens it once)."""
     from .cache import BenchCache
-    key = cache_key(kern.shape, kern.op, kern.math, kern.dtype, workspace_cap=workspace_cap,
-                    time_iters=time_iters)
+    sizes = list(sizes)
 
     def fill(c):
-        return c.fill(key, sizes, lambda missing: measure_kernel(
-            kern, missing, repeats=repeats, workspace_cap=workspace_cap, progress=progress,
-            time_iters=time_iters), repeats)
+        out: KernelBench = {}
+        for family in ENGINE_FAMILIES[ENGINE(engines, "engines")]:
+            key = cache_key(kern.shape, kern.op, kern.math, kern.dtype,
+                            workspace_cap=workspace_cap, time_iters=time_iters, family=family)
+            got = c.fill(key, sizes, lambda missing, family=family: measure_kernel(
+                kern, missing, repeats=repeats, workspace_cap=workspace_cap,
+                progress=progress, time_iters=time_iters, engines=family), repeats)
+            for b, perfs in got.items():
+                out.setdefault(b, []).extend(perfs)
+        return {b: sorted(perfs, key=lambda p: (p.time_ms, p.ws_bytes, p.algo, p.engine))
+                for b, perfs in sorted(out.items())}
     if cache is not None:
         return fill(cache)
     with BenchCache(cache_path) as c:

@@ -108,13 +108,16 @@ def plan_fields(op: str, plan) -> list:
 def kernel_fields(kern) -> Dict[str, Any]:
     """What identifies a kernel: the process-unique ``kernel_id`` (``id`` of the object, so
     records of one live kernel agree), device, layer, op, instances (Caffe's group count:
-    runs per pass, each on its own workspace), mini-batch, shape, dtype and math."""
+    runs per pass, each on its own workspace), mini-batch, shape, dtype and math. An NCHW
+    shape is written without its layout, as before layouts existed (the same record)."""
     shape = kern.shape
+    fields = asdict(shape) if is_dataclass(shape) else shape
+    if isinstance(fields, dict) and fields.get("layout") == "NCHW":
+        fields = {k: v for k, v in fields.items() if k != "layout"}
     return {"kernel_id": id(kern), "device": _int_or_none(getattr(kern, "device", None)),
             "layer": kern.name, "op": kern.op, "instances": int(getattr(kern, "instances", 1)
                                                                  or 1),
-            "batch": int(kern.n), "shape": asdict(shape) if is_dataclass(shape) else shape,
-            "dtype": kern.dtype, "math": kern.math}
+            "batch": int(kern.n), "shape": fields, "dtype": kern.dtype, "math": kern.math}
 
 
 def _int_or_none(v):
@@ -131,7 +134,8 @@ def settings_fields(kern) -> Dict[str, Any]:
         return {"policy": None, "optimizer": None, "limit_bytes": None,
                 "micro_batch_sizes": None}
     return {"policy": s.policy, "optimizer": s.optimizer, "limit_bytes": s.limit,
-            "micro_batch_sizes": list(s.sizes) if s.sizes else None}
+            "micro_batch_sizes": list(s.sizes) if s.sizes else None,
+            **({"engines": s.engines} if s.engines != "legacy" else {})}
 
 
 def net_record(name: str, plan, kernels, plan_s: float, cap: Optional[int]) -> Dict[str, Any]:

@@ -118,7 +118,8 @@ def measure_for_plan(kern, settings: PlanSettings, *,
 
     def measure_sizes(want, cache=None):
         return measure(kern, want, repeats=settings.repeats, cache_path=settings.cache_path,
-                       workspace_cap=workspace_cap, progress=measured.append, cache=cache)
+                       workspace_cap=workspace_cap, progress=measured.append, cache=cache,
+                       engines=settings.engines)
 
     spent0 = dict(kern.benchmark_seconds)
     t0 = time.perf_counter()
@@ -136,7 +137,9 @@ def measure_for_plan(kern, settings: PlanSettings, *,
 
                 key = cache_key(kern.shape, kern.op, kern.math, kern.dtype,
                                 workspace_cap=workspace_cap)
-                res = _search_cached(cache, key, kern.n, settings.limit, usable, where)
+                # the cache-only start reads one family's entries: the legacy one's
+                res = (_search_cached(cache, key, kern.n, settings.limit, usable, where)
+                       if settings.engines == "legacy" else None)
                 if res is None:
                     res = pruned_sizes(lambda want: usable(measure_sizes(want, cache)),
                                        kern.n, [settings.limit], name=where)

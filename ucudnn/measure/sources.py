@@ -30,7 +30,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from ..plan.conv import ConvShape
 from ..plan.settings import FIND_REPEATS, PlanSettings, candidate_sizes
 from ..plan.table import BenchRow, KernelBench, group_by_kernel, read_table
-from ..vocab import OPS, InputError
+from ..vocab import ENGINE, OPS, InputError
 
 __all__ = ["SourceError", "Source", "Gathered", "device_status", "format_cudnn", "gather",
            "gather_net", "benchmark_layers", "core_kernel", "plan_kernels", "shard_kernels", "kernel_cost", "resolve_device",
@@ -427,6 +427,17 @@ def gather_net(layers, settings, *, tables: Optional[Sequence] = None, cache_pat
     left out where a layer's settings ask."""
     from ..plan.dp import WINOGRAD_ALGOS, without_algorithms
     from .cache import DEFAULT_WORKSPACE_CAP
+    graph = sorted(l.name for l in layers if settings[l.name].engines != "legacy")
+    if graph:
+        # Note [Predictions from legacy measurements]
+        #     Shipped data, tables and the command line's gathering hold the legacy family's
+        #     measurements only; the graph family is measured and planned where the net runs
+        #     (the C API's ucudnn_net_plan, scripts/bench_engines.py). A prediction that
+        #     quietly left the asked family out would not be the plan Caffe runs.
+        raise InputError(f"layer {graph[0]!r}: field 'ucudnn_param.engines': "
+                         f"{ENGINE.proto[settings[graph[0]].engines]} is planned where the net "
+                         "runs (Caffe through the C API); ucudnn plan predicts LEGACY only "
+                         f"({len(graph)} layer(s) ask for another)")
     netwide_calls = sum(l.calls for l in layers if settings[l.name].netwide)
 
     def need(l):

@@ -51,9 +51,8 @@ class PlanSettings:
     ``all`` finds its sizes (None: ``$UCUDNN_SEARCH``, else pruned); ``cache_path``: the benchmark cache (None: ``$UCUDNN_CACHE`` or
     the default); ``engines`` and ``layout``: the family of cuDNN choices and the activations'
     layout. The core measures and runs every family and layout (``Kernel``,
-    ``ucudnn.measure.bench.benchmark_kernel``); planning with these settings, which goes
-    through the benchmark cache, takes the legacy family and NCHW only, and says so for the
-    others (Note [Settings not wired yet])."""
+    ``ucudnn.measure.bench.benchmark_kernel``); planning a net with these settings takes every
+    family and NCHW only, and says so for NHWC (Note [Settings not wired yet])."""
     policy: str = "powerOfTwo"
     sizes: Optional[Tuple[int, ...]] = None
     limit: int = DEFAULT_LIMIT
@@ -74,13 +73,9 @@ class PlanSettings:
                            ("dtype", DTYPE), ("engines", ENGINE), ("layout", LAYOUT)):
             set_(self, f, choices(getattr(self, f), f))
         # Note [Settings not wired yet]
-        #     The benchmark cache keys a measurement by its kernel, not by the family it
-        #     measured, and Caffe's layer runs NCHW blobs; until both know the graph family
-        #     and NHWC, a setting that asks for them is refused here rather than ignored.
-        if self.engines != "legacy":
-            raise InputError(f"engines: {ENGINE.proto[self.engines]} is measured by the core "
-                             "(scripts/bench_engines.py) but planning through the benchmark "
-                             "cache takes LEGACY only so far")
+        #     Caffe's layers run NCHW blobs, and a net's layers are planned as Caffe runs them;
+        #     until the net stores NHWC activations, a setting that asks for NHWC is refused
+        #     here rather than ignored.
         if self.layout != "NCHW":
             raise InputError(f"layout: {self.layout} is measured by the core "
                              "(scripts/bench_engines.py) but planning a net takes NCHW only "

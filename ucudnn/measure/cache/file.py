@@ -94,6 +94,7 @@ class CacheFile:
         self.readonly_reason: Optional[str] = None
         self._conn: Optional[sqlite3.Connection] = None
         self._has_tables = True            # False: a read-only, empty (uninitialised) file
+        self.schema = SCHEMA_VERSION        # the file's schema (older only when read-only)
         self._lock = threading.RLock()     # one connection, possibly used from several threads
         self._warn = warn
         if self.path.is_dir():
@@ -199,6 +200,7 @@ class CacheFile:
                 f"(it is migrated when opened)")
         conn.execute("PRAGMA busy_timeout = 0")            # _retry waits
         self._conn, self._has_tables = conn, version != 0
+        self.schema = version or SCHEMA_VERSION
         if immutable:
             self.readonly_reason += ("; read as immutable: a WAL-mode file whose -shm this "
                                      "user may not create")
@@ -247,6 +249,7 @@ class CacheFile:
         # a first write transaction: creates or migrates the tables where needed, and finds
         # out now whether SQLite can write the file at all
         self._write(lambda conn: initialise(conn, self._where), opening=True)
+        self.schema = SCHEMA_VERSION
 
     def _set_journal_mode(self) -> None:
         """Our journal mode (Note [Cache file safety]); a WAL file that another connection

@@ -32,7 +32,7 @@ from typing import Tuple
 
 from ...plan.conv import ConvShape
 from ...plan.table import OPS
-from ...vocab import DTYPES, MATH_MODES, format_size
+from ...vocab import DTYPES, FAMILIES, MATH_MODES, format_size
 
 __all__ = ["CacheKey", "timing_name", "shape_from_key", "DEFAULT_WORKSPACE_CAP",
            "DEFAULT_TIMING", "UNKNOWN_CAP"]
@@ -71,6 +71,7 @@ class CacheKey:
     shape: ConvShape
     workspace_cap: int = DEFAULT_WORKSPACE_CAP
     timing: str = DEFAULT_TIMING
+    family: str = "legacy"      # the family of choices measured (Note [Choices])
 
     def __post_init__(self):
         if not isinstance(self.gpu, str) or not self.gpu:
@@ -93,6 +94,9 @@ class CacheKey:
                 or (self.workspace_cap < 0 and self.workspace_cap != UNKNOWN_CAP)):
             raise ValueError(f"cache key field 'workspace_cap' must be a byte count >= 0, "
                              f"got {self.workspace_cap!r}")
+        if self.family not in FAMILIES:
+            raise ValueError(f"cache key field 'family': {self.family!r} is not one of "
+                             f"{', '.join(FAMILIES)}")
         if not isinstance(self.timing, str) or not _TIMING_RE.match(self.timing):
             raise ValueError(f"cache key field 'timing': {self.timing!r} is not 'find' or "
                              "'events<N>' (N >= 1)")
@@ -102,9 +106,11 @@ class CacheKey:
         """Migrated from schema 1: cap unknown, never used for planning."""
         return self.workspace_cap == UNKNOWN_CAP
 
-    def kernel_columns(self) -> Tuple[str, int, str, str, str, str]:
-        """The kernel's identity: gpu, cudnn_version, dtype, math, op, shape text."""
-        return (self.gpu, self.cudnn_version, self.dtype, self.math, self.op, self.shape.key())
+    def kernel_columns(self) -> Tuple[str, int, str, str, str, str, str]:
+        """The kernel's identity and the family measured: gpu, cudnn_version, dtype, math,
+        op, shape text, family."""
+        return (self.gpu, self.cudnn_version, self.dtype, self.math, self.op, self.shape.key(),
+                self.family)
 
     def columns(self) -> Tuple:
         """Every stored column of the key: :meth:`kernel_columns`, timing, workspace_cap."""

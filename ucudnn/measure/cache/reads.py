@@ -7,7 +7,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 from ...plan.table import AlgoPerf
 from .file import CacheFile
 from .key import UNKNOWN_CAP, CacheKey, shape_from_key
-from .schema import KERNEL_WHERE
+from .schema import columns
 
 __all__ = ["CacheReads"]
 
@@ -15,13 +15,12 @@ __all__ = ["CacheReads"]
 class CacheReads(CacheFile):
     """The lookups of :class:`~ucudnn.measure.cache.BenchCache`."""
 
-    @staticmethod
-    def _match(key: CacheKey, exact: bool) -> Tuple[str, tuple]:
+    def _match(self, key: CacheKey, exact: bool) -> Tuple[str, tuple]:
         """SQL condition and parameters of the entries that answer ``key`` (Note [Workspace
         cap and timing in the key]); ``exact``: only the entries stored under ``key`` itself."""
         if not isinstance(key, CacheKey):
             raise ValueError(f"cache key expected, got {key!r}")
-        cond = f"{KERNEL_WHERE} AND timing = ? AND workspace_cap "
+        cond = f"{columns(self.schema)[2]} AND timing = ? AND workspace_cap "
         cond += "= ?" if exact or key.legacy else ">= ?"
         return cond, key.columns()
 
@@ -38,6 +37,7 @@ class CacheReads(CacheFile):
         if not wanted:
             return {}
         cond, params = self._match(key, exact)
+        engine = columns(self.schema)[1]
         out: Dict[int, List[AlgoPerf]] = {}
         for i in range(0, len(wanted), 500):        # stay below SQLite's parameter limit
             part = wanted[i:i + 500]
@@ -46,15 +46,15 @@ class CacheReads(CacheFile):
                 "WITH best AS (SELECT id, batch, ROW_NUMBER() OVER (PARTITION BY batch "
                 "ORDER BY workspace_cap DESC, created DESC, id DESC) AS rank FROM entries "
                 f"WHERE {cond} AND batch IN ({','.join('?' * len(part))})) "
-                "SELECT b.batch, p.algo, p.time_ms, p.ws_bytes, p.algo_math FROM best b "
+                f"SELECT b.batch, p.algo, p.time_ms, p.ws_bytes, p.algo_math, {engine} FROM best b "
                 "LEFT JOIN perfs p ON p.entry = b.id WHERE b.rank = 1",
                 params + tuple(part))
-            for batch, algo, t, ws, m in rows:
+            for batch, algo, t, ws, m, e in rows:
                 perfs = out.setdefault(batch, [])
                 if algo is not None:
-                    perfs.append(AlgoPerf(algo, t, ws, m))
+                    perfs.append(AlgoPerf(algo, t, ws, m, e))
         for perfs in out.values():
-            perfs.sort(key=lambda p: (p.time_ms, p.ws_bytes, p.algo, p.math))
+            perfs.sort(key=lambda p: (p.time_ms, p.ws_bytes, p.algo, p.math, p.engine))
         return dict(sorted(out.items()))
 
     def batches(self, key: CacheKey, *, exact: bool = False) -> List[int]:
@@ -66,13 +66,14 @@ class CacheReads(CacheFile):
     def keys(self, *, include_legacy: bool = True) -> List[CacheKey]:
         """Every key with at least one entry (each cap and timing its own key), in a stable
         order; ``include_legacy=False`` leaves out the schema-1 entries of unknown cap."""
+        family = columns(self.schema)[0]
         rows = self._read("SELECT DISTINCT gpu, cudnn_version, dtype, math, op, shape, "
-                          "workspace_cap, timing FROM entries "
+                          f"workspace_cap, timing, {family} AS fam FROM entries "
                           + ("" if include_legacy else f"WHERE workspace_cap != {UNKNOWN_CAP} ")
-                          + "ORDER BY gpu, cudnn_version, dtype, math, op, shape, "
+                          + "ORDER BY gpu, cudnn_version, dtype, math, op, shape, fam, "
                           "timing, workspace_cap")
-        return [CacheKey(g, v, d, m, op, shape_from_key(s), cap, t)
-                for g, v, d, m, op, s, cap, t in rows]
+        return [CacheKey(g, v, d, m, op, shape_from_key(s), cap, t, f)
+                for g, v, d, m, op, s, cap, t, f in rows]
 
     def entries(self, *, include_legacy: bool = True) -> List[Tuple[CacheKey, List[int]]]:
         """``[(key, batches)]`` exactly as stored: what a listing shows."""

@@ -13,6 +13,13 @@ Note [Schema migration]
     sentinel, for listing and export): they are measured again when needed and can be dropped
     with ``BenchCache.drop_legacy``. A schema-1 file opened read-only cannot be migrated and is
     refused with what to do. A file of a newer schema is refused.
+
+    Schema 3 adds the family of choices an entry measured (``family``: ``legacy`` or
+    ``graph``, part of the key) and each choice's engine config (``engine``: "" for an
+    algorithm; Note [Choices] in ucudnn/vocab.py). Every schema-2 entry measured the legacy
+    algorithms, so the migration gives it ``family = 'legacy'`` and its perfs ``engine = ''``:
+    nothing is lost or measured again. A schema-2 file opened read-only (a cache on shared
+    storage) is read as it is, through the same columns as literals (:func:`columns`).
 """
 from __future__ import annotations
 
@@ -24,13 +31,13 @@ from ...vocab import InputError
 from .key import UNKNOWN_CAP
 
 __all__ = ["CacheError", "APPLICATION_ID", "SCHEMA_VERSION", "APP_NAME", "SQLITE_MAGIC",
-           "KERNEL_WHERE", "check_ours", "initialise"]
+           "KERNEL_WHERE", "columns", "check_ours", "initialise"]
 
 log = logging.getLogger("ucudnn")
 
 #: ``PRAGMA application_id`` of ucudnn caches ("ucNN").
 APPLICATION_ID = 0x75634E4E
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 APP_NAME = "ucudnn-bench-cache"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _OUR_TABLES = {"meta", "entries", "perfs"}
@@ -39,24 +46,27 @@ _TABLES = """
 CREATE TABLE {entries} (
     id INTEGER PRIMARY KEY,
     gpu TEXT NOT NULL, cudnn_version INTEGER NOT NULL, dtype TEXT NOT NULL,
-    math TEXT NOT NULL, op TEXT NOT NULL, shape TEXT NOT NULL,
+    math TEXT NOT NULL, op TEXT NOT NULL, shape TEXT NOT NULL, family TEXT NOT NULL,
     timing TEXT NOT NULL, workspace_cap INTEGER NOT NULL, batch INTEGER NOT NULL,
     repeats INTEGER NOT NULL, created REAL NOT NULL,
-    UNIQUE (gpu, cudnn_version, dtype, math, op, shape, timing, workspace_cap, batch)
+    UNIQUE (gpu, cudnn_version, dtype, math, op, shape, family, timing, workspace_cap, batch)
 );
 CREATE TABLE {perfs} (
     entry INTEGER NOT NULL REFERENCES {entries}(id) ON DELETE CASCADE,
     algo INTEGER NOT NULL, time_ms REAL NOT NULL, ws_bytes INTEGER NOT NULL,
-    algo_math INTEGER NOT NULL
+    algo_math INTEGER NOT NULL, engine TEXT NOT NULL
 );
 """
+# Schema 2, the source of the 2 -> 3 migration (and the target of 1 -> 2).
+_TABLES_2 = (_TABLES.replace(" family TEXT NOT NULL,", "").replace(" family,", "")
+             .replace(", engine TEXT NOT NULL", ""))
 _SCHEMA = ("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
            + _TABLES.format(entries="entries", perfs="perfs")
            + "CREATE INDEX perfs_entry ON perfs(entry);")
 
 # Schema 1 -> 2 (Note [Schema migration]): new tables, rows copied with their ids, old tables
 # dropped (perfs first: no cascade), new ones renamed (SQLite rewrites the foreign key).
-_MIGRATE_1_2 = _TABLES.format(entries="entries_v2", perfs="perfs_v2") + f"""
+_MIGRATE_1_2 = _TABLES_2.format(entries="entries_v2", perfs="perfs_v2") + f"""
 INSERT INTO entries_v2 (id, gpu, cudnn_version, dtype, math, op, shape, timing, workspace_cap,
                         batch, repeats, created)
     SELECT id, gpu, cudnn_version, dtype, math, op, shape, 'events5', {UNKNOWN_CAP}, batch,
@@ -70,10 +80,35 @@ ALTER TABLE entries_v2 RENAME TO entries;
 ALTER TABLE perfs_v2 RENAME TO perfs;
 CREATE INDEX perfs_entry ON perfs(entry)
 """
+# Schema 2 -> 3, the same way: every entry measured the legacy family.
+_MIGRATE_2_3 = _TABLES.format(entries="entries_v3", perfs="perfs_v3") + """
+INSERT INTO entries_v3 (id, gpu, cudnn_version, dtype, math, op, shape, family, timing,
+                        workspace_cap, batch, repeats, created)
+    SELECT id, gpu, cudnn_version, dtype, math, op, shape, 'legacy', timing, workspace_cap,
+           batch, repeats, created FROM entries;
+INSERT INTO perfs_v3 (entry, algo, time_ms, ws_bytes, algo_math, engine)
+    SELECT entry, algo, time_ms, ws_bytes, algo_math, '' FROM perfs;
+DROP INDEX IF EXISTS perfs_entry;
+DROP TABLE perfs;
+DROP TABLE entries;
+ALTER TABLE entries_v3 RENAME TO entries;
+ALTER TABLE perfs_v3 RENAME TO perfs;
+CREATE INDEX perfs_entry ON perfs(entry)
+"""
+_MIGRATIONS = {1: _MIGRATE_1_2, 2: _MIGRATE_2_3}
 
 #: The entries of one kernel (parameters: :meth:`CacheKey.kernel_columns`).
 KERNEL_WHERE = ("gpu = ? AND cudnn_version = ? AND dtype = ? AND math = ? AND op = ? "
-                "AND shape = ?")
+                "AND shape = ? AND family = ?")
+
+
+def columns(version: int):
+    """``(family, engine)``: how SQL reads the schema-3 columns from a file of ``version``
+    (a schema-2 file read-only: the values every one of its entries has), and the
+    :data:`KERNEL_WHERE` for it."""
+    if version >= 3:
+        return "family", "engine", KERNEL_WHERE
+    return "'legacy'", "''", KERNEL_WHERE.replace("family = ?", "'legacy' = ?")
 
 
 class CacheError(InputError):
@@ -97,15 +132,15 @@ def check_ours(conn: sqlite3.Connection, where: str) -> bool:
         raise CacheError(f"{where}: a ucudnn cache lacking table(s) "
                          f"{sorted(_OUR_TABLES - tables)}; the file was left untouched")
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version not in (1, SCHEMA_VERSION):
+    if version not in (1, 2, SCHEMA_VERSION):
         raise CacheError(f"{where}: cache schema version {version}, this ucudnn reads "
-                         f"version {SCHEMA_VERSION} (and migrates version 1); the file was "
-                         "left untouched -- use another --cache file or a newer ucudnn")
+                         f"version {SCHEMA_VERSION} (and migrates versions 1 and 2); the file "
+                         "was left untouched -- use another --cache file or a newer ucudnn")
     return True
 
 
 def initialise(conn: sqlite3.Connection, where: str) -> None:
-    """Create the tables of an empty database or migrate a schema-1 one; run inside the write
+    """Create the tables of an empty database or migrate an older one; run inside the write
     transaction, so the state is re-checked under the lock (another process may have
     initialised or migrated the file since it was validated)."""
     if not check_ours(conn, where):
@@ -116,17 +151,26 @@ def initialise(conn: sqlite3.Connection, where: str) -> None:
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
                          [("application", APP_NAME), ("schema_version", str(SCHEMA_VERSION))])
-    elif conn.execute("PRAGMA user_version").fetchone()[0] == 1:
+    else:
+        first = version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == SCHEMA_VERSION:
+            return
         n = conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
-        for stmt in _MIGRATE_1_2.strip().split(";"):
-            if stmt.strip():
-                conn.execute(stmt)
+        while version < SCHEMA_VERSION:
+            for stmt in _MIGRATIONS[version].strip().split(";"):
+                if stmt.strip():
+                    conn.execute(stmt)
+            version += 1
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
                          [("schema_version", str(SCHEMA_VERSION)),
-                          ("migrated_from_schema", "1"),
+                          ("migrated_from_schema", str(first)),
                           ("migrated", time.strftime("%Y-%m-%dT%H:%M:%S%z")),
                           ("migrated_entries", str(n))])
-        log.warning("%s: migrated from schema 1: %d entries kept with timing events5 "
-                    "and an unknown workspace cap; they are not used for planning and "
-                    "are measured again when needed (Note [Schema migration])", where, n)
+        if first == 1:
+            log.warning("%s: migrated from schema 1: %d entries kept with timing events5 "
+                        "and an unknown workspace cap; they are not used for planning and "
+                        "are measured again when needed (Note [Schema migration])", where, n)
+        else:
+            log.info("%s: migrated from schema %d: %d entries kept as measurements of the "
+                     "legacy family (Note [Schema migration])", where, first, n)

@@ -14,7 +14,7 @@ from ...plan.conv import ConvShape
 from ...plan.table import OPS, AlgoPerf, BenchRow
 from .file import JOURNAL_MODE
 from .key import DEFAULT_TIMING, DEFAULT_WORKSPACE_CAP, UNKNOWN_CAP, CacheKey, shape_from_key
-from .schema import CacheError
+from .schema import CacheError, columns
 from .writes import CacheWrites
 
 __all__ = ["CacheTransfer", "Imported"]
@@ -139,26 +139,28 @@ class CacheTransfer(CacheWrites):
         if src.exists() and self.path.exists() and os.path.samefile(src, self.path):
             raise CacheError(f"{self._where}: importing the cache into itself")
         with CacheTransfer(src, readonly=True, warn=False) as other:
+            family, engine, _ = columns(other.schema)
             rows = other._read(
                 "SELECT e.id, e.gpu, e.cudnn_version, e.dtype, e.math, e.op, e.shape, "
                 "e.timing, e.workspace_cap, e.batch, e.repeats, e.created, p.algo, p.time_ms, "
-                "p.ws_bytes, p.algo_math FROM entries e LEFT JOIN perfs p ON p.entry = e.id "
-                "ORDER BY e.id")
+                f"p.ws_bytes, p.algo_math, {family.replace('family', 'e.family')}, "
+                f"{engine.replace('engine', 'p.engine')} "
+                "FROM entries e LEFT JOIN perfs p ON p.entry = e.id ORDER BY e.id")
         entries: Dict[int, list] = {}
         legacy = set()
         for (eid, g, v, d, m, op, shape, timing, cap, batch, repeats, created,
-             algo, t, ws, am) in rows:
+             algo, t, ws, am, fam, eng) in rows:
             if cap == UNKNOWN_CAP:
                 legacy.add(eid)
                 continue
             if eid not in entries:
                 try:
-                    key = CacheKey(g, v, d, m, op, shape_from_key(shape), cap, timing)
+                    key = CacheKey(g, v, d, m, op, shape_from_key(shape), cap, timing, fam)
                 except (TypeError, ValueError) as e:
                     raise CacheError(f"benchmark cache {src}: entry {eid}: {e}") from None
                 entries[eid] = [key, batch, [], repeats, created]
             if algo is not None:
-                entries[eid][2].append(AlgoPerf(algo, t, ws, am))
+                entries[eid][2].append(AlgoPerf(algo, t, ws, am, eng or ""))
         try:
             stored = self._store([tuple(e) for e in entries.values()], keep_newer=True)
         except ValueError as e:

@@ -101,6 +101,10 @@ class CacheWrites(CacheReads):
             for p in perfs:
                 if not isinstance(p, AlgoPerf):
                     raise ValueError(f"AlgoPerf expected, got {p!r}")
+                if bool(p.engine) != (key.family == "graph"):
+                    raise ValueError(f"a {key.family} entry holds "
+                                     f"{'engine configs' if key.family == 'graph' else 'algorithms'}"
+                                     f" only, got {p!r}")
         stored = []
 
         def body(conn):
@@ -114,14 +118,14 @@ class CacheWrites(CacheReads):
                     continue
                 conn.execute(f"DELETE FROM entries WHERE {exact}", cols)
                 cur = conn.execute(
-                    "INSERT INTO entries (gpu, cudnn_version, dtype, math, op, shape, timing, "
-                    "workspace_cap, batch, repeats, created) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", cols + (repeats, created))
+                    "INSERT INTO entries (gpu, cudnn_version, dtype, math, op, shape, family, "
+                    "timing, workspace_cap, batch, repeats, created) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", cols + (repeats, created))
                 conn.executemany(
-                    "INSERT INTO perfs (entry, algo, time_ms, ws_bytes, algo_math) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    [(cur.lastrowid, p.algo, float(p.time_ms), int(p.ws_bytes), p.math)
-                     for p in perfs])
+                    "INSERT INTO perfs (entry, algo, time_ms, ws_bytes, algo_math, engine) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    [(cur.lastrowid, p.algo, float(p.time_ms), int(p.ws_bytes), p.math,
+                      p.engine) for p in perfs])
                 stored.append(1)
         self._write(body)
         return len(stored)

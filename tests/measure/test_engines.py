@@ -1,0 +1,62 @@
+"""Both families of choices through the one cache and the one planner, on the fake core: the
+``engines`` setting picks what is measured, each family is its own cache entry, a warm plan
+measures nothing, and plans name engine configs (Note [Choices] in ucudnn/vocab.py)."""
+import pytest
+
+from fake_core import with_engine_configs
+from ucudnn.caffe import records as rr
+from ucudnn.measure import bench, runtime
+from ucudnn.measure.cache import BenchCache
+from ucudnn.plan.conv import ConvShape
+from ucudnn.plan.settings import PlanSettings
+from ucudnn.vocab import GRAPH_ALGO, InputError
+
+SHAPE = ConvShape(16, 8, 8, 16, 3, 3, 1, 1)
+MiB = 1 << 20
+
+
+@pytest.mark.parametrize("engines, families", [
+    ("legacy", [("legacy",)]), ("graph", [("graph",)]), ("both", [("legacy",), ("graph",)])])
+def test_engines_setting_measures_its_families(fake_core, tmp_path, engines, families):
+    fake_core.model = with_engine_configs
+    k = fake_core.Kernel(SHAPE, "fwd", 8, name="conv1")
+    runtime.prepare_kernel(k, PlanSettings(limit=64 * MiB, engines=engines,
+                                           cache_path=str(tmp_path / "c.sqlite")))
+    assert [c.families for c in fake_core.calls] == families
+    kinds = {bool(p.engine) for perfs in k.bench.values() for p in perfs}
+    assert kinds == {"legacy": {False}, "graph": {True}, "both": {False, True}}[engines]
+
+
+def test_both_plans_the_faster_family_and_a_warm_plan_measures_nothing(fake_core, tmp_path,
+                                                                        records_file):
+    fake_core.model = with_engine_configs
+    cache = str(tmp_path / "c.sqlite")
+    settings = PlanSettings(limit=64 * MiB, engines="both", cache_path=cache)
+    k = fake_core.Kernel(SHAPE, "fwd", 8, name="conv1")
+    runtime.prepare_kernel(k, settings)
+    assert {c.engine for c in k.plan.chunks} == {"eng7[k3=1]"}
+    assert all(c.algo == GRAPH_ALGO for c in k.plan.chunks)
+    first = len(fake_core.calls)
+    again = fake_core.Kernel(SHAPE, "fwd", 8, name="conv1")
+    runtime.prepare_kernel(again, settings)
+    assert len(fake_core.calls) == first and again.plan == k.plan
+    with BenchCache(cache) as c:
+        assert sorted({key.family for key in c.keys()}) == ["graph", "legacy"]
+    plan_rec = [r for r in rr.read_records(records_file) if r["kind"] == "kernel"][-1]
+    assert plan_rec["plan"][0]["engine"] == "eng7[k3=1]"
+    assert plan_rec["plan"][0]["algo_name"] == "eng7[k3=1]"
+
+
+def test_a_limit_below_the_graph_configs_workspace_falls_to_what_fits(fake_core, tmp_path):
+    fake_core.model = with_engine_configs
+    k = fake_core.Kernel(SHAPE, "fwd", 8, name="conv1")
+    runtime.prepare_kernel(k, PlanSettings(limit=0, engines="both",
+                                           cache_path=str(tmp_path / "c.sqlite")))
+    # at 0 bytes: algorithm 0 (1 ms per sample) or eng0 (0.6 ms per sample)
+    assert {c.engine for c in k.plan.chunks} == {"eng0"} and k.plan.ws_bytes == 0
+
+
+def test_unknown_engines_setting_is_an_error_naming_the_field(fake_core):
+    k = fake_core.Kernel(SHAPE, "fwd", 8, name="conv1")
+    with pytest.raises(InputError, match="engines: unknown engine family 'fastest'"):
+        bench.measure(k, [8], engines="fastest")
