@@ -565,8 +565,14 @@ cdef class Kernel:
         g.pad[0], g.pad[1] = s.pad_h, s.pad_w
         g.stride[0], g.stride[1] = s.stride_h, s.stride_w
         g.dil[0], g.dil[1] = s.dil_h, s.dil_w
-        # every chunk starts a whole number of samples into a 256-byte aligned buffer
-        sample_bytes = [self.x_strides[0] * self.k.elem_size, self.y_strides[0] * self.k.elem_size]
+        # every chunk starts a whole number of samples into a 256-byte aligned buffer; a
+        # grouped layer's view starts a whole number of groups into it (Note [Grouped layers]
+        # in ucudnn/plan/conv.py): its channels, and its filter
+        e = self.k.elem_size
+        sample_bytes = [self.x_strides[0] * e, self.y_strides[0] * e]
+        if s.x_strides is not None or s.y_strides is not None:     # a view into larger blobs
+            sample_bytes += [s.c * self.x_strides[1] * e, s.k * self.y_strides[1] * e,
+                             self.filter_bytes]
         align = 16
         while align > self.k.elem_size and any(b % align for b in sample_bytes):
             align //= 2
