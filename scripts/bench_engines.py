@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Where micro-batching still pays on today's cuDNN: both families of choices, both layouts.
 
-For every convolution kernel of the chosen suites (the shipped ResNet-18 and AlexNet at their
-batch, the DeepBench training layers) and every setting family (legacy, graph) x layout (NCHW,
+For every convolution kernel of the chosen suites (a net of prototxt/ at its batch: AlexNet,
+ResNet-18, ResNet-50; the DeepBench training layers) and every setting family (legacy, graph) x layout (NCHW,
 NHWC) x dtype, this benchmarks the kernel once at the powerOfTwo sizes (the core's
 ``Kernel.benchmark``: cudnnFind for legacy algorithms, heuristics A, B and FALLBACK for engine
 configs; Note [Graph choices tried] in cython/ucudnn/_core.pyx), plans it with the DP at each
@@ -35,7 +35,9 @@ import statistics
 import sys
 import time
 
-from ucudnn.measure import bench, shipped
+from ucudnn.caffe.prototxt import merge_shapes, read_prototxt
+from ucudnn.measure import bench
+from ucudnn.paths import net_names, net_prototxt
 from ucudnn.plan.conv import ConvShape
 from ucudnn.plan.dp import plan_kernel
 from ucudnn.plan.settings import candidate_sizes
@@ -57,9 +59,10 @@ class Kernel:
 
 def suite_kernels(suite: str, deepbench_limit: int):
     """The kernels of a suite (a shipped net's layers, or DeepBench's distinct layers)."""
-    if suite in ("resnet18", "alexnet"):
+    if suite in net_names():
+        layers = merge_shapes(read_prototxt(net_prototxt(suite)))
         return [Kernel(suite, l.name, ConvShape.from_layer(l), l.n, tuple(l.ops), l.count)
-                for l in shipped.layers(suite)]
+                for l in layers]
     if suite == "deepbench":
         from ucudnn.experiments.deepbench import read_layers, unique_layers
         rows = unique_layers(read_layers())
@@ -67,7 +70,8 @@ def suite_kernels(suite: str, deepbench_limit: int):
             rows = rows[:deepbench_limit]
         return [Kernel(suite, f"db{l.index}", l.shape, l.n, ("fwd", "bwd_data", "bwd_filter"), 1)
                 for l, _ in rows]
-    raise SystemExit(f"bench_engines: unknown suite {suite!r} (resnet18, alexnet, deepbench)")
+    raise SystemExit(f"bench_engines: unknown suite {suite!r} "
+                     f"({', '.join(net_names() + ['deepbench'])})")
 
 
 def measure(core, kern_spec, op, family, layout, dtype, args, log):

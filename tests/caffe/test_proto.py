@@ -129,7 +129,7 @@ def test_v1_layers_are_refused_by_name(tmp_path):
         read_prototxt(path)
 
 
-@pytest.mark.parametrize("net", ["alexnet", "resnet18", "cifar10"])
+@pytest.mark.parametrize("net", ["alexnet", "resnet18", "resnet50", "cifar10"])
 def test_shipped_nets_round_trip_strictly(tmp_path, net):
     """The shipped nets, read strictly, written, read
     back, they are the same message (and write the same text again)."""

@@ -99,6 +99,23 @@ def test_full_networks_match_the_benchmarked_shapes(net):
     assert geometry(inferred) == geometry(shared)
 
 
+def test_resnet50_is_bottleneck_v1():
+    """He et al.'s ResNet-50: 53 convolutions (conv1, 16 blocks of three, 4 projections); a
+    downsampling block strides its first 1x1 and its shortcut, never its 3x3 (v1)."""
+    convs = {l.name: l for l in read_prototxt(NETS / "resnet50.prototxt")}
+    assert len(convs) == 53 and all(l.n == 128 for l in convs.values())
+    assert [n for n in convs if n.endswith("_branch1")] == [
+        "res2a_branch1", "res3a_branch1", "res4a_branch1", "res5a_branch1"]
+    for stage, size in (("3a", 56), ("4a", 28), ("5a", 14)):
+        for branch in ("branch1", "branch2a"):
+            l = convs[f"res{stage}_{branch}"]
+            assert (l.r, l.stride, l.h) == (1, (2, 2), size), l
+        assert convs[f"res{stage}_branch2b"].stride == (1, 1)
+    last = convs["res5c_branch2c"]
+    assert (last.c, last.h, last.k, last.r) == (512, 7, 2048, 1)
+    assert [l.name for l in convs.values() if not l.bwd_data] == ["conv1"]
+
+
 def test_cifar10_quick_net_shapes():
     convs = read_prototxt(NETS / "cifar10.prototxt")
     assert [(l.name, l.n, l.c, l.h, l.k, l.r, l.pad, l.bwd_data) for l in convs] == [

@@ -67,7 +67,7 @@ def test_ids_follow_the_next_available_comments(proto_dir):
     assert "NetParameter next available ID: 10 (last added: ucudnn_param)" in text
 
 
-@pytest.mark.parametrize("net", ["alexnet", "resnet18", "cifar10"])
+@pytest.mark.parametrize("net", ["alexnet", "resnet18", "resnet50", "cifar10"])
 def test_shipped_nets_parse_as_caffe_nets(proto_dir, net):
     """What `caffe time -model prototxt/NET.prototxt` reads first: the text format itself."""
     res = _encode(proto_dir, (NETS / f"{net}.prototxt").read_text())
