@@ -345,6 +345,29 @@ def test_ratio_to_pytorch_in_summary_and_csv(tmp_path):
     assert rows["all"]["vs_pytorch"] == "0.5" and rows["undivided"]["vs_pytorch"] == "1.25"
 
 
+def test_ratio_to_pytorchs_fastest_mode_beside_eager_and_its_memory(tmp_path):
+    """scripts/time_pytorch.py times three modes; the baseline is the fastest
+    (``vs_pytorch_best``, ``pytorch_mode``), ``vs_pytorch`` stays eager NCHW's."""
+    pt = {"net": "resnet18", "setting": "shared", "limit_bytes": 64 * MIB, "status": "ok",
+          "median_ms": 30.0}
+    torch = {"status": "ok", "pytorch_mode": "compile", "pytorch_ms": 25.0, "median_ms": 25.0,
+             "peak_gpu_memory_bytes": 10 << 30,
+             "modes": {"eager": {"median_ms": 48.0}, "channels_last": {"median_ms": 28.0},
+                       "compile": {"median_ms": 25.0}}}
+    doc = {"points": {"resnet18/shared/64.0MiB": pt}, "pytorch": {"resnet18": torch}}
+    assert results.vs_pytorch(doc, pt) == pytest.approx(1.2)
+    assert results.vs_pytorch(doc, pt, "eager") == pytest.approx(0.625)
+    assert results.vs_pytorch(doc, pt, "channels_last") == pytest.approx(30 / 28)
+    assert "(fastest of its modes: compile)" in summary.format_summary(doc)
+    summary.write_csv(tmp_path, doc)
+    with open(tmp_path / "points.csv", newline="") as f:
+        (row,) = csv.DictReader(f)
+    assert (row["pytorch_mode"], float(row["pytorch_ms"])) == ("compile", 25.0)
+    assert float(row["vs_pytorch_best"]) == pytest.approx(1.2)
+    assert float(row["vs_pytorch"]) == pytest.approx(0.625)
+    assert int(row["pytorch_peak_gpu_memory_bytes"]) == 10 << 30
+
+
 def test_caffe_mode_without_records_fails_the_point(tmp_path, monkeypatch, patched_caffe_source):
     """A Caffe whose core writes no records (an old build): ucudnn points fail, saying so."""
     monkeypatch.setenv("UCUDNN_CAFFE_PROTO",
@@ -480,7 +503,7 @@ def test_time_by_kind_of_layer_and_speedup_within_one_engine(tmp_path):
     bars = layer_type_bars(doc, "resnet18", 64 * MIB)
     assert [(b[0].split("\n")[0], b[2]) for b in bars] == [
         ("stock Caffe", 250.0), ("ucudnn all 64.0MiB", 100.0), ("stock Caffe", 170.0),
-        ("ucudnn all 64.0MiB", 60.0), ("PyTorch", 47.0)]
+        ("ucudnn all 64.0MiB", 60.0), ("PyTorch eager", 47.0)]
     assert "cuDNN BatchNorm" in bars[3][0] and "BVLC" in bars[1][0]
     summary.write_csv(tmp_path, doc)
     with open(tmp_path / "points.csv", newline="") as f:

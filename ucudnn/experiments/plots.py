@@ -457,8 +457,8 @@ def layer_type_bars(doc: dict, net: str, limit: int) -> List[tuple]:
                          best["type_ms"], best["median_ms"]))
     torch = doc.get("pytorch", {}).get(net, {})
     if torch.get("status") == "ok" and torch.get("by_type_ms"):
-        bars.append(("PyTorch\ncudnn.benchmark\n(GPU kernel time)", torch["by_type_ms"],
-                     torch["median_ms"]))
+        bars.append((f"PyTorch {torch.get('pytorch_mode', 'eager')}\n(GPU kernel time)",
+                     torch["by_type_ms"], torch["median_ms"]))
     return bars
 
 

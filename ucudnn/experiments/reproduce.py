@@ -283,7 +283,9 @@ def run_point(opts: Options, pb2, p: Point, doc: dict, rec: Optional[dict]) -> d
 
 
 def run_pytorch(opts: Options, doc: dict, say: Callable[[str], None]) -> None:
-    """The same networks in PyTorch with cudnn.benchmark (scripts/time_pytorch.py)."""
+    """The same networks in PyTorch (scripts/time_pytorch.py): eager NCHW, ``channels_last``
+    and ``torch.compile``, each in its own processes with NVML's whole-process peak memory,
+    profiled by kind of layer; the fastest mode is the baseline (``vs_pytorch_best``)."""
     script = Path(opts.pytorch_script) if opts.pytorch_script else default_pytorch_script()
     if not script.is_file():
         doc["pytorch"] = {n: {"status": "failed",
@@ -297,7 +299,7 @@ def run_pytorch(opts: Options, doc: dict, say: Callable[[str], None]) -> None:
         out = Path(opts.out) / "logs" / f"pytorch_{net}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, str(script), "--net", net, "--iterations",
-               str(opts.iterations), "--json", str(out)]
+               str(opts.iterations), "--processes", "3", "--profile", "--json", str(out)]
         try:
             r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                timeout=opts.timeout)
@@ -310,5 +312,5 @@ def run_pytorch(opts: Options, doc: dict, say: Callable[[str], None]) -> None:
             rec = {"status": "failed", "error": f"{type(e).__name__}: {e}"}
         rec["command"] = " ".join(shlex.quote(c) for c in cmd)
         doc["pytorch"][net] = rec
-        say(f"pytorch {net}: " + (f"{rec['median_ms']:.2f} ms" if rec["status"] == "ok"
-                                  else f"failed: {rec['error'][-300:]}"))
+        say(f"pytorch {net}: " + (f"{rec['median_ms']:.2f} ms ({rec.get('pytorch_mode')})"
+                                  if rec["status"] == "ok" else f"failed: {rec['error'][-300:]}"))

@@ -218,13 +218,28 @@ def speedup(doc: dict, rec: dict, field: str = "median_ms") -> Optional[float]:
     return base[field] / rec[field]
 
 
-def vs_pytorch(doc: dict, rec: dict) -> Optional[float]:
+def vs_pytorch(doc: dict, rec: dict, mode: Optional[str] = None) -> Optional[float]:
     """This point's median over PyTorch's (same network, batch and precision): below 1,
-    Caffe with ucudnn is faster."""
+    Caffe with ucudnn is faster. ``mode`` None: PyTorch's fastest mode (``vs_pytorch_best``;
+    a document from before the modes has eager NCHW only); else that mode's median."""
     torch = doc.get("pytorch", {}).get(rec.get("net"), {})
     if rec.get("status") != "ok" or torch.get("status") != "ok":
         return None
-    return rec["median_ms"] / torch["median_ms"]
+    if mode is None:
+        return rec["median_ms"] / torch["median_ms"]
+    got = (torch.get("modes") or {}).get(mode, {})
+    return rec["median_ms"] / got["median_ms"] if got.get("median_ms") else None
+
+
+def pytorch_fields(doc: dict, net: str) -> dict:
+    """PyTorch's side of a point's row: its fastest mode, that mode's median and the peak GPU
+    memory of that mode's process (NVML, whole process, as Caffe's)."""
+    torch = doc.get("pytorch", {}).get(net, {})
+    if torch.get("status") != "ok":
+        return {"pytorch_mode": None, "pytorch_ms": None, "pytorch_peak_gpu_memory_bytes": None}
+    return {"pytorch_mode": torch.get("pytorch_mode", "eager"),
+            "pytorch_ms": torch.get("pytorch_ms", torch.get("median_ms")),
+            "pytorch_peak_gpu_memory_bytes": torch.get("peak_gpu_memory_bytes")}
 
 
 def stock_workspace(doc: dict, net: str, bn: str) -> Tuple[Optional[int], str]:

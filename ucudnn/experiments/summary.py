@@ -7,14 +7,15 @@ from pathlib import Path
 
 from ..vocab import format_size
 from .grid import Point, bn_engine, is_unlimited, limit_label, point_order
-from .results import measured_repeats, speedup, vs_pytorch
+from .results import measured_repeats, pytorch_fields, speedup, vs_pytorch
 
 POINT_COLUMNS = ("net", "setting", "policy", "optimizer", "bn_engine", "limit_bytes", "status",
                  "median_ms",
                  "min_ms", "max_ms", "processes", "mean_ms", "forward_ms", "backward_ms",
                  "speedup_vs_undivided", "conv_ms", "conv_speedup_vs_undivided", "vs_pytorch",
                  "predicted_conv_ms", "workspace_bytes", "peak_gpu_memory_bytes", "bench_s",
-                 "plan_s", "ilp_solve_s")
+                 "plan_s", "ilp_solve_s", "pytorch_mode", "pytorch_ms", "vs_pytorch_best",
+                 "pytorch_peak_gpu_memory_bytes")
 
 
 def spread(rec: dict) -> str:
@@ -45,7 +46,9 @@ def write_csv(out: Path, doc: dict) -> None:
             rec = doc["points"][key]
             rec = dict(rec, bn_engine=bn_engine(rec), speedup_vs_undivided=speedup(doc, rec),
                        conv_speedup_vs_undivided=speedup(doc, rec, "conv_ms"),
-                       vs_pytorch=vs_pytorch(doc, rec),
+                       vs_pytorch=vs_pytorch(doc, rec, "eager") or vs_pytorch(doc, rec),
+                       vs_pytorch_best=vs_pytorch(doc, rec),
+                       **pytorch_fields(doc, rec["net"]),
                        processes=len(measured_repeats(rec)) or None)
             w.writerow(["" if rec.get(c) is None else rec.get(c) for c in POINT_COLUMNS])
     with open(out / "layers.csv", "w", newline="", encoding="utf-8") as f:
@@ -92,6 +95,7 @@ def format_summary(doc: dict) -> str:
                   f"{vs_pytorch(doc, best):.2f}x PyTorch's time"
                   if best and best.get("limit_bytes") and not is_unlimited(best["limit_bytes"])
                   else "")
+            mode = rec.get("pytorch_mode", "eager")
             rows.append(f"{net:<9} {'pytorch':<11} {'-':>9}  {rec['median_ms']:10.2f} ms "
-                        f"(cudnn.benchmark){vs}")
+                        f"(fastest of its modes: {mode}){vs}")
     return "\n".join(rows)
