@@ -12,6 +12,20 @@
  * the input side (x or dx), y the output side (y or dy) and w the filter (w or dw), as in
  * ucudnn_kernel_run.
  *
+ * Note [Why the backend API, not cudnn-frontend]
+ *   cudnn-frontend (the PyPI wheel nvidia-cudnn-frontend ships its C++ headers) wraps these
+ *   same backend calls in C++ graph objects: shared_ptr graphs, std::unordered_map variant
+ *   packs, exceptions or error_t returns, and nlohmann::json for serialisation. The core is C
+ *   (Cython compiled as C) with a nogil run path that the C API hands to Caffe's threads;
+ *   taking the frontend would make the core C++, put a header-only dependency whose version
+ *   must match the cuDNN it is built against into every build (the air-gapped node's too),
+ *   and put a map allocation per call on the run path. What the core needs of the graph API
+ *   is small and fixed: three convolution operations, the heuristics' engine configs with
+ *   their knobs and notes, plan building by engine config, the workspace query and execute.
+ *   That is this file: about 350 lines of plain C over the stable, non-deprecated backend
+ *   API of cuDNN 9, an engine config's identity being exactly what cuDNN calls it (engine
+ *   global index and knob choices; the frontend's plan names are the same facts).
+ *
  * Note [Graph plans and beta]
  *   The graph API fixes alpha and beta when the operation graph is finalised, where the
  *   legacy API takes them per call. A graph choice therefore holds two plans per micro-batch
