@@ -101,7 +101,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import traceback
 
@@ -452,72 +451,16 @@ def error_text(e, limit=1500):
 # ---------------------------------------------------------------------------------------------
 # The parent: workers, their memory, the results
 
-class PeakGpuMemory:
-    """``with PeakGpuMemory() as m: m.watch(pid) ...``; then ``m.peak_bytes``: the most GPU
-    memory NVML showed for ``pid``, summed over the GPUs, sampled every ``interval`` s from a
-    thread (None: NVML unusable, ``m.error`` says why, or the pid never showed up). The same
-    measure as :class:`ucudnn.experiments.gpu_memory.PeakGpuMemory` takes of Caffe; a copy
-    here, since this script runs under a torch environment that may lack ucudnn."""
-
-    def __init__(self, interval=NVML_INTERVAL):
-        self.interval = interval
-        self.pid = None
-        self.peak_bytes = None
-        self.error = None
-        self._stop = threading.Event()
-        self._thread = None
-        self._nvml = None
-        self._handles = []
-
-    def __enter__(self):
-        try:
-            import pynvml
-            pynvml.nvmlInit()
-            self._nvml = pynvml
-            self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i)
-                             for i in range(pynvml.nvmlDeviceGetCount())]
-        except Exception as e:  # noqa: BLE001 - no NVML: no measurement, said so
-            self.error = f"NVML unavailable: {error_text(e, 300)}"
-            return self
-        self._thread = threading.Thread(target=self._run, name="gpu-memory", daemon=True)
-        self._thread.start()
-        return self
-
-    def watch(self, pid):
-        self.pid = pid
-
-    def sample(self):
-        """The process's GPU memory now, summed over the GPUs it uses; None: not listed."""
-        if self._nvml is None or self.pid is None:
-            return None
-        total, seen = 0, False
-        for h in self._handles:
-            for p in self._nvml.nvmlDeviceGetComputeRunningProcesses(h):
-                if p.pid == self.pid and p.usedGpuMemory is not None:
-                    total += int(p.usedGpuMemory)
-                    seen = True
-        return total if seen else None
-
-    def _run(self):
-        while not self._stop.is_set():
-            try:
-                now = self.sample()
-            except Exception as e:  # noqa: BLE001 - keep what was measured
-                self.error = f"NVML: {error_text(e, 300)}"
-                return
-            if now is not None and (self.peak_bytes is None or now > self.peak_bytes):
-                self.peak_bytes = now
-            self._stop.wait(self.interval)
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        if self._nvml is not None:
-            try:
-                self._nvml.nvmlShutdown()
-            except Exception:  # noqa: BLE001
-                pass
+def _peak_gpu_memory():
+    """:class:`ucudnn.experiments.gpu_memory.PeakGpuMemory`, the sampler that measures Caffe's
+    processes, so that both sides are measured alike; from the checkout this script lives in
+    where the running Python lacks ucudnn (the module is plain Python)."""
+    try:
+        from ucudnn.experiments.gpu_memory import PeakGpuMemory
+    except ImportError:
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        from ucudnn.experiments.gpu_memory import PeakGpuMemory
+    return PeakGpuMemory(interval=NVML_INTERVAL)
 
 
 def process_memory(nvml_peak, nvml_error, reserved, cuda=True):
@@ -554,7 +497,7 @@ def run_worker(args, net, mode, task, tmp, tag):
     cmd = worker_command(args, net, mode, task, out)
     timed_out, t0 = False, time.perf_counter()
     with open(base + ".log", "w+") as log, \
-            (PeakGpuMemory() if measure else contextlib.nullcontext()) as mem:
+            (_peak_gpu_memory() if measure else contextlib.nullcontext()) as mem:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, env=env)
         if mem is not None:
