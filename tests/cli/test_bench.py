@@ -136,3 +136,24 @@ def test_bench_pruned_search(fake_core, tmp_path, capsys):
                      (["--policy", "all", "--limit", "8MiB"], "--limit: only with --search")):
         assert main(["bench", "--net", "alexnet", "--cache", str(cache), *bad]) == 2
         assert msg in capsys.readouterr().err
+
+
+def test_bench_engines_both_measures_each_family_into_its_entry(fake_core, tmp_path):
+    from fake_core import with_engine_configs
+    from ucudnn.measure.cache import BenchCache
+    from ucudnn.plan.table import read_table
+    fake_core.model = with_engine_configs
+    cache, out = tmp_path / "c.sqlite", tmp_path / "t.csv"
+    assert main(["bench", "--net", "alexnet", "--cache", str(cache), "--csv", str(out),
+                 "--sizes", "4,256", "--engines", "BOTH"]) == 0
+    assert sorted({c.families for c in fake_core.calls}) == [("graph",), ("legacy",)]
+    assert len(fake_core.calls) == 2 * 14
+    rows = read_table(out)
+    assert {r.engine for r in rows} == {"", "eng7[k3=1]", "eng0"}
+    with BenchCache(cache) as c:
+        assert sorted({k.family for k in c.keys()}) == ["graph", "legacy"]
+    n = len(fake_core.calls)
+    assert main(["bench", "--net", "alexnet", "--cache", str(cache), "--sizes", "4,256",
+                 "--engines", "graph"]) == 0
+    assert len(fake_core.calls) == n                      # both families were cached
+    assert main(["bench", "--net", "alexnet", "--engines", "fast"]) == 2

@@ -24,7 +24,7 @@ Note [Benchmarks over several GPUs]
 from __future__ import annotations
 
 from ..plan.settings import FIND_REPEATS
-from ..vocab import DTYPES, MATH_MODES, OPS, SEARCHES
+from ..vocab import DTYPES, ENGINE, MATH_MODES, OPS, SEARCHES, InputError
 from . import common as c
 
 HELP = "benchmark convolution kernels into the cache (GPU)"
@@ -46,6 +46,9 @@ def add_parser(sub) -> None:
                    "[Find repeats] in ucudnn/measure/bench.py)")
     s.add_argument("--math", default="default", help="math mode: " + ", ".join(MATH_MODES))
     s.add_argument("--dtype", default="float32", help="data type: " + ", ".join(DTYPES))
+    s.add_argument("--engines", default="legacy", help="families of choices to measure: "
+                   "legacy (cuDNN's algorithms), graph (the graph API's engine configs) or both; "
+                   "each family is its own cache entry")
     s.add_argument("--workspace-cap", metavar="SIZE", help="largest workspace offered to cuDNN "
                    "(default: unlimited)")
     s.add_argument("--cache", metavar="PATH", help="benchmark cache (default: $UCUDNN_CACHE or "
@@ -133,6 +136,10 @@ def run(args) -> int:
     sizes = c.sizes(args.sizes)
     ops = c.ops(args.ops)
     math_mode, dtype = c.math(args.math), c.dtype(args.dtype)
+    try:
+        engines = ENGINE(args.engines, "--engines")
+    except InputError as e:
+        raise c.CliError(str(e)) from None
     c.positive(args.repeats, "--repeats")
     cap = c.size(args.workspace_cap, "--workspace-cap")
     search_limit = None
@@ -160,7 +167,8 @@ def run(args) -> int:
     benches, _ = benchmark_layers(layers, policy=policy, sizes=sizes, ops=ops,
                                   cache_path=args.cache, math=math_mode, dtype=dtype,
                                   repeats=args.repeats, workspace_cap=cap, force=args.force,
-                                  progress=c.say, shard=shard, search_limit=search_limit)
+                                  progress=c.say, shard=shard, search_limit=search_limit,
+                                  engines=engines)
     if args.csv:
         rows = [r for (layer, op), b in benches.items() for r in rows_from_kernel(layer, op, b)]
         write_table(args.csv, rows)

@@ -30,7 +30,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from ..plan.conv import ConvShape
 from ..plan.settings import FIND_REPEATS, PlanSettings, candidate_sizes
 from ..plan.table import BenchRow, KernelBench, group_by_kernel, read_table
-from ..vocab import ENGINE, OPS, InputError
+from ..vocab import ENGINE, ENGINE_FAMILIES, OPS, InputError
 
 __all__ = ["SourceError", "Source", "Gathered", "device_status", "format_cudnn", "gather",
            "gather_net", "benchmark_layers", "core_kernel", "plan_kernels", "shard_kernels", "kernel_cost", "resolve_device",
@@ -140,10 +140,11 @@ def plan_kernels(kernels, settings: PlanSettings, *, workspace_cap: Optional[int
 
 def _fill(layers, ops: Sequence[str], sizes_of: Callable, cache, *, math: str, dtype: str,
           repeats: int, workspace_cap: Optional[int], force: bool, progress: Progress,
-          only=None, search_limit: Optional[int] = None) -> Benches:
+          only=None, search_limit: Optional[int] = None, engines: str = "legacy") -> Benches:
     """Measure what ``cache`` lacks on this GPU; ``{(layer, op): {batch: [AlgoPerf]}}``
     (``only``: the ``(layer, op)`` pairs to do, default all; ``search_limit``: policy all
-    through the pruned search within that limit, :func:`plan_kernels`)."""
+    through the pruned search within that limit, :func:`plan_kernels`; ``engines``: the
+    families to measure, each its own cache entry, their choices merged per size)."""
     kernels = [(l, op) for l in layers for op in ops if op in l.ops
                and (only is None or (l.name, op) in only)]
     t0 = time.perf_counter()
@@ -154,38 +155,58 @@ def _fill(layers, ops: Sequence[str], sizes_of: Callable, cache, *, math: str, d
         # the sizes the pruned search measured go into the cache; its benches are those
         settings = PlanSettings(policy="all", limit=search_limit, search="pruned",
                                 cache_path=str(cache.path), repeats=repeats, math=math,
-                                dtype=dtype)
+                                dtype=dtype, engines=engines)
         return {(l.name, op): dict(k.bench) for l, op, k in plan_kernels(
             kernels, settings, workspace_cap=workspace_cap, done=said)}
     bench = _bench()
     benches: Benches = {}
+    families = ENGINE_FAMILIES[ENGINE(engines, "engines")]
     for i, (l, op) in enumerate(kernels, start=1):
-        shape = ConvShape.from_layer(l)
-        key = bench.cache_key(shape, op, math, dtype, workspace_cap=workspace_cap)
-        sizes = sizes_of(l)
-        head = f"[{i}/{len(kernels)}] {l.name} {op}"
-        measured = []
-
-        def measure(missing, shape=shape, op=op, n=l.n, head=head, sizes=sizes):
-            measured.append(missing)
-            done = []
-
-            def step(*a, **kw):
-                done.append(a[0] if a else None)
-                _say(progress, f"{head}: {len(done)}/{len(missing)} sizes done, "
-                     f"elapsed {time.perf_counter() - t0:.1f} s")
-            _say(progress, f"{head}: measuring {len(missing)} of {len(sizes)} sizes "
-                 f"({len(sizes) - len(missing)} cached)")
-            results = bench.benchmark_kernel(shape, op, n, missing, repeats=repeats, math=math,
-                                             dtype=dtype, workspace_cap=workspace_cap,
-                                             progress=step)
-            _say(progress, f"{head}: done, elapsed {time.perf_counter() - t0:.1f} s")
-            return results
-
-        benches[l.name, op] = cache.fill(key, sizes, measure, repeats, force=force)
-        if not measured:
-            _say(progress, f"{head}: {len(sizes)} sizes cached")
+        for family in families:
+            got = _fill_kernel(bench, cache, l, op, family, sizes_of(l), math=math, dtype=dtype,
+                               repeats=repeats, workspace_cap=workspace_cap, force=force,
+                               progress=progress, t0=t0,
+                               head=f"[{i}/{len(kernels)}] {l.name} {op}"
+                               + ("" if family == "legacy" else f" ({family})"))
+            if len(families) == 1:
+                benches[l.name, op] = got
+                continue
+            merged = benches.setdefault((l.name, op), {})
+            for b, perfs in got.items():
+                merged[b] = sorted(merged.get(b, []) + list(perfs),
+                                   key=lambda p: (p.time_ms, p.ws_bytes, p.algo, p.engine))
     return benches
+
+
+def _fill_kernel(bench, cache, l, op: str, family: str, sizes, *, math: str, dtype: str,
+                 repeats: int, workspace_cap: Optional[int], force: bool, progress: Progress,
+                 t0: float, head: str):
+    """One kernel's family at ``sizes``, from ``cache`` or measured into it."""
+    shape = ConvShape.from_layer(l)
+    key = bench.cache_key(shape, op, math, dtype, workspace_cap=workspace_cap,
+                          family=family)
+    measured = []
+
+    def measure(missing, shape=shape, op=op, n=l.n, head=head, sizes=sizes):
+        measured.append(missing)
+        done = []
+
+        def step(*a, **kw):
+            done.append(a[0] if a else None)
+            _say(progress, f"{head}: {len(done)}/{len(missing)} sizes done, "
+                 f"elapsed {time.perf_counter() - t0:.1f} s")
+        _say(progress, f"{head}: measuring {len(missing)} of {len(sizes)} sizes "
+             f"({len(sizes) - len(missing)} cached)")
+        results = bench.benchmark_kernel(shape, op, n, missing, repeats=repeats, math=math,
+                                         dtype=dtype, workspace_cap=workspace_cap,
+                                         progress=step, engines=family)
+        _say(progress, f"{head}: done, elapsed {time.perf_counter() - t0:.1f} s")
+        return results
+
+    got = cache.fill(key, sizes, measure, repeats, force=force)
+    if not measured:
+        _say(progress, f"{head}: {len(sizes)} sizes cached")
+    return got
 
 
 def _open_cache(path, create: bool = True, readonly: Optional[bool] = None):
@@ -204,13 +225,15 @@ def benchmark_layers(layers, *, policy: str = "powerOfTwo", sizes: Optional[Sequ
                      workspace_cap: Optional[int] = None, force: bool = False,
                      progress: Progress = None,
                      shard: Optional[Tuple[int, int]] = None,
-                     search_limit: Optional[int] = None) -> Tuple[Benches, str]:
+                     search_limit: Optional[int] = None,
+                     engines: str = "legacy") -> Tuple[Benches, str]:
     """Benchmark ``layers`` on this GPU into the cache (what it lacks; everything with
     ``force``). Returns the benchmarks and the cache's path. :class:`SourceError` without a
     GPU (the cache is then not created). ``shard=(i, n)``: only the kernels that
     :func:`shard_kernels` gives to shard ``i`` of ``n`` (one GPU's part of ``bench
     --devices``). ``search_limit``: policy ``all`` measured by the pruned search within this
-    workspace limit instead of at every size (not with ``force``)."""
+    workspace limit instead of at every size (not with ``force``). ``engines``: the families
+    of choices to measure (Note [Choices] in ucudnn/vocab.py)."""
     info, reason = device_status()
     if info is None:
         raise SourceError(f"bench needs a GPU: no GPU visible: {reason}")
@@ -222,7 +245,7 @@ def benchmark_layers(layers, *, policy: str = "powerOfTwo", sizes: Optional[Sequ
     with _open_cache(cache_path) as cache:
         benches = _fill(layers, ops, sizes_of, cache, math=math, dtype=dtype, repeats=repeats,
                         workspace_cap=workspace_cap, force=force, progress=progress,
-                        only=kernels, search_limit=search_limit)
+                        only=kernels, search_limit=search_limit, engines=engines)
         return benches, str(cache.path)
 
 
