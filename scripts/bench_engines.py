@@ -192,8 +192,9 @@ def main(argv=None):
     ap.add_argument("--limits", nargs="+", default=["8MiB", "64MiB", "512MiB"])
     ap.add_argument("--math", default="default")
     ap.add_argument("--iters", type=int, default=10)
-    ap.add_argument("--max-configs", type=int, default=0,
-                    help="engine configs tried per size (0: every one heuristics propose)")
+    ap.add_argument("--max-configs", type=int, default=16,
+                    help="engine configs tried per size (0: every one heuristics propose; "
+                    "default 16, the core's)")
     ap.add_argument("--deepbench-layers", type=int, default=0, help="first N distinct (0: all)")
     ap.add_argument("--out", default=None,
                     help="folder for points.csv, summary.json and engines.png")
