@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import subprocess
-from typing import Callable, Iterable, List, Optional
+from typing import Callable, Iterable, List, Optional, Sequence
 
 from ..plan.conv import ConvShape
 from ..plan.settings import FIND_REPEATS
@@ -25,7 +25,8 @@ from ..plan.table import AlgoPerf, KernelBench
 from ..vocab import ENGINE, ENGINE_FAMILIES, Status, UcudnnError
 
 __all__ = ["NoGpuError", "core", "device_info", "set_device", "driver_version", "cache_key",
-           "benchmark_kernel", "measure_kernel", "measure", "Measured", "TIME_ITERS"]
+           "benchmark_kernel", "measure_kernel", "measure", "merge_families", "Measured",
+           "TIME_ITERS"]
 
 #: The core's default re-timing: median of 5 CUDA-event runs (timing ``"events5"``).
 TIME_ITERS = 5
@@ -165,6 +166,19 @@ def measure_kernel(kern, sizes, *, repeats=FIND_REPEATS, workspace_cap=None, pro
                     int(kern.last_benchmark_workspace), timing)
 
 
+def merge_families(parts: Sequence[KernelBench]) -> KernelBench:
+    """One kernel's benchmarks of several families as one: each size's choices of all of
+    them, fastest first. One family's comes back as it is (the cache's order)."""
+    if len(parts) == 1:
+        return parts[0]
+    out: KernelBench = {}
+    for part in parts:
+        for b, perfs in part.items():
+            out.setdefault(b, []).extend(perfs)
+    return {b: sorted(perfs, key=lambda p: (p.time_ms, p.ws_bytes, p.algo, p.math, p.engine))
+            for b, perfs in sorted(out.items())}
+
+
 def measure(kern, sizes: Iterable[int], *, repeats: int = FIND_REPEATS, cache_path=None,
             workspace_cap: Optional[int] = None, progress=None,
             time_iters: int = TIME_ITERS, cache=None, engines: str = "legacy") -> KernelBench:
@@ -179,17 +193,13 @@ def measure(kern, sizes: Iterable[int], *, repeats: int = FIND_REPEATS, cache_pa
     sizes = list(sizes)
 
     def fill(c):
-        out: KernelBench = {}
-        for family in ENGINE_FAMILIES[ENGINE(engines, "engines")]:
-            key = cache_key(kern.shape, kern.op, kern.math, kern.dtype,
-                            workspace_cap=workspace_cap, time_iters=time_iters, family=family)
-            got = c.fill(key, sizes, lambda missing, family=family: measure_kernel(
-                kern, missing, repeats=repeats, workspace_cap=workspace_cap,
-                progress=progress, time_iters=time_iters, engines=family), repeats)
-            for b, perfs in got.items():
-                out.setdefault(b, []).extend(perfs)
-        return {b: sorted(perfs, key=lambda p: (p.time_ms, p.ws_bytes, p.algo, p.engine))
-                for b, perfs in sorted(out.items())}
+        return merge_families([
+            c.fill(cache_key(kern.shape, kern.op, kern.math, kern.dtype,
+                             workspace_cap=workspace_cap, time_iters=time_iters, family=family),
+                   sizes, lambda missing, family=family: measure_kernel(
+                       kern, missing, repeats=repeats, workspace_cap=workspace_cap,
+                       progress=progress, time_iters=time_iters, engines=family), repeats)
+            for family in ENGINE_FAMILIES[ENGINE(engines, "engines")]])
     if cache is not None:
         return fill(cache)
     with BenchCache(cache_path) as c:

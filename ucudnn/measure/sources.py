@@ -162,19 +162,13 @@ def _fill(layers, ops: Sequence[str], sizes_of: Callable, cache, *, math: str, d
     benches: Benches = {}
     families = ENGINE_FAMILIES[ENGINE(engines, "engines")]
     for i, (l, op) in enumerate(kernels, start=1):
-        for family in families:
-            got = _fill_kernel(bench, cache, l, op, family, sizes_of(l), math=math, dtype=dtype,
-                               repeats=repeats, workspace_cap=workspace_cap, force=force,
-                               progress=progress, t0=t0,
-                               head=f"[{i}/{len(kernels)}] {l.name} {op}"
-                               + ("" if family == "legacy" else f" ({family})"))
-            if len(families) == 1:
-                benches[l.name, op] = got
-                continue
-            merged = benches.setdefault((l.name, op), {})
-            for b, perfs in got.items():
-                merged[b] = sorted(merged.get(b, []) + list(perfs),
-                                   key=lambda p: (p.time_ms, p.ws_bytes, p.algo, p.engine))
+        benches[l.name, op] = bench.merge_families([
+            _fill_kernel(bench, cache, l, op, family, sizes_of(l), math=math, dtype=dtype,
+                         repeats=repeats, workspace_cap=workspace_cap, force=force,
+                         progress=progress, t0=t0,
+                         head=f"[{i}/{len(kernels)}] {l.name} {op}"
+                         + ("" if family == "legacy" else f" ({family})"))
+            for family in families])
     return benches
 
 
