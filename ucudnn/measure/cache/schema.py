@@ -97,18 +97,24 @@ CREATE INDEX perfs_entry ON perfs(entry)
 """
 _MIGRATIONS = {1: _MIGRATE_1_2, 2: _MIGRATE_2_3}
 
-#: The entries of one kernel (parameters: :meth:`CacheKey.kernel_columns`).
-KERNEL_WHERE = ("gpu = ? AND cudnn_version = ? AND dtype = ? AND math = ? AND op = ? "
-                "AND shape = ? AND family = ?")
+_KERNEL_COLUMNS = ("gpu", "cudnn_version", "dtype", "math", "op", "shape", "family")
 
 
-def columns(version: int):
-    """``(family, engine)``: how SQL reads the schema-3 columns from a file of ``version``
-    (a schema-2 file read-only: the values every one of its entries has), and the
-    :data:`KERNEL_WHERE` for it."""
-    if version >= 3:
-        return "family", "engine", KERNEL_WHERE
-    return "'legacy'", "''", KERNEL_WHERE.replace("family = ?", "'legacy' = ?")
+def columns(version: int, entries: str = "", perfs: str = ""):
+    """``(family, engine, kernel_where)``: how SQL reads the schema-3 columns ``family`` and
+    ``engine`` from a file of ``version`` (of a schema-2 file, read-only: the values every one
+    of its entries has), and the condition selecting one kernel's entries (parameters:
+    :meth:`CacheKey.kernel_columns`). ``entries``, ``perfs``: the tables' aliases with their
+    dot (``"e."``), where a statement joins them."""
+    family = f"{entries}family" if version >= 3 else "'legacy'"
+    engine = f"{perfs}engine" if version >= 3 else "''"
+    where = " AND ".join(f"{family if c == 'family' else entries + c} = ?"
+                         for c in _KERNEL_COLUMNS)
+    return family, engine, where
+
+
+#: The entries of one kernel in this schema (parameters: :meth:`CacheKey.kernel_columns`).
+KERNEL_WHERE = columns(SCHEMA_VERSION)[2]
 
 
 class CacheError(InputError):
