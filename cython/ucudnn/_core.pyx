@@ -711,37 +711,32 @@ cdef class Kernel:
             for i, b in enumerate(sizes):
                 self._set_tensor(xd, 0, b)
                 self._set_tensor(yd, 1, b)
-                if "legacy" not in families:
+                records = []
+                if "legacy" in families:
+                    if i == 0 and not self._warm:
+                        # one warm-up Find per call (per hold: later rounds find the GPU warm)
+                        t1 = perf_counter()
+                        self._find_c(handle, <uintptr_t>xd, <uintptr_t>yd, xbuf, ybuf, wbuf, ws)
+                        self._warm = self._holding
+                        spent["warmup_find"] += perf_counter() - t1
                     t1 = perf_counter()
-                    result[b] = self._graph_c(handle, b, xbuf, ybuf, wbuf, ws,
-                                              time_iters if time_iters > 0 else 5)
-                    spent["graph_time"] += perf_counter() - t1
-                    if progress is not None:
-                        progress(b)
-                    continue
-                if i == 0 and not self._warm:
-                    # one warm-up Find per call (per hold: later rounds find the GPU warm)
-                    t1 = perf_counter()
-                    self._find_c(handle, <uintptr_t>xd, <uintptr_t>yd, xbuf, ybuf, wbuf, ws)
-                    self._warm = self._holding
-                    spent["warmup_find"] += perf_counter() - t1
-                t1 = perf_counter()
-                runs = [self._find_c(handle, <uintptr_t>xd, <uintptr_t>yd, xbuf, ybuf, wbuf, ws)
-                        for _ in range(repeats)]
-                records = _merge_runs(runs, self.math == "fma")
-                t2 = perf_counter()
-                spent["find"] += t2 - t1
-                if time_iters > 0:
-                    records = self._time_c(handle, <uintptr_t>xd, <uintptr_t>yd, xbuf, ybuf,
-                                           wbuf, ws, records, time_iters)
-                    spent["retime"] += perf_counter() - t2
-                records = [r + ("",) for r in records]
+                    runs = [self._find_c(handle, <uintptr_t>xd, <uintptr_t>yd, xbuf, ybuf, wbuf,
+                                         ws) for _ in range(repeats)]
+                    records = _merge_runs(runs, self.math == "fma")
+                    t2 = perf_counter()
+                    spent["find"] += t2 - t1
+                    if time_iters > 0:
+                        records = self._time_c(handle, <uintptr_t>xd, <uintptr_t>yd, xbuf, ybuf,
+                                               wbuf, ws, records, time_iters)
+                        spent["retime"] += perf_counter() - t2
+                    records = [r + ("",) for r in records]
                 if "graph" in families:
                     t1 = perf_counter()
                     records += self._graph_c(handle, b, xbuf, ybuf, wbuf, ws,
                                              time_iters if time_iters > 0 else 5)
                     spent["graph_time"] += perf_counter() - t1
-                    records.sort(key=lambda r: (r[1] != 0, r[2]))
+                    if "legacy" in families:
+                        records.sort(key=lambda r: (r[1] != 0, r[2]))
                 result[b] = records
                 if progress is not None:
                     progress(b)
@@ -1031,7 +1026,7 @@ cdef class Kernel:
         with ``math``, or engine config ``engine`` (both of its plans, Note [Graph plans and
         beta] in graph.h). Raises if cuDNN cannot run it."""
         if engine:
-            return max(p.ws_bytes for p in self._graph_plans_for(batch, engine))
+            return self._graph_workspace(batch, engine, self._graph_plans)
         cdef Handle handle = _thread_handle()
         cdef dnn.cudnnTensorDescriptor_t xd = NULL, yd = NULL
         cdef size_t size = 0
@@ -1065,13 +1060,13 @@ cdef class Kernel:
                 dnn.cudnnDestroyTensorDescriptor(yd)
         return int(size)
 
-    def _graph_plans_for(self, int batch, engine):
-        """The beta-0 and beta-1 plans of ``engine`` at ``batch`` (Note [Graph plans and beta]
-        in graph.h), built once per kernel and plan; PlanError naming the layer, size and
-        config when a plan the op needs does not build. A beta-1 plan that does not build is
-        None for forward and backward-data (they run it only for a caller's beta 1)."""
+    def _graph_plans_for(self, int batch, engine, dict built):
+        """``(beta-0 plan, beta-1 plan)`` of ``engine`` at ``batch`` (Note [Graph plans and
+        beta] in graph.h), from ``built`` or built into it; PlanError naming the layer, size
+        and config when a plan the op needs does not build. A beta-1 plan that does not build
+        is None for forward and backward-data (they run it only for a caller's beta 1)."""
         key = (batch, engine)
-        got = self._graph_plans.get(key)
+        got = built.get(key)
         if got is None:
             plans = []
             for beta in (0.0, 1.0):
@@ -1080,8 +1075,12 @@ cdef class Kernel:
                     raise PlanError(f"{self.name}: engine config {engine} at batch {batch} "
                                     f"(beta {beta:g}): {why}")
                 plans.append(plan)
-            got = self._graph_plans[key] = tuple(plans)
-        return [p for p in got if p is not None]
+            got = built[key] = tuple(plans)
+        return got
+
+    def _graph_workspace(self, int batch, engine, dict built):
+        """Workspace of ``engine`` at ``batch``: the larger of its plans (_graph_plans_for)."""
+        return max(p.ws_bytes for p in self._graph_plans_for(batch, engine, built) if p)
 
     def set_plan(self, plan):
         """Resolve a :class:`ucudnn.plan.dp.Plan` into C arrays: chunks, per-size descriptors,
@@ -1095,16 +1094,9 @@ cdef class Kernel:
         if sum(c.batch for c in chunks) != self.n:
             raise PlanError(f"{self.name}: plan covers {sum(c.batch for c in chunks)} samples, "
                             f"mini-batch is {self.n}")
-        old_graph_plans = self._graph_plans
-        self._graph_plans = {}
-        try:
-            ws_need = max(self.workspace_for(c.batch, c.algo, c.math, getattr(c, "engine", ""))
-                          for c in chunks)
-        except BaseException:
-            self._graph_plans = old_graph_plans
-            raise
-        graph_plans = self._graph_plans
-        self._graph_plans = old_graph_plans
+        graph_plans = {}        # the plans of this plan's engine configs, built once each
+        ws_need = max(self._graph_workspace(c.batch, c.engine, graph_plans) if c.engine
+                      else self.workspace_for(c.batch, c.algo, c.math) for c in chunks)
         cdef GraphPlan gp
         cdef double predicted = plan.time_ms
         sizes = sorted({c.batch for c in chunks}, reverse=True)
@@ -1127,10 +1119,9 @@ cdef class Kernel:
             for i, c in enumerate(chunks):
                 arr[i].batch, arr[i].offset, arr[i].algo = c.batch, offset, c.algo
                 arr[i].math, arr[i].desc = c.math, sizes.index(c.batch)
-                engine = getattr(c, "engine", "")
-                if engine:
+                if c.engine:
                     arr[i].algo = GRAPH_ALGO
-                    for j, p in enumerate(graph_plans[(c.batch, engine)]):
+                    for j, p in enumerate(graph_plans[(c.batch, c.engine)]):
                         if p is not None:
                             gp = p
                             arr[i].graph[j] = &gp.p
