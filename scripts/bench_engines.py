@@ -113,9 +113,8 @@ def measure(core, kern_spec, op, family, layout, dtype, args, log):
                      "workspace_bytes": kern.workspace_size, "choice": plan.describe(op),
                      "count": kern_spec.count, "benchmark_s": round(bench_s, 3)})
         del ws
-    log(f"  {name:22s} {family:6s} {layout} {dtype:8s} benchmark {bench_s:6.1f} s "
-        f"({kern.graph_stats})" if family == "graph" else
-        f"  {name:22s} {family:6s} {layout} {dtype:8s} benchmark {bench_s:6.1f} s")
+    log(f"  {name:22s} {family:6s} {layout} {dtype:8s} benchmark {bench_s:6.1f} s"
+        + (f" ({kern.graph_stats})" if family == "graph" else ""))
     return rows
 
 
