@@ -109,7 +109,8 @@ def kernel_fields(kern) -> Dict[str, Any]:
     """What identifies a kernel: the process-unique ``kernel_id`` (``id`` of the object, so
     records of one live kernel agree), device, layer, op, instances (Caffe's group count:
     runs per pass, each on its own workspace), mini-batch, shape, dtype and math. An NCHW
-    shape is written without its layout, as before layouts existed (the same record)."""
+    shape is written without its layout (the default; Note [NHWC kernels] in
+    ucudnn/plan/conv.py)."""
     shape = kern.shape
     fields = asdict(shape) if is_dataclass(shape) else shape
     if isinstance(fields, dict) and fields.get("layout") == "NCHW":

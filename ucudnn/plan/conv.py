@@ -26,8 +26,8 @@ Note [NHWC kernels]
     An NHWC kernel keeps its dimensions in NCHW order and says the layout through its strides:
     x (H*W*C, 1, W*C, C), y (OH*OW*K, 1, OW*K, K), and its filter is KRSC. A sample is still
     one contiguous block of C*H*W elements, so a micro-batch is a slice along N exactly as in
-    NCHW. The layout is part of the kernel's identity (its cache key names it; an NCHW key is
-    written as before, without it).
+    NCHW. The layout is part of the kernel's identity: its cache key names it, except NCHW, the
+    default, which the key leaves out (so NCHW keys stay those of every existing cache).
 """
 from __future__ import annotations
 
@@ -136,7 +136,8 @@ class ConvShape:
                        y_strides=(layer.k * oh * ow, oh * ow, ow, 1))
 
     def key(self) -> str:
-        """A stable text form for cache keys (an NCHW shape's as before layouts existed)."""
+        """A stable text form for cache keys (an NCHW shape's without its layout: Note [NHWC
+        kernels])."""
         d = asdict(self)
         if self.layout == "NCHW":
             del d["layout"]
