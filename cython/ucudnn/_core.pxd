@@ -14,6 +14,7 @@ cdef extern from "ucudnn_types.h":
         int y_strides[4]
         const char* name
         int instances
+        int layout
     ctypedef struct ucudnn_plan_options:
         int policy, optimizer
         const int* micro_batch_sizes
@@ -22,6 +23,7 @@ cdef extern from "ucudnn_types.h":
         int repeats
         const char* cache_path
         int exclude_winograd
+        int engines
     enum:
         UCUDNN_OK, UCUDNN_ERR_INVALID, UCUDNN_ERR_CUDNN, UCUDNN_ERR_CUDA
         UCUDNN_ERR_PLAN, UCUDNN_ERR_PYTHON
@@ -150,7 +152,8 @@ cdef class Kernel:
     cdef list _find_c(self, Handle handle, uintptr_t xd, uintptr_t yd, DeviceBuffer x,
                       DeviceBuffer y, DeviceBuffer w, DeviceBuffer ws)
     cdef list _time_c(self, Handle handle, uintptr_t xd, uintptr_t yd, DeviceBuffer x,
-                      DeviceBuffer y, DeviceBuffer w, DeviceBuffer ws, list records, int iters)
+                      DeviceBuffer y, DeviceBuffer w, DeviceBuffer ws, list records, int iters,
+                      int b, int slices)
 
 
 # The calling thread's last error (one buffer for _core and _capi): ucudnn_last_error().

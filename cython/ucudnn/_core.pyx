@@ -396,6 +396,104 @@ cdef int fill_random_tiled(void* dev, size_t nbytes, int elem_size,
     return 0
 
 
+# --------------------------------------------------------------------------- timing
+
+# Note [Timing over the mini-batch]
+#     A plan runs its micro-batches on consecutive slices of the mini-batch, each read once,
+#     so each slice's activations come from memory, not from L2. Re-running one slice (the
+#     first) as often as the timing asks found it in L2 from the second run on: on the H200
+#     (50 MB of L2) a size-8 slice of a 28x28x128 layer is 3 MB, and a plan of 32 such
+#     micro-batches was measured 35 % slower than those timings predicted (legacy NHWC at
+#     8 MiB, 6.4 % on ResNet-18's sum). Each timed run therefore takes the next slice of the
+#     benchmark's buffers, as the plan would, wrapping around when they hold fewer.
+
+cdef struct TimedRun:
+    # one choice at one micro-batch size: a graph plan (plan not NULL) or a legacy algorithm
+    dnn.cudnnHandle_t h
+    const ucg_plan* plan
+    int op, algo
+    dnn.cudnnConvolutionDescriptor_t conv
+    const void* alpha
+    const void* beta
+    dnn.cudnnTensorDescriptor_t xd, yd
+    dnn.cudnnFilterDescriptor_t wd
+    char* x
+    char* y
+    void* w
+    void* ws
+    size_t ws_bytes
+    size_t x_step, y_step       # bytes from one micro-batch's slice to the next
+    int slices                  # slices the buffers hold (>= 1)
+
+
+cdef inline dnn.cudnnStatus_t _run_slice(const TimedRun* r, int i) noexcept nogil:
+    cdef int s = i % r.slices
+    cdef char* x = r.x + s * r.x_step
+    cdef char* y = r.y + s * r.y_step
+    if r.plan != NULL:
+        return ucg_execute(r.h, r.plan, x, r.w, y, r.ws)
+    return conv_call(r.op, r.h, r.algo, r.conv, r.alpha, r.beta, r.xd, x, r.wd, r.w, r.yd, y,
+                     r.ws, r.ws_bytes)
+
+
+cdef object _time_run(TimedRun* r, rt.cudaStream_t stream, rt.cudaEvent_t* ev, int iters,
+                      str what):
+    """Time ``r`` with CUDA events: one warm-up, then ``iters`` runs back to back (no host
+    synchronisation between them, as plans run; Note [Find times]) on consecutive slices
+    (Note [Timing over the mini-batch]). ``(0, median ms)``, or ``(cudnnStatus_t, None)``
+    when a run fails (the runs already enqueued are drained first); a failed CUDA call
+    raises, naming ``what``."""
+    cdef dnn.cudnnStatus_t st
+    cdef rt.cudaError_t cerr = rt.cudaSuccess
+    cdef int it = 0, stage = 0
+    cdef float ms = 0.0
+    with nogil:
+        st = _run_slice(r, 0)
+        if st == dnn.CUDNN_STATUS_SUCCESS:
+            stage = 1
+            cerr = rt.cudaEventRecord(ev[0], stream)
+            while cerr == rt.cudaSuccess and it < iters:
+                st = _run_slice(r, it + 1)
+                if st != dnn.CUDNN_STATUS_SUCCESS:
+                    break
+                cerr = rt.cudaEventRecord(ev[it + 1], stream)
+                it += 1
+            if cerr == rt.cudaSuccess:
+                stage = 2
+                cerr = rt.cudaEventSynchronize(ev[it])
+    check_cuda(cerr, f"{'cudaEventRecord' if stage == 1 else 'cudaEventSynchronize'} "
+               f"while timing {what}")
+    if st != dnn.CUDNN_STATUS_SUCCESS:
+        return int(st), None
+    times = []
+    for it in range(iters):
+        check_cuda(rt.cudaEventElapsedTime(&ms, ev[it], ev[it + 1]), "cudaEventElapsedTime")
+        times.append(ms)
+    times.sort()
+    return 0, float(times[len(times) // 2])
+
+
+cdef class _Events:
+    """``n`` CUDA events, destroyed with the object."""
+    cdef rt.cudaEvent_t* ev
+    cdef int n
+
+    def __cinit__(self, int n):
+        self.ev = <rt.cudaEvent_t*>calloc(n, sizeof(rt.cudaEvent_t))
+        if self.ev == NULL:
+            raise MemoryError()
+        self.n = n
+        for i in range(n):
+            check_cuda(rt.cudaEventCreate(&self.ev[i]), "cudaEventCreate")
+
+    def __dealloc__(self):
+        if self.ev != NULL:
+            for i in range(self.n):
+                if self.ev[i] != NULL:
+                    rt.cudaEventDestroy(self.ev[i])
+            free(self.ev)
+
+
 # --------------------------------------------------------------------------- kernel
 
 # --------------------------------------------------------------------------- graph family
@@ -675,7 +773,7 @@ cdef class Kernel:
         cap = 8 << 30 if workspace_cap is None else int(workspace_cap)
         held = self._held
         if held is not None and held[0] >= bmax and held[1] == cap:
-            _, _, xbuf, ybuf, wbuf, ws = held
+            samples, _, xbuf, ybuf, wbuf, ws = held
             ws_size = ws.nbytes
         else:
             self._held = None                   # freed before anything new is allocated
@@ -727,13 +825,13 @@ cdef class Kernel:
                     spent["find"] += t2 - t1
                     if time_iters > 0:
                         records = self._time_c(handle, <uintptr_t>xd, <uintptr_t>yd, xbuf, ybuf,
-                                               wbuf, ws, records, time_iters)
+                                               wbuf, ws, records, time_iters, b, samples // b)
                         spent["retime"] += perf_counter() - t2
                     records = [r + ("",) for r in records]
                 if "graph" in families:
                     t1 = perf_counter()
                     records += self._graph_c(handle, b, xbuf, ybuf, wbuf, ws,
-                                             time_iters if time_iters > 0 else 5)
+                                             time_iters if time_iters > 0 else 5, samples // b)
                     spent["graph_time"] += perf_counter() - t1
                     if "legacy" in families:
                         records.sort(key=lambda r: (r[1] != 0, r[2]))
@@ -788,85 +886,43 @@ cdef class Kernel:
         return out
 
     cdef list _time_c(self, Handle handle, uintptr_t xd_, uintptr_t yd_, DeviceBuffer x,
-                      DeviceBuffer y, DeviceBuffer w, DeviceBuffer ws, list records, int iters):
-        """Re-time each successful record near the (time, workspace) front back to back with
-        CUDA events (Note [Find times], Note [Re-timing near the front]).
+                      DeviceBuffer y, DeviceBuffer w, DeviceBuffer ws, list records, int iters,
+                      int b, int slices):
+        """Re-time each successful record near the (time, workspace) front with CUDA events
+        (``_time_run``; Note [Find times], Note [Re-timing near the front]) at micro-batch
+        ``b``, over the ``slices`` slices of ``b`` samples the buffers hold.
 
         An algorithm that fails at any of its runs (the warm-up or a timed one) keeps cuDNN's
         status in its record, so the planners skip it; a failed CUDA event call raises."""
-        cdef dnn.cudnnTensorDescriptor_t xd = <dnn.cudnnTensorDescriptor_t>xd_
-        cdef dnn.cudnnTensorDescriptor_t yd = <dnn.cudnnTensorDescriptor_t>yd_
-        cdef rt.cudaEvent_t* ev = <rt.cudaEvent_t*>calloc(iters + 1, sizeof(rt.cudaEvent_t))
-        cdef rt.cudaStream_t stream = <rt.cudaStream_t>handle.stream
-        cdef float one_f = 1.0, zero_f = 0.0, ms = 0.0
+        cdef float one_f = 1.0, zero_f = 0.0
         cdef double one_d = 1.0, zero_d = 0.0
-        cdef const void* alpha = <const void*>&one_d if self.k.dtype == 1 else <const void*>&one_f
-        cdef const void* beta = <const void*>&zero_d if self.k.dtype == 1 else <const void*>&zero_f
-        cdef dnn.cudnnStatus_t st = dnn.CUDNN_STATUS_SUCCESS
-        cdef rt.cudaError_t cerr = rt.cudaSuccess
-        cdef int algo, mt, it, op = self.k.op
-        cdef int stage = 0          # the CUDA call that failed: 1 cudaEventRecord, 2 ...Synchronize
-        cdef dnn.cudnnHandle_t h = handle.h
-        cdef dnn.cudnnFilterDescriptor_t wd = self.k.wdesc
-        cdef dnn.cudnnConvolutionDescriptor_t conv
-        if ev == NULL:
-            raise MemoryError()
+        cdef TimedRun r
+        cdef _Events events = _Events(iters + 1)
+        r.h, r.plan, r.op = handle.h, NULL, self.k.op
+        r.alpha = <const void*>&one_d if self.k.dtype == 1 else <const void*>&one_f
+        r.beta = <const void*>&zero_d if self.k.dtype == 1 else <const void*>&zero_f
+        r.xd, r.yd, r.wd = <dnn.cudnnTensorDescriptor_t>xd_, <dnn.cudnnTensorDescriptor_t>yd_, \
+            self.k.wdesc
+        r.x, r.y, r.w, r.ws, r.ws_bytes = <char*>x.p, <char*>y.p, w.p, ws.p, ws.nbytes
+        r.x_step = <size_t>(b * self.k.x_nstride * self.k.elem_size)
+        r.y_step = <size_t>(b * self.k.y_nstride * self.k.elem_size)
+        r.slices = max(1, slices)
         out = []
-        ok = [r for r in records if r[1] == 0 and r[3] <= ws.nbytes and 0 <= r[4] < 4]
-        try:
-            for it in range(iters + 1):
-                check_cuda(rt.cudaEventCreate(&ev[it]), "cudaEventCreate")
-            for rec in records:
-                algo, status, t, mem, mt = rec
-                if status != 0 or mem > ws.nbytes or not 0 <= mt < 4:
-                    out.append(rec)
-                    continue
-                if t >= RETIME_ALWAYS_MS and any(o[3] <= mem and o[2] * RETIME_MARGIN < t
-                                                 for o in ok):
-                    out.append(rec)     # far behind the front: Note [Re-timing near the front]
-                    continue
-                conv = self.k.conv[mt]
-                cerr = rt.cudaSuccess
-                stage = 0
-                # one warm-up, then iters runs back to back (no host synchronisation between
-                # them, as plans run), an event between consecutive runs; every status checked
-                with nogil:
-                    st = conv_call(op, h, algo, conv, alpha, beta, xd, x.p, wd, w.p, yd, y.p,
-                                   ws.p, ws.nbytes)
-                    if st == dnn.CUDNN_STATUS_SUCCESS:
-                        stage = 1
-                        cerr = rt.cudaEventRecord(ev[0], stream)
-                        it = 0
-                        while cerr == rt.cudaSuccess and it < iters:
-                            st = conv_call(op, h, algo, conv, alpha, beta, xd, x.p, wd, w.p, yd,
-                                           y.p, ws.p, ws.nbytes)
-                            if st != dnn.CUDNN_STATUS_SUCCESS:
-                                break
-                            cerr = rt.cudaEventRecord(ev[it + 1], stream)
-                            it += 1
-                        if cerr == rt.cudaSuccess:
-                            stage = 2
-                            # drains a failed algorithm's runs too, before the next algorithm
-                            cerr = rt.cudaEventSynchronize(ev[it])
-                check_cuda(cerr, f"{self.name}: "
-                           f"{'cudaEventRecord' if stage == 1 else 'cudaEventSynchronize'} "
-                           f"while timing algorithm {algo} (math {mt})")
-                if st != dnn.CUDNN_STATUS_SUCCESS:
-                    out.append((algo, int(st), t, mem, mt))
-                    continue
-                times = []
-                for it in range(iters):
-                    check_cuda(rt.cudaEventElapsedTime(&ms, ev[it], ev[it + 1]),
-                               "cudaEventElapsedTime")
-                    times.append(ms)
-                times.sort()
-                out.append((algo, status, float(times[len(times) // 2]), mem, mt))
-        finally:
-            for it in range(iters + 1):
-                if ev[it] != NULL:
-                    rt.cudaEventDestroy(ev[it])
-            free(ev)
-        out.sort(key=lambda r: (r[1] != 0, r[2]))
+        ok = [rec for rec in records if rec[1] == 0 and rec[3] <= ws.nbytes and 0 <= rec[4] < 4]
+        for rec in records:
+            algo, status, t, mem, mt = rec
+            if status != 0 or mem > ws.nbytes or not 0 <= mt < 4:
+                out.append(rec)
+                continue
+            if t >= RETIME_ALWAYS_MS and any(o[3] <= mem and o[2] * RETIME_MARGIN < t
+                                             for o in ok):
+                out.append(rec)     # far behind the front: Note [Re-timing near the front]
+                continue
+            r.algo, r.conv = algo, self.k.conv[mt]
+            st, ms = _time_run(&r, <rt.cudaStream_t>handle.stream, events.ev, iters,
+                               f"{self.name}: algorithm {algo} (math {mt})")
+            out.append((algo, st, t, mem, mt) if st != 0 else (algo, status, ms, mem, mt))
+        out.sort(key=lambda rec: (rec[1] != 0, rec[2]))
         return out
 
     def _graph_plan(self, engine, int batch, double beta):
@@ -936,87 +992,52 @@ cdef class Kernel:
             free(cfgs)
 
     def _graph_c(self, Handle handle, int b, DeviceBuffer x, DeviceBuffer y, DeviceBuffer w,
-                 DeviceBuffer ws, int iters):
-        """Records of the graph family at micro-batch ``b`` (Note [Graph choices tried]).
-        Backward-filter is timed with beta 1, what every chunk after the first runs, and its
-        beta-0 plan must build too (Note [Graph plans and beta] in graph.h)."""
+                 DeviceBuffer ws, int iters, int slices):
+        """Records of the graph family at micro-batch ``b`` (Note [Graph choices tried]), timed
+        as ``_time_c`` times algorithms. Backward-filter is timed with beta 1, what every
+        chunk after the first runs, and its beta-0 plan must build too (Note [Graph plans and
+        beta] in graph.h)."""
         cdef GraphPlan gp
-        cdef rt.cudaEvent_t* ev = <rt.cudaEvent_t*>calloc(iters + 1, sizeof(rt.cudaEvent_t))
-        cdef rt.cudaStream_t stream = <rt.cudaStream_t>handle.stream
-        cdef dnn.cudnnStatus_t st = dnn.CUDNN_STATUS_SUCCESS
-        cdef rt.cudaError_t cerr = rt.cudaSuccess
-        cdef dnn.cudnnHandle_t h = handle.h
-        cdef const ucg_plan* pp
-        cdef int it, stage
-        cdef float ms = 0.0
+        cdef TimedRun r
+        cdef _Events events = _Events(iters + 1)
         cdef double beta = 1.0 if self.k.op == UCUDNN_BWD_FILTER else 0.0
-        if ev == NULL:
-            raise MemoryError()
         spent, stats = self.benchmark_seconds, self.graph_stats
         mt = MATH_MODES[self.math]
+        r.h, r.op = handle.h, self.k.op
+        r.x, r.y, r.w, r.ws, r.ws_bytes = <char*>x.p, <char*>y.p, w.p, ws.p, ws.nbytes
+        r.x_step = <size_t>(b * self.k.x_nstride * self.k.elem_size)
+        r.y_step = <size_t>(b * self.k.y_nstride * self.k.elem_size)
+        r.slices = max(1, slices)
         out = []
-        try:
-            for it in range(iters + 1):
-                check_cuda(rt.cudaEventCreate(&ev[it]), "cudaEventCreate")
-            t0 = perf_counter()
-            configs = self._graph_configs(b, beta)
-            spent["graph_heuristics"] += perf_counter() - t0
-            for engine, behavior in configs:
-                stats["configs"] += 1
-                if behavior & BEHAVIOR_RUNTIME_COMPILATION:
-                    stats["runtime_compiled"] += 1
-                plan, status, why = self._graph_plan(engine, b, beta)
-                if plan is not None and beta != 0.0:
-                    other, status, why = self._graph_plan(engine, b, 0.0)
-                    spent["graph_build"] += other.build_seconds if other is not None else 0.0
-                if plan is not None:
-                    spent["graph_build"] += plan.build_seconds
-                if status != 0:
-                    stats["failed"] += 1
-                    out.append((GRAPH_ALGO, status, 0.0, 0, mt, engine))
-                    continue
-                stats["built"] += 1
-                if plan.ws_bytes > ws.nbytes:
-                    continue                    # not offered: as cudnnFind leaves it out
-                gp = plan
-                pp = &gp.p
-                stage = 0
-                cerr = rt.cudaSuccess
-                with nogil:
-                    st = ucg_execute(h, pp, x.p, w.p, y.p, ws.p)
-                    if st == dnn.CUDNN_STATUS_SUCCESS:
-                        stage = 1
-                        cerr = rt.cudaEventRecord(ev[0], stream)
-                        it = 0
-                        while cerr == rt.cudaSuccess and it < iters:
-                            st = ucg_execute(h, pp, x.p, w.p, y.p, ws.p)
-                            if st != dnn.CUDNN_STATUS_SUCCESS:
-                                break
-                            cerr = rt.cudaEventRecord(ev[it + 1], stream)
-                            it += 1
-                        if cerr == rt.cudaSuccess:
-                            stage = 2
-                            cerr = rt.cudaEventSynchronize(ev[it])
-                check_cuda(cerr, f"{self.name}: "
-                           f"{'cudaEventRecord' if stage == 1 else 'cudaEventSynchronize'} "
-                           f"while timing engine config {engine}")
-                if st != dnn.CUDNN_STATUS_SUCCESS:
-                    stats["failed"] += 1
-                    out.append((GRAPH_ALGO, int(st), 0.0, plan.ws_bytes, mt, engine))
-                    continue
-                times = []
-                for it in range(iters):
-                    check_cuda(rt.cudaEventElapsedTime(&ms, ev[it], ev[it + 1]),
-                               "cudaEventElapsedTime")
-                    times.append(ms)
-                times.sort()
-                out.append((GRAPH_ALGO, 0, float(times[len(times) // 2]), plan.ws_bytes, mt,
-                            engine))
-        finally:
-            for it in range(iters + 1):
-                if ev[it] != NULL:
-                    rt.cudaEventDestroy(ev[it])
-            free(ev)
+        t0 = perf_counter()
+        configs = self._graph_configs(b, beta)
+        spent["graph_heuristics"] += perf_counter() - t0
+        for engine, behavior in configs:
+            stats["configs"] += 1
+            if behavior & BEHAVIOR_RUNTIME_COMPILATION:
+                stats["runtime_compiled"] += 1
+            plan, status, why = self._graph_plan(engine, b, beta)
+            if plan is not None and beta != 0.0:
+                other, status, why = self._graph_plan(engine, b, 0.0)
+                spent["graph_build"] += other.build_seconds if other is not None else 0.0
+            if plan is not None:
+                spent["graph_build"] += plan.build_seconds
+            if status != 0:
+                stats["failed"] += 1
+                out.append((GRAPH_ALGO, status, 0.0, 0, mt, engine))
+                continue
+            stats["built"] += 1
+            if plan.ws_bytes > ws.nbytes:
+                continue                    # not offered: as cudnnFind leaves it out
+            gp = plan
+            r.plan = &gp.p
+            st, ms = _time_run(&r, <rt.cudaStream_t>handle.stream, events.ev, iters,
+                               f"{self.name}: engine config {engine}")
+            if st != 0:
+                stats["failed"] += 1
+                out.append((GRAPH_ALGO, st, 0.0, plan.ws_bytes, mt, engine))
+                continue
+            out.append((GRAPH_ALGO, 0, ms, plan.ws_bytes, mt, engine))
         return out
 
     # ------------------------------------------------------------------ plan
