@@ -35,8 +35,18 @@ enum { UCUDNN_UNDIVIDED = 0, UCUDNN_POWER_OF_TWO = 1, UCUDNN_ALL = 2 };
  * (SHARED; Note [Shared arena] in ucudnn/plan/network.py). */
 enum { UCUDNN_DP = 0, UCUDNN_ILP = 1, UCUDNN_SHARED = 2 };
 
+/* Layouts of a kernel's tensors (ucudnn_conv_params.layout). */
+enum { UCUDNN_NCHW = 0, UCUDNN_NHWC = 1 };
+
+/* Families of choices a kernel is measured and planned with (ucudnn_plan_options.engines):
+ * cuDNN's legacy algorithms, the graph API's engine configs, or both (Note [Choices] in
+ * ucudnn/vocab.py). 0 is the default of PlanSettings.engines. */
+enum { UCUDNN_ENGINES_DEFAULT = 0, UCUDNN_ENGINES_LEGACY = 1, UCUDNN_ENGINES_GRAPH = 2,
+       UCUDNN_ENGINES_BOTH = 3 };
+
 /* One convolution kernel. Shapes are those of the input x (N x C x H x W) and the filter
- * (K x C/groups x R x S); strides are in elements, NCHW; all-zero strides mean packed. */
+ * (K x C/groups x R x S); strides are in elements, in NCHW order whatever the layout;
+ * all-zero strides mean packed in the layout. */
 typedef struct ucudnn_conv_params {
   int op;                         /* UCUDNN_FWD, UCUDNN_BWD_DATA, UCUDNN_BWD_FILTER */
   int dtype;                      /* cudnnDataType_t: 0 float, 1 double, 2 half, 9 bfloat16 */
@@ -50,6 +60,8 @@ typedef struct ucudnn_conv_params {
   const char *name;               /* layer name for messages and the plan log; may be NULL */
   int instances;                  /* how many times one pass runs this kernel, each on its own
                                      workspace; <= 0 means 1 (plan records state it) */
+  int layout;                     /* UCUDNN_NCHW (0) or UCUDNN_NHWC: the tensors' layout; NHWC
+                                     filters are KRSC (Note [NHWC kernels] in _core.pyx) */
 } ucudnn_conv_params;
 
 /* Settings of one kernel (ucudnn_kernel_create). Unset fields (0) take the defaults of
@@ -63,6 +75,7 @@ typedef struct ucudnn_plan_options {
   int repeats;                    /* cudnnFind repetitions per size (median); <= 0: default */
   const char *cache_path;         /* benchmark cache (SQLite); NULL: $UCUDNN_CACHE or default */
   int exclude_winograd;           /* nonzero: never plan the Winograd algorithms */
+  int engines;                    /* UCUDNN_ENGINES_*: the families of choices */
 } ucudnn_plan_options;
 
 /* Opaque: a planned kernel. */

@@ -31,8 +31,8 @@ from ucudnn.measure import runtime
 from ucudnn.plan.conv import ConvShape
 from ucudnn.plan.layers import LayerSpec
 from ucudnn.plan.settings import DEFAULTS, PlanSettings
-from ucudnn.vocab import (DTYPE_CODES, MATH_NAMES, OPS, OPTIMIZER, POLICY, InputError,
-                          UcudnnError)
+from ucudnn.vocab import (DTYPE_CODES, ENGINE, ENGINES, LAYOUT, MATH_NAMES, OPS, OPTIMIZER,
+                          POLICY, InputError, UcudnnError)
 
 cdef extern from "ucudnn_types.h":
     ctypedef struct ucudnn_op_plan:
@@ -104,6 +104,17 @@ cdef str _dtype_name(int code, str where):
     return DTYPE_CODES[code]
 
 
+cdef str _engines(int code):
+    """The ``engines`` setting of a UCUDNN_ENGINES_* code (0: PlanSettings' default)."""
+    if code == 0:
+        return DEFAULTS.engines
+    if not 1 <= code <= len(ENGINES):
+        raise InputError(f"'engines': {code} is not one of UCUDNN_ENGINES_DEFAULT (0), "
+                         "UCUDNN_ENGINES_LEGACY (1), UCUDNN_ENGINES_GRAPH (2), "
+                         "UCUDNN_ENGINES_BOTH (3)")
+    return ENGINE(code - 1, "engines")
+
+
 cdef object _kernel_from_params(const ucudnn_conv_params* p):
     name = p.name.decode("utf-8", "replace") if p.name != NULL else None
     where = f"layer {name!r}: " if name else ""
@@ -116,10 +127,13 @@ cdef object _kernel_from_params(const ucudnn_conv_params* p):
                          f"(expected one of {sorted(MATH_NAMES)})")
     xs = tuple(p.x_strides[i] for i in range(4))
     ys = tuple(p.y_strides[i] for i in range(4))
+    if p.layout not in LAYOUT.codes.values():
+        raise InputError(f"{where}field 'layout': {p.layout} is not UCUDNN_NCHW (0) or "
+                         "UCUDNN_NHWC (1)")
     try:
         shape = ConvShape(p.c, p.h, p.w, p.k, p.r, p.s, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
                           p.dil_h, p.dil_w, p.groups, None if not any(xs) else xs,
-                          None if not any(ys) else ys)
+                          None if not any(ys) else ys, LAYOUT(p.layout))
     except (ValueError, TypeError) as e:
         raise InputError(f"{where}{e}") from None
     return Kernel(shape, OPS[p.op], p.n, dtype, MATH_NAMES[p.math], name,
@@ -136,6 +150,11 @@ cdef public api int ucudnn_kernel_create(const ucudnn_conv_params* params,
             if params == NULL or options == NULL or out == NULL:
                 raise InputError("ucudnn_kernel_create: NULL argument")
             out[0] = NULL
+            try:        # checked before _kernel_from_params creates the kernel's descriptors
+                engines = _engines(options.engines)
+            except InputError as e:
+                name = params.name.decode("utf-8", "replace") if params.name != NULL else None
+                raise InputError(f"layer {name!r}: field {e}") from None
             kern = _kernel_from_params(params)
             where = f"layer {kern.name!r}: "
             sizes = None
@@ -151,7 +170,8 @@ cdef public api int ucudnn_kernel_create(const ucudnn_conv_params* params,
                     repeats=options.repeats if options.repeats > 0 else DEFAULTS.repeats,
                     cache_path=(os.fsdecode(<bytes>options.cache_path)
                                 if options.cache_path != NULL else None),
-                    exclude_winograd=bool(options.exclude_winograd))
+                    exclude_winograd=bool(options.exclude_winograd),
+                    engines=engines)
             except InputError as e:
                 raise InputError(f"{where}field {e}") from None
             runtime.prepare_kernel(kern, settings)

@@ -52,6 +52,8 @@ def test_embed_host_runs_two_threads(embed_host, tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "2 of 2 threads matched" in proc.stdout
     assert proc.stdout.count(": bad input rejected") == 2
+    # ucudnn_plan_options.engines reaches the planner: graph engine configs, same results
+    assert proc.stdout.count(": graph plan [") == 2
     assert "pad_h" in proc.stdout
     # repeated planning calls from threads Python did not create: one cuDNN handle per thread
     assert proc.stdout.count("planning calls, 1 cuDNN handle") == 2
@@ -121,14 +123,14 @@ def test_c_api_rejects_bad_input_without_gpu():
             "op", "dtype", "math", "n", "c", "h", "w", "k", "r", "s", "pad_h", "pad_w",
             "stride_h", "stride_w", "dil_h", "dil_w", "groups")] + [
             ("x_strides", ctypes.c_int * 4), ("y_strides", ctypes.c_int * 4),
-            ("name", ctypes.c_char_p), ("instances", ctypes.c_int)]
+            ("name", ctypes.c_char_p), ("instances", ctypes.c_int), ("layout", ctypes.c_int)]
 
     class PlanOptions(ctypes.Structure):      # ucudnn_plan_options
         _fields_ = [("policy", ctypes.c_int), ("optimizer", ctypes.c_int),
                     ("micro_batch_sizes", ctypes.POINTER(ctypes.c_int)),
                     ("n_micro_batch_sizes", ctypes.c_int), ("workspace_limit", ctypes.c_size_t),
                     ("repeats", ctypes.c_int), ("cache_path", ctypes.c_char_p),
-                    ("exclude_winograd", ctypes.c_int)]
+                    ("exclude_winograd", ctypes.c_int), ("engines", ctypes.c_int)]
 
     fn = _c_api()
     create = fn("ucudnn_kernel_create", ctypes.c_int, ctypes.POINTER(ConvParams),
@@ -147,13 +149,21 @@ def test_c_api_rejects_bad_input_without_gpu():
 
     opts = PlanOptions(policy=1, optimizer=0, workspace_limit=8 << 20, repeats=1)
     for kw, field in ((dict(op=7), "'op'"), (dict(dtype=42), "'dtype'"), (dict(math=9), "'math'"),
-                      (dict(pad_h=-1), "pad_h"), (dict(groups=5), "groups")):
+                      (dict(pad_h=-1), "pad_h"), (dict(groups=5), "groups"),
+                      (dict(layout=2), "'layout'")):
         out = ctypes.c_void_p(1)
         assert create(ctypes.byref(params(**kw)), ctypes.byref(opts), ctypes.byref(out)) == \
             Status.INVALID, kw
         assert out.value is None, kw          # *out is cleared on failure
         message = last_error().decode()
         assert "capi_conv" in message and field in message, message
+    bad_engines = PlanOptions(policy=1, optimizer=0, workspace_limit=8 << 20, repeats=1,
+                              engines=4)
+    assert create(ctypes.byref(params()), ctypes.byref(bad_engines),
+                  ctypes.byref(ctypes.c_void_p(1))) == Status.INVALID
+    message = last_error().decode()
+    assert "capi_conv" in message and "engines" in message and "UCUDNN_ENGINES_BOTH" in message, \
+        message
     assert create(None, ctypes.byref(opts), None) == Status.INVALID
     assert b"NULL" in last_error()
     assert replan(None, 0) == Status.INVALID

@@ -373,6 +373,29 @@ static int run_thread(int id, int *result) {
               p.name, plan, wss, rel);
   CHECK(rel < 1e-4, "thread %d: micro-batched result differs from undivided", id);
 
+  // the graph API's engine configs through the same calls: planned, run, same result
+  ucudnn_plan_options graph = micro;
+  graph.engines = UCUDNN_ENGINES_GRAPH;
+  ucudnn_kernel *kg = nullptr;
+  CHECK(ucudnn_kernel_create(&p, &graph, &kg) == UCUDNN_OK, "thread %d: create (graph): %s", id,
+        ucudnn_last_error());
+  char gplan[256];
+  CHECK(ucudnn_kernel_describe(kg, gplan, sizeof gplan) == UCUDNN_OK, "describe: %s",
+        ucudnn_last_error());
+  size_t gwss = ucudnn_kernel_workspace_size(kg);
+  void *gws = nullptr;
+  CHECK(cudaMalloc(&gws, gwss + 1) == cudaSuccess, "cudaMalloc");
+  CHECK(ucudnn_kernel_run(kg, handle, &alpha, a, b, &beta, out1, gws, gwss) == UCUDNN_OK,
+        "thread %d: run (graph): %s", id, ucudnn_last_error());
+  CHECK(cudaStreamSynchronize(stream) == cudaSuccess, "sync");
+  double grel = relative_difference(out0, out1, nout);
+  std::printf("thread %d: graph plan [%s] workspace %zu B, max relative difference %.3g\n", id,
+              gplan, gwss, grel);
+  CHECK(std::strstr(gplan, "eng") != nullptr, "thread %d: graph plan names no engine config", id);
+  CHECK(grel < 1e-4, "thread %d: graph result differs from undivided", id);
+  ucudnn_kernel_destroy(kg);
+  cudaFree(gws);
+
   // bad input: a negative pad gives a clear error naming the layer, not a crash
   ucudnn_conv_params bad = p;
   bad.pad_h = -1;
