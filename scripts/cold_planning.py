@@ -9,10 +9,12 @@ Appends one row per (net, policy, search) to a CSV with the predicted convolutio
 plans (every kernel times its group calls and identical layers):
 
     net,policy,search,limit_bytes,gpus,repeats,cold_s,warm_s,sizes_benchmarked,predicted_ms,
-    setup_s,warmup_find_s,find_s,retime_s
+    setup_s,warmup_find_s,find_s,retime_s,graph_heuristics_s,graph_build_s,graph_time_s,engines
 
-The last four say where the cold pass's benchmarks spent their time, summed over kernels
-(and GPUs): buffers and workspace, warm-up Finds, Finds, re-timing with CUDA events.
+The ``_s`` parts say where the cold pass's benchmarks spent their time, summed over kernels
+(and GPUs): buffers and workspace, warm-up Finds, Finds, re-timing with CUDA events, and for
+the graph family (``--engines graph`` or ``both``) the heuristics' queries, the plan builds
+and timing the engine configs.
 
 With ``--devices 0,1`` the cold pass is spread over the GPUs the way ``ucudnn bench
 --devices`` spreads a net (Note [Benchmarks over several GPUs]): one child process per GPU
@@ -34,11 +36,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from ucudnn.vocab import SEARCHES
+from ucudnn.vocab import ENGINES, SEARCHES
 
-PARTS = ("setup", "warmup_find", "find", "retime")
+PARTS = ("setup", "warmup_find", "find", "retime", "graph_heuristics", "graph_build",
+         "graph_time")
 FIELDS = ["net", "policy", "search", "limit_bytes", "gpus", "repeats", "cold_s", "warm_s",
-          "sizes_benchmarked", "predicted_ms"] + [f"{p}_s" for p in PARTS]
+          "sizes_benchmarked", "predicted_ms"] + [f"{p}_s" for p in PARTS] + ["engines"]
 
 
 def bench_totals(records):
@@ -54,7 +57,8 @@ def bench_totals(records):
     return sizes, parts
 
 
-def plan_net(net, policy, search, limit, cache, records, shard=None, repeats=1):
+def plan_net(net, policy, search, limit, cache, records, shard=None, repeats=1,
+             engines="legacy"):
     """(seconds, sizes benchmarked, predicted ms) of planning every kernel of ``net`` (with
     ``shard`` = (i, n): only the i-th of n equal-cost shares); the plan records go to
     ``records`` (the sizes benchmarked are read from them)."""
@@ -74,7 +78,8 @@ def plan_net(net, policy, search, limit, cache, records, shard=None, repeats=1):
         kernels = [(l, op) for l, op in kernels if (l.name, op) in mine]
     t0 = time.perf_counter()
     planned = plan_kernels(kernels, PlanSettings(policy=policy, limit=limit, search=search,
-                                                 cache_path=str(cache), repeats=repeats))
+                                                 cache_path=str(cache), repeats=repeats,
+                                                 engines=engines))
     seconds = time.perf_counter() - t0
     predicted = sum(l.groups * l.count * k.plan.time_ms for l, _, k in planned)
     return seconds, bench_totals(records)[0], predicted
@@ -88,7 +93,7 @@ def cold_on_devices(args, devices, cache, records):
         cmd = [sys.executable, os.path.abspath(__file__), "--net", args.net, "--policy",
                args.policy, "--search", args.search, "--limit", args.limit,
                "--shard", f"{i}/{len(devices)}", "--cache", str(cache), "--records",
-               str(records), "--repeats", str(args.repeats)]
+               str(records), "--repeats", str(args.repeats), "--engines", args.engines]
         procs.append((dev, subprocess.Popen(cmd, env=dict(os.environ,
                                                            CUDA_VISIBLE_DEVICES=str(dev)))))
     failed = [f"GPU {dev} (exit status {p.returncode})" for dev, p in procs if p.wait() != 0]
@@ -155,6 +160,8 @@ def main(argv=None):
     ap.add_argument("--limit", default="64MiB", help="workspace per kernel (DP)")
     ap.add_argument("--repeats", type=int, default=1, help="cudnnFind calls per size "
                     "(median; default 1, as the runtime's)")
+    ap.add_argument("--engines", default="legacy", choices=ENGINES,
+                    help="families of choices to measure and plan (Note [Choices])")
     ap.add_argument("--devices", metavar="LIST", help="GPUs to spread the cold pass over, "
                     "e.g. 0,1 (default: the current GPU only)")
     ap.add_argument("--csv", help="CSV file to append a row to (required but with --shard "
@@ -177,7 +184,8 @@ def main(argv=None):
             ap.error("--shard needs --cache and --records")
         i, n = (int(x) for x in args.shard.split("/"))
         plan_net(args.net, args.policy, args.search, limit, Path(args.cache),
-                 Path(args.records), shard=(i, n), repeats=args.repeats)
+                 Path(args.records), shard=(i, n), repeats=args.repeats,
+                 engines=args.engines)
         return 0
     if not args.csv:
         ap.error("--csv is required")
@@ -196,13 +204,15 @@ def main(argv=None):
             sizes, parts = bench_totals(records)
             records.unlink()
             warm_s, again, predicted = plan_net(args.net, args.policy, args.search, limit,
-                                                cache, records, repeats=args.repeats)
+                                                cache, records, repeats=args.repeats,
+                                                engines=args.engines)
         else:
             cold_s, sizes, predicted = plan_net(args.net, args.policy, args.search, limit,
-                                                cache, records, repeats=args.repeats)
+                                                cache, records, repeats=args.repeats,
+                                                engines=args.engines)
             _, parts = bench_totals(records)
             warm_s, again, _ = plan_net(args.net, args.policy, args.search, limit, cache,
-                                        records, repeats=args.repeats)
+                                        records, repeats=args.repeats, engines=args.engines)
     if again:       # the warm pass must be served by the cache alone
         raise SystemExit(f"cold_planning: the warm pass benchmarked {again} sizes again")
     row = {"net": args.net, "policy": args.policy, "search": args.search, "limit_bytes": limit,
@@ -210,14 +220,14 @@ def main(argv=None):
            "cold_s": round(cold_s, 2),
            "warm_s": round(warm_s, 3),
            "sizes_benchmarked": sizes, "predicted_ms": round(predicted, 3),
-           **{f"{p}_s": round(v, 2) for p, v in parts.items()}}
+           **{f"{p}_s": round(v, 2) for p, v in parts.items()}, "engines": args.engines}
     new = not os.path.exists(args.csv)
     with open(args.csv, "a", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS)
         if new:
             w.writeheader()
         w.writerow(row)
-    print(f"{args.net} {args.policy} ({args.search}, {args.limit}) on "
+    print(f"{args.net} {args.policy} ({args.search}, {args.limit}, {args.engines}) on "
           f"{device_info().get('gpu')}: cold {cold_s:.1f} s ({sizes} sizes benchmarked), "
           f"warm {warm_s:.2f} s, predicted {predicted:.2f} ms; benchmarks: "
           + ", ".join(f"{p} {v:.1f} s" for p, v in parts.items()))
