@@ -213,13 +213,29 @@ def main(argv=None):
     core = bench.core()
     rows = []
     t0 = time.perf_counter()
-    for suite in args.suites:
-        for ks in suite_kernels(suite, args.deepbench_layers):
-            for op in ks.ops:
-                for dtype in args.dtypes:
-                    for family in args.families:
-                        for layout in args.layouts:
-                            rows.extend(measure(core, ks, op, family, layout, dtype, args, log))
+    points = None
+    if args.out:
+        # written as each kernel is measured: a run cut short keeps what it measured
+        # (--replot draws it)
+        os.makedirs(args.out, exist_ok=True)
+        points = open(os.path.join(args.out, "points.csv"), "w", newline="")
+        writer = csv.DictWriter(points, fieldnames=COLUMNS)
+        writer.writeheader()
+    try:
+        for suite in args.suites:
+            for ks in suite_kernels(suite, args.deepbench_layers):
+                for op in ks.ops:
+                    for dtype in args.dtypes:
+                        for family in args.families:
+                            for layout in args.layouts:
+                                new = measure(core, ks, op, family, layout, dtype, args, log)
+                                rows.extend(new)
+                                if points is not None:
+                                    writer.writerows(new)
+                                    points.flush()
+    finally:
+        if points is not None:
+            points.close()
     summary = summarise(rows)
     meta = {"command": " ".join(sys.argv), "device": info, "python": platform.python_version(),
             "seconds": round(time.perf_counter() - t0, 1), "max_configs": args.max_configs,
@@ -230,11 +246,6 @@ def main(argv=None):
               f"measured {s['measured_ms']:8.2f} ms"
               + ("" if s["complete"] else f"  (incomplete: {s['kernels']} kernels)"))
     if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "points.csv"), "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=COLUMNS)
-            w.writeheader()
-            w.writerows(rows)
         with open(os.path.join(args.out, "summary.json"), "w") as f:
             json.dump({"meta": meta, "summary": summary}, f, indent=1)
         plot(rows, os.path.join(args.out, "engines.png"))
