@@ -571,3 +571,42 @@ def test_peak_gpu_memory_without_nvml_is_none(monkeypatch):
     with PeakGpuMemory() as m:
         m.watch(os.getpid())
     assert m.peak_bytes is None and "NVML unavailable" in m.error
+
+
+# -- families of convolution choices in the grid ----------------------------------------------
+
+def test_grid_runs_ucudnn_points_once_per_engine_family_and_stock_once(tmp_path):
+    from ucudnn.caffe.proto import load_caffe_pb2, read_net
+    pts = grid.grid(["resnet18"], [64 * MIB], ["powerOfTwo"], ilp=False, shared=True,
+                    unlimited=False, engines=("legacy", "both"))
+    assert [p.key for p in pts] == [
+        "resnet18/caffe/-", "resnet18/powerOfTwo/64.0MiB", "resnet18/shared/64.0MiB",
+        "resnet18/powerOfTwo/64.0MiB/both-engines", "resnet18/shared/64.0MiB/both-engines"]
+    # the legacy points keep the keys results had before the graph family
+    assert grid.Point("resnet18", "all", 64 * MIB).key == "resnet18/all/64.0MiB"
+    rec = {"net": "resnet18", "setting": "shared", "limit_bytes": 64 * MIB, "engines": "both"}
+    assert grid.point_of(rec) == pts[-1]
+    assert grid.engines_of({"net": "resnet18"}) == "legacy"
+    pb2 = load_caffe_pb2()
+    dest = tmp_path / "both.prototxt"
+    caffe_run.variant_prototxt(pb2, NETS / "resnet18.prototxt", pts[-1], dest, None, "powerOfTwo")
+    net = read_net(pb2, str(dest))
+    assert net.ucudnn_param.engines == pb2.UcudnnParameter.BOTH
+    assert net.ucudnn_param.optimizer == pb2.UcudnnParameter.SHARED
+    caffe_run.variant_prototxt(pb2, NETS / "resnet18.prototxt", pts[1], dest, None, "powerOfTwo")
+    assert not read_net(pb2, str(dest)).ucudnn_param.HasField("engines")
+
+
+def test_speedup_compares_within_one_engine_family_and_prediction_skips_graph():
+    from ucudnn.experiments.predict import predict_point
+    pt = lambda setting, ms, eng: {"net": "resnet18", "setting": setting,  # noqa: E731
+                                   "limit_bytes": 64 * MIB, "status": "ok", "median_ms": ms,
+                                   "engines": eng}
+    pts = [pt("undivided", 90.0, "legacy"), pt("powerOfTwo", 45.0, "legacy"),
+           pt("undivided", 30.0, "both"), pt("powerOfTwo", 25.0, "both")]
+    doc = {"points": {grid.point_of(p).key: p for p in pts}}
+    assert results.speedup(doc, pts[1]) == pytest.approx(2.0)
+    assert results.speedup(doc, pts[3]) == pytest.approx(1.2)
+    got = predict_point(grid.Point("resnet18", "powerOfTwo", 64 * MIB, engines="graph"),
+                        "powerOfTwo")
+    assert got["status"] == "skipped" and "legacy algorithms only" in got["error"]

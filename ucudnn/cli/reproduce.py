@@ -43,6 +43,10 @@ def add_parser(sub) -> None:
     s.add_argument("--predict", action="store_true",
                    help="plan from the shipped H200 data instead of running Caffe")
     s.add_argument("--no-pytorch", action="store_true", help="skip the PyTorch comparison")
+    s.add_argument("--engines", default="legacy",
+                   help="families of convolution choices of ucudnn's points, each a point of "
+                   "its own: legacy (cuDNN's algorithms), graph (the graph API's engine "
+                   "configs), both (Note [Choices])")
     s.add_argument("--bn-engines", default="caffe,fused",
                    help="BatchNorm engines of nets that have BatchNorm layers: caffe (BVLC's "
                    "layer, the paper's baseline), fused or cudnn (caffe_patch/0004's kernels "
@@ -54,6 +58,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..experiments import reproduce as rp
     from ..experiments.grid import BN_ENGINES
+    from ..vocab import ENGINE, InputError
     from ..experiments.results import ReproduceError
     from ..experiments.summary import format_summary
     from ..paths import caffe_binary
@@ -67,6 +72,10 @@ def run(args) -> int:
     for b in bn_engines:
         if b not in BN_ENGINES:
             raise c.CliError(f"--bn-engines: {b!r} is not one of {', '.join(BN_ENGINES)}")
+    try:
+        engines = [ENGINE(e, "--engines") for e in c.split_list(args.engines)]
+    except InputError as e:
+        raise c.CliError(str(e)) from None
     caffe = args.caffe or str(caffe_binary())
     predict = args.predict
     if not predict:
@@ -90,7 +99,7 @@ def run(args) -> int:
         stock=not args.no_stock, shared=not args.no_shared, iterations=args.iterations, repeats=args.repeats, gpu=args.gpu,
         timeout=args.timeout, caffe=None if predict else caffe, cache_path=args.cache,
         retry_failed=args.retry_failed, predict=predict, pytorch=not args.no_pytorch,
-        bn_engines=bn_engines,
+        bn_engines=bn_engines, engines=engines,
         argv=["ucudnn", "reproduce", *getattr(args, "argv", [])])
     try:
         doc = rp.run(opts, say=lambda m: print(m, flush=True))

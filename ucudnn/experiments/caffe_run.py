@@ -29,7 +29,8 @@ PACKAGE_ROOT = PACKAGE.parent
 
 def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Optional[str],
                      ilp_policy: str, bn_engine_field: bool = False) -> Dict[str, str]:
-    """Write ``source`` with the point's net-wide ``ucudnn_param`` and BatchNorm engine to
+    """Write ``source`` with the point's net-wide ``ucudnn_param`` (its families of choices
+    included) and BatchNorm engine to
     ``dest``; returns its layers' types by name, in the net's order. ``bn_engine_field``: the Caffe
     binary knows ``batch_norm_param.engine`` (caffe_patch/0004), so the engine is written on
     every BatchNorm layer even where it is BVLC's (Note [BatchNorm engines])."""
@@ -57,6 +58,8 @@ def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Op
         else:
             set_param(net.ucudnn_param, {"policy": point.policy, "optimizer": "dp",
                                          "limit": point.limit})
+        if point.engines != "legacy":
+            set_param(net.ucudnn_param, {"engines": point.engines})
         if cache_path:
             net.ucudnn_param.cache_path = cache_path
     dest.parent.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, List, Optional, Sequence
 
-from ..vocab import UNLIMITED, format_size
+from ..vocab import ENGINES, UNLIMITED, format_size
 
 NETS = ("alexnet", "resnet18", "cifar10")
 POLICIES = ("undivided", "powerOfTwo", "all")
@@ -63,17 +63,21 @@ def limit_label(limit: Optional[int]) -> str:
 @dataclasses.dataclass(frozen=True)
 class Point:
     """One run of one network: ``setting`` is a policy, ``ilp``, ``unlimited`` or ``caffe``
-    (stock Caffe, no ucudnn_param); ``bn`` the BatchNorm engine (Note [BatchNorm engines])."""
+    (stock Caffe, no ucudnn_param); ``bn`` the BatchNorm engine (Note [BatchNorm engines]);
+    ``engines`` the families of convolution choices ucudnn plans with (Note [Choices] in
+    ucudnn/vocab.py; stock Caffe's points: ``legacy``, cuDNN's algorithms)."""
     net: str
     setting: str
     limit: Optional[int] = None
     bn: str = "caffe"
+    engines: str = "legacy"
 
     @property
     def key(self) -> str:
         lim = ("-" if self.limit is None or is_unlimited(self.limit)
                or self.setting == "shared_stock" else format_size(self.limit))
-        return f"{self.net}/{self.setting}/{lim}" + ("" if self.bn == "caffe" else f"/{self.bn}-bn")
+        return (f"{self.net}/{self.setting}/{lim}" + ("" if self.bn == "caffe" else f"/{self.bn}-bn")
+                + ("" if self.engines == "legacy" else f"/{self.engines}-engines"))
 
     @property
     def policy(self) -> Optional[str]:
@@ -90,10 +94,12 @@ class Point:
 def grid(nets: Sequence[str], limits: Sequence[int], policies: Sequence[str] = POLICIES, *,
          ilp: bool = True, unlimited: bool = True, stock: bool = True,
          shared: bool = True, bn_engines: Sequence[str] = ("caffe",),
-         has_batchnorm: Callable[[str], bool] = lambda net: False) -> List[Point]:
+         has_batchnorm: Callable[[str], bool] = lambda net: False,
+         engines: Sequence[str] = ("legacy",)) -> List[Point]:
     """The points, in the order they run: per network the cheap settings first, so that
     an interrupted run has the baselines; the BatchNorm engines other than ``caffe`` only for
-    nets that ``has_batchnorm`` (Note [BatchNorm engines])."""
+    nets that ``has_batchnorm`` (Note [BatchNorm engines]); ucudnn's points once per family
+    setting in ``engines``, stock Caffe's once."""
     points: List[Point] = []
     for net in nets:
         for bn in bn_engines:
@@ -101,16 +107,17 @@ def grid(nets: Sequence[str], limits: Sequence[int], policies: Sequence[str] = P
                 continue
             if stock:
                 points.append(Point(net, "caffe", bn=bn))
-            if unlimited:
-                points.append(Point(net, "unlimited", UNLIMITED, bn=bn))
-            for limit in limits:
-                points += [Point(net, p, limit, bn=bn) for p in policies]
-                if ilp:
-                    points.append(Point(net, "ilp", limit, bn=bn))
-                if shared:
-                    points.append(Point(net, "shared", limit, bn=bn))
-            if shared and stock and "undivided" in policies and limits:
-                points.append(Point(net, "shared_stock", None, bn=bn))
+            for eng in engines:
+                if unlimited:
+                    points.append(Point(net, "unlimited", UNLIMITED, bn=bn, engines=eng))
+                for limit in limits:
+                    points += [Point(net, p, limit, bn=bn, engines=eng) for p in policies]
+                    if ilp:
+                        points.append(Point(net, "ilp", limit, bn=bn, engines=eng))
+                    if shared:
+                        points.append(Point(net, "shared", limit, bn=bn, engines=eng))
+                if shared and stock and "undivided" in policies and limits:
+                    points.append(Point(net, "shared_stock", None, bn=bn, engines=eng))
     return points
 
 
@@ -119,9 +126,15 @@ def bn_engine(rec: dict) -> str:
     return rec.get("bn_engine") or "caffe"
 
 
+def engines_of(rec: dict) -> str:
+    """A point record's families of choices (records from before the graph family: ``legacy``)."""
+    return rec.get("engines") or "legacy"
+
+
 def point_of(rec: dict) -> Point:
     """The :class:`Point` a point record measured."""
-    return Point(rec["net"], rec["setting"], rec.get("limit_bytes"), bn_engine(rec))
+    return Point(rec["net"], rec["setting"], rec.get("limit_bytes"), bn_engine(rec),
+                 engines_of(rec))
 
 
 def point_order(rec: dict) -> tuple:
@@ -129,6 +142,7 @@ def point_order(rec: dict) -> tuple:
     by limit and setting (tables and figures)."""
     lim = rec.get("limit_bytes") or 0
     first = is_unlimited(lim) or rec["setting"] == "caffe"
+    eng = engines_of(rec)
     return (BN_ENGINES.index(bn_engine(rec)) if bn_engine(rec) in BN_ENGINES else len(BN_ENGINES),
-            0 if first else 1, lim,
+            ENGINES.index(eng) if eng in ENGINES else len(ENGINES), 0 if first else 1, lim,
             SETTINGS.index(rec["setting"]) if rec["setting"] in SETTINGS else len(SETTINGS))

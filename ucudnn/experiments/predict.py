@@ -19,6 +19,10 @@ def predict_point(point: Point, ilp_policy: str) -> dict:
     if point.setting == "shared_stock":
         return {"status": "skipped", "error": "its budget is stock Caffe's measured workspace "
                 "(Note [Shared arena at stock memory]): a GPU run measures it"}
+    if point.engines != "legacy":
+        return {"status": "skipped", "error": f"engines {point.engines}: the shipped H200 data "
+                "holds cuDNN's legacy algorithms only (Note [Predictions from legacy "
+                "measurements]): a GPU run measures the graph family"}
     if point.net not in shipped.nets():
         return {"status": "skipped",
                 "error": f"no shipped benchmark data for {point.net} (ucudnn/data/"

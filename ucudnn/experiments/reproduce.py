@@ -74,6 +74,7 @@ class Options:
     pytorch_script: Optional[Path] = None
     repeats: int = 3
     bn_engines: Sequence[str] = ("caffe", "fused")
+    engines: Sequence[str] = ("legacy",)
     argv: Optional[Sequence[str]] = None
 
     @property
@@ -196,7 +197,7 @@ def run(opts: Options, say: Callable[[str], None] = print) -> dict:
     points = grid(opts.nets, opts.limits, opts.policies, ilp=opts.ilp,
                   unlimited=opts.unlimited, stock=opts.stock, shared=opts.shared,
                   bn_engines=bn_engines,
-                  has_batchnorm=bn_nets.__contains__)
+                  has_batchnorm=bn_nets.__contains__, engines=opts.engines)
     repeats = 1 if mode == "predict" else opts.repeats
     todo = pending(points, doc, opts.retry_failed, repeats)
     runs = sum(runs_needed(doc["points"].get(p.key), opts.retry_failed, repeats) for p in todo)
@@ -241,7 +242,7 @@ def run_point(opts: Options, pb2, p: Point, doc: dict, rec: Optional[dict]) -> d
         if why:
             new = {"status": "failed", "error": why}
             new.update({"net": p.net, "setting": p.setting, "limit_bytes": None,
-                        "bn_engine": p.bn, "policy": opts.ilp_policy, "optimizer": "shared",
+                        "bn_engine": p.bn, "engines": p.engines, "policy": opts.ilp_policy, "optimizer": "shared",
                         "run": run_index})
             return new
     if opts.predict:
@@ -273,6 +274,7 @@ def run_point(opts: Options, pb2, p: Point, doc: dict, rec: Optional[dict]) -> d
             new = dict(rec, status="failed", error=f"repeat {len(prior) + 1}: {new['error']}",
                        log_tail=new.get("log_tail"))
     new.update({"net": p.net, "setting": p.setting, "limit_bytes": p.limit, "bn_engine": p.bn,
+                "engines": p.engines,
                 "policy": p.policy if p.setting not in NETWIDE else opts.ilp_policy,
                 "optimizer": {"ilp": "ilp", "shared": "shared",
                               "shared_stock": "shared"}.get(p.setting, "dp")})

@@ -11,7 +11,8 @@ Note [Results schema]
 
     A point (key ``net/setting/limit``, :class:`~ucudnn.experiments.grid.Point`): ``net``,
     ``setting``, ``policy``, ``optimizer``, ``bn_engine`` (``caffe`` or ``cudnn``, Note
-    [BatchNorm engines]; absent before 0004: ``caffe``), ``limit_bytes`` (``unlimited`` points:
+    [BatchNorm engines]; absent before 0004: ``caffe``), ``engines`` (the families of
+    convolution choices: ``legacy``, ``graph`` or ``both``; absent before them: ``legacy``), ``limit_bytes`` (``unlimited`` points:
     vocab.UNLIMITED; schema 1 stored 1 << 40, read as unlimited too), ``status`` (``ok``,
     ``failed``, ``predicted``, ``skipped``), ``error``/``log_tail`` when failed; measured:
     ``median_ms``, ``mean_ms``, ``forward_ms``, ``backward_ms``, ``conv_ms``, ``type_ms``
@@ -57,7 +58,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..plan.table import write_text
 from ..vocab import InputError, format_size
-from .grid import Point, bn_engine
+from .grid import Point, bn_engine, engines_of
 
 SCHEMA = 2
 #: Schemas :func:`load_results` reads.
@@ -212,7 +213,7 @@ def speedup(doc: dict, rec: dict, field: str = "median_ms") -> Optional[float]:
     if rec.get("status") != status or rec.get("limit_bytes") is None:
         return None
     base = doc["points"].get(Point(rec["net"], "undivided", rec["limit_bytes"],
-                                   bn_engine(rec)).key, {})
+                                   bn_engine(rec), engines_of(rec)).key, {})
     if base.get("status") != status or not rec.get(field):
         return None
     return base[field] / rec[field]
