@@ -63,6 +63,8 @@ cdef extern from "graph.h":
     dnn.cudnnStatus_t ucg_plan_build(dnn.cudnnHandle_t h, const ucg_graph* g,
                                      const ucudnn_engine_config* cfg, ucg_plan* p, char* msg,
                                      size_t msglen) nogil
+    dnn.cudnnStatus_t ucg_engine_notes(const ucg_graph* g, int64_t engine, int* numerical,
+                                       int* behavior, char* msg, size_t msglen) nogil
     dnn.cudnnStatus_t ucg_execute(dnn.cudnnHandle_t h, const ucg_plan* p, const void* x,
                                   const void* w, const void* y, void* ws) nogil
 
@@ -133,6 +135,7 @@ cdef class Kernel:
     cdef readonly object shape, op, n, dtype, math, name, layout
     cdef ucudnn_graph_geom geom         # the graph family's description of this kernel
     cdef object _graph_plans            # (batch, engine, beta) -> GraphPlan, for set_plan
+    cdef object _engine_notes           # engine index -> numerical notes (engine_notes)
     cdef readonly int device
     cdef public int instances   # runs of this kernel per pass, each on its own workspace
     cdef public int max_graph_configs   # engine configs tried per size (0: all; Note [Graph

@@ -506,10 +506,12 @@ cdef class _Events:
 #     (TF32) engines under math "fma"; for float16 and bfloat16, engines that reduce in
 #     reduced precision (the kernel promises float accumulation). ``max_graph_configs`` > 0
 #     (default GRAPH_CONFIGS_DEFAULT) keeps the first that many (a pruned search: heuristics
-#     rank their proposals). Each one
-#     left is built into a plan (cudnnBackendFinalize
-#     of the execution plan, where runtime-compiled engines compile), and timed like an
-#     algorithm: one warm-up, then back-to-back runs between CUDA events, the median.
+#     rank their proposals; a later mode is not queried once the earlier ones gave that
+#     many). Each one left is built into a plan (cudnnBackendFinalize of the execution plan,
+#     where runtime-compiled engines compile) and timed with CUDA events: a warm-up and one
+#     timed run each, then the median of back-to-back runs for those near the (time,
+#     workspace) front, the rule Note [Re-timing near the front] applies to cudnnFind's
+#     times.
 HEUR_MODES = (("A", 3), ("B", 1), ("FALLBACK", 2))
 #: engine configs tried per size unless a caller says otherwise: the pruned search measured on
 #: the H200 (results/h200/engines: ResNet-18's 32 kernels at 9 sizes in 16.8 s, plan builds
@@ -609,6 +611,7 @@ cdef class Kernel:
             raise InputError(f"{where}field 'layout': unknown layout {self.layout!r} "
                              f"(expected one of {', '.join(LAYOUTS)})")
         self._graph_plans = {}
+        self._engine_notes = {}
         self.last_graph_error = None
         self.max_graph_configs = GRAPH_CONFIGS_DEFAULT
         self.name = name or f"{op}"
@@ -949,6 +952,34 @@ cdef class Kernel:
             return None, int(st), msg.decode("utf-8", "replace")
         return gp, 0, ""
 
+    def engine_notes(self, engine):
+        """The numerical notes of engine config ``engine``'s engine on this kernel, a bit mask
+        (bit i: cudnnBackendNumericalNote_t i; NOTE_* here and TRANSFORM_NOTES in
+        ucudnn/vocab.py); notes belong to the engine, not
+        to its knobs or the batch. For choices read back from the benchmark cache, which
+        keeps an engine config's text only (Note [Choices] in ucudnn/vocab.py)."""
+        cdef GraphPlan gp
+        cdef int numerical = 0, behavior = 0, n = self.n
+        cdef int64_t index
+        cdef char msg[512]
+        cdef dnn.cudnnStatus_t st
+        cdef Handle handle
+        index = parse_engine(engine)[0]
+        if index in self._engine_notes:
+            return self._engine_notes[index]
+        handle = _thread_handle()
+        gp = GraphPlan()
+        msg[0] = 0
+        with nogil:
+            st = ucg_graph_build(handle.h, &self.geom, n, 0.0, &gp.g, msg, sizeof(msg))
+        gp.have_graph = True
+        if st == dnn.CUDNN_STATUS_SUCCESS:
+            with nogil:
+                st = ucg_engine_notes(&gp.g, index, &numerical, &behavior, msg, sizeof(msg))
+        check_cudnn(st, f"{self.name}: notes of {engine}: {msg.decode('utf-8', 'replace')}")
+        self._engine_notes[index] = numerical
+        return numerical
+
     def _graph_configs(self, int batch, double beta):
         """The engine configs to try at ``batch`` (Note [Graph choices tried]), as text, with
         their behaviour notes: ``[(engine, behavior_notes)]``."""
@@ -977,6 +1008,8 @@ cdef class Kernel:
             elif self.k.dtype in (2, 9):
                 drop = NOTE_REDUCED_PRECISION
             for _, mode in HEUR_MODES:
+                if 0 < self.max_graph_configs <= len(seen):
+                    break           # the later modes' configs would be cut off below
                 with nogil:
                     st = ucg_heuristics(&gp.g, mode, cfgs, UCG_MAX_CONFIGS, &got, msg, sizeof(msg))
                 for i in range(got):
@@ -1008,7 +1041,7 @@ cdef class Kernel:
         r.x_step = <size_t>(b * self.k.x_nstride * self.k.elem_size)
         r.y_step = <size_t>(b * self.k.y_nstride * self.k.elem_size)
         r.slices = max(1, slices)
-        out = []
+        out, timed = [], []
         t0 = perf_counter()
         configs = self._graph_configs(b, beta)
         spent["graph_heuristics"] += perf_counter() - t0
@@ -1031,13 +1064,29 @@ cdef class Kernel:
                 continue                    # not offered: as cudnnFind leaves it out
             gp = plan
             r.plan = &gp.p
-            st, ms = _time_run(&r, <rt.cudaStream_t>handle.stream, events.ev, iters,
+            st, ms = _time_run(&r, <rt.cudaStream_t>handle.stream, events.ev, 1,
                                f"{self.name}: engine config {engine}")
             if st != 0:
                 stats["failed"] += 1
                 out.append((GRAPH_ALGO, st, 0.0, plan.ws_bytes, mt, engine))
                 continue
-            out.append((GRAPH_ALGO, 0, ms, plan.ws_bytes, mt, engine))
+            timed.append((plan, ms))
+        # one timed run each first; the median of iters for those near the front (Note
+        # [Re-timing near the front], as cudnnFind's times are for the algorithms)
+        for plan, t in timed:
+            if t >= RETIME_ALWAYS_MS and any(o.ws_bytes <= plan.ws_bytes and ot * RETIME_MARGIN < t
+                                             for o, ot in timed):
+                out.append((GRAPH_ALGO, 0, t, plan.ws_bytes, mt, plan.engine))
+                continue
+            gp = plan
+            r.plan = &gp.p
+            st, ms = _time_run(&r, <rt.cudaStream_t>handle.stream, events.ev, iters,
+                               f"{self.name}: engine config {plan.engine}")
+            if st != 0:
+                stats["failed"] += 1
+                out.append((GRAPH_ALGO, st, 0.0, plan.ws_bytes, mt, plan.engine))
+                continue
+            out.append((GRAPH_ALGO, 0, ms, plan.ws_bytes, mt, plan.engine))
         return out
 
     # ------------------------------------------------------------------ plan

@@ -306,6 +306,25 @@ static inline cudnnStatus_t ucg_heuristics(const ucg_graph *g, int mode, ucudnn_
 }
 
 /* Build the execution plan of config cfg on graph g; p->ws_bytes is its workspace. */
+/* The numerical and behaviour notes of engine ``engine`` (global index) on graph g, without
+ * building a plan: what a caller needs to filter choices it read back from a cache. */
+static inline cudnnStatus_t ucg_engine_notes(const ucg_graph *g, int64_t engine, int *numerical,
+                                      int *behavior, char *msg, size_t msglen) {
+  cudnnBackendDescriptor_t e = NULL;
+  cudnnStatus_t st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &e);
+  *numerical = *behavior = 0;
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = cudnnBackendSetAttribute(e, CUDNN_ATTR_ENGINE_OPERATION_GRAPH,
+                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->opgraph);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = cudnnBackendSetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &engine);
+  if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(e);
+  if (st == CUDNN_STATUS_SUCCESS) ucg_notes(e, numerical, behavior);
+  else snprintf(msg, msglen, "engine %lld: %s", (long long)engine, cudnnGetErrorString(st));
+  if (e != NULL) cudnnBackendDestroyDescriptor(e);
+  return st;
+}
+
 static inline cudnnStatus_t ucg_plan_build(cudnnHandle_t h, const ucg_graph *g,
                                     const ucudnn_engine_config *cfg, ucg_plan *p, char *msg,
                                     size_t msglen) {
