@@ -97,6 +97,8 @@ class FakeCore:
         #: (kernel name, plan.describe()) of every set_plan that succeeded, in order
         self.plans_set: List[Tuple[str, str]] = []
         self.time_factor = 1.0          # time_run: measured = predicted x this
+        #: engine index -> its numerical notes (Kernel.engine_notes; absent: none)
+        self.engine_notes: Dict[int, int] = {}
         self._local = threading.local()
         self._lock = threading.Lock()
         core = self
@@ -234,6 +236,10 @@ class _Kernel:
 
     def hold_benchmark_buffers(self, hold):
         self.held.append(bool(hold))
+
+    def engine_notes(self, engine):
+        from ucudnn.vocab import parse_engine
+        return self._core.engine_notes.get(parse_engine(engine)[0], 0)
 
     def workspace_for(self, batch, algo, math, engine=""):
         core = self._core

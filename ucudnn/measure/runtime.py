@@ -51,15 +51,15 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..plan.conv import ConvShape
-from ..plan.dp import WINOGRAD_ALGOS, plan_kernel, undivided_plan, without_algorithms
+from ..plan.dp import WINOGRAD_ALGOS, plan_kernel, undivided_plan, without_choices
 from ..plan.layers import LayerSpec
 from ..plan.network import NetworkPlan, plan_network
 from ..plan.settings import PlanSettings
 from ..plan.table import AlgoPerf
-from ..vocab import SEARCH, InputError, PlanError, algo_name, format_size
+from ..vocab import SEARCH, TRANSFORM_NOTES, InputError, PlanError, algo_name, format_size
 from . import records
 
 log = logging.getLogger("ucudnn")
@@ -100,6 +100,19 @@ _log_from_environment()
 # measuring
 # ---------------------------------------------------------------------------------------------
 
+def _excluded(kern) -> Callable:
+    """What ``exclude_winograd`` drops of ``kern``'s choices: the legacy Winograd algorithms
+    and the graph engines noted FFT or Winograd (Note [Transform engines] in
+    ucudnn/plan/dp.py)."""
+    algos = WINOGRAD_ALGOS[kern.op]
+
+    def drop(p) -> bool:
+        if p.engine:
+            return bool(kern.engine_notes(p.engine) & TRANSFORM_NOTES)
+        return p.algo in algos
+    return drop
+
+
 def measure_for_plan(kern, settings: PlanSettings, *,
                      workspace_cap: Optional[int] = None) -> dict:
     """Benchmark ``kern`` (through the cache) for the plan its ``settings`` ask for, and set
@@ -114,7 +127,7 @@ def measure_for_plan(kern, settings: PlanSettings, *,
               and settings.optimizer == "dp")
     cands = settings.candidate_sizes(kern.n, where)
     measured: List[int] = []
-    excluded = WINOGRAD_ALGOS[kern.op] if settings.exclude_winograd else frozenset()
+    drop = _excluded(kern) if settings.exclude_winograd else None
 
     def measure_sizes(want, cache=None):
         return measure(kern, want, repeats=settings.repeats, cache_path=settings.cache_path,
@@ -132,7 +145,7 @@ def measure_for_plan(kern, settings: PlanSettings, *,
             with BenchCache(settings.cache_path) as cache:
                 def usable(got):
                     # every size asked stays a key (the search needs one)
-                    return {b: [p for p in perfs if p.algo not in excluded]
+                    return {b: [p for p in perfs if drop is None or not drop(p)]
                             for b, perfs in got.items()}
 
                 key = cache_key(kern.shape, kern.op, kern.math, kern.dtype,
@@ -148,8 +161,8 @@ def measure_for_plan(kern, settings: PlanSettings, *,
         kern.bench, cands, rounds = res.bench, res.measured, len(res.rounds)
     else:
         kern.bench = measure_sizes(cands)
-        if excluded:
-            kern.bench = without_algorithms(kern.bench, excluded)
+        if drop is not None:
+            kern.bench = without_choices(kern.bench, drop)
     bench = {"bench_s": time.perf_counter() - t0, "sizes": len(cands),
              "sizes_benchmarked": len(set(measured)),
              "sizes_cached": len(cands) - len(set(measured)),

@@ -23,7 +23,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .settings import candidate_sizes
 from .table import AlgoPerf
@@ -96,11 +96,30 @@ WINOGRAD_ALGOS = {"fwd": frozenset({6, 7}), "bwd_data": frozenset({4, 5}),
                   "bwd_filter": frozenset({4, 5})}
 
 
+# Note [Transform engines]
+#     A graph-API engine config is not a legacy algorithm (one algorithm is several engines,
+#     NVIDIA/cudnn-frontend#20), so "no Winograd" cannot be said by algorithm number there.
+#     What an engine says of itself are its numerical notes; the engines noted FFT or
+#     WINOGRAD (any tile) convolve in a transformed domain. With every engine allowed,
+#     AlexNet's grouped 5x5 conv2 planned with the graph family (FMA math) was 5e-4 off stock
+#     Caffe in backward-filter on the H200, against ~1e-6 for the legacy plans without
+#     Winograd. So ``exclude_winograd`` drops the legacy Winograd algorithms
+#     (WINOGRAD_ALGOS) and the graph engines with those notes (their bits: the core's
+#     NOTE_TRANSFORM; the notes come from the core, Kernel.engine_notes, as the cache keeps an
+#     engine config's text only).
+
+
 def without_algorithms(bench: Mapping[int, Sequence[AlgoPerf]], algos) -> dict:
     """``bench`` without the algorithms ``algos`` (sizes left with none are dropped)."""
+    return without_choices(bench, lambda p: p.algo in algos)
+
+
+def without_choices(bench: Mapping[int, Sequence[AlgoPerf]],
+                    drop: Callable[[AlgoPerf], bool]) -> dict:
+    """``bench`` without the choices ``drop`` says (sizes left with none are dropped)."""
     out = {}
     for b, perfs in bench.items():
-        kept = [p for p in perfs if p.algo not in algos]
+        kept = [p for p in perfs if not drop(p)]
         if kept:
             out[b] = kept
     return out
