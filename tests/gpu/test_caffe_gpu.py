@@ -134,9 +134,8 @@ FMA = f"{STRICT} workspace_limit: {64 * MIB}"
 VARIANTS = [f"policy: UNDIVIDED {FMA}", f"policy: POWER_OF_TWO {FMA}", f"policy: ALL {FMA}",
             f"policy: POWER_OF_TWO optimizer: ILP {FMA}",
             f"policy: POWER_OF_TWO optimizer: SHARED {FMA}",
-            # the variants above plan with both families (the default); the legacy
-            # algorithms alone, and the graph API's engine configs alone
-            f"policy: POWER_OF_TWO engines: LEGACY {FMA}",
+            # the graph API's engine configs, alone and beside the legacy algorithms
+            f"policy: POWER_OF_TWO engines: BOTH {FMA}",
             f"policy: POWER_OF_TWO optimizer: SHARED engines: GRAPH {FMA}",
             f"policy: POWER_OF_TWO micro_batch_size: 8 micro_batch_size: 4 {STRICT} "
             "workspace_limit: 0"]

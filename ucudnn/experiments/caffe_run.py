@@ -58,7 +58,8 @@ def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Op
         else:
             set_param(net.ucudnn_param, {"policy": point.policy, "optimizer": "dp",
                                          "limit": point.limit})
-        set_param(net.ucudnn_param, {"engines": point.engines})
+        if point.engines != "legacy":
+            set_param(net.ucudnn_param, {"engines": point.engines})
         if cache_path:
             net.ucudnn_param.cache_path = cache_path
     dest.parent.mkdir(parents=True, exist_ok=True)
