@@ -25,7 +25,7 @@ __all__ = [
     "OPS", "OP_CODES", "OPERANDS", "POLICIES", "POLICY_CODES", "OPTIMIZERS", "OPTIMIZER_CODES",
     "NETWIDE_OPTIMIZERS", "SEARCHES", "ENGINES", "LAYOUTS", "DTYPES", "DTYPE_CODES", "MATH_MODES", "MATH_NAMES",
     "UNLIMITED", "CAFFE_COMMIT", "ALGO_NAMES", "algo_name", "Choices", "GRAPH_ALGO",
-    "TRANSFORM_NOTES",
+    "WINOGRAD_NOTES",
     "FAMILIES", "ENGINE_FAMILIES", "engine_text", "parse_engine", "choice_name", "POLICY", "OPTIMIZER",
     "MATH", "SEARCH", "ENGINE", "LAYOUT", "DTYPE", "normalise_policy", "parse_size",
     "format_size", "Status", "UcudnnError", "InputError", "PlanError",
@@ -107,10 +107,10 @@ def algo_name(op: str, algo: int) -> str:
 #     the cache, plan records and the C API; :func:`parse_engine` reads it back. Planners see
 #     only (time, workspace) per choice and never look inside.
 GRAPH_ALGO = -1
-#: The numerical notes (bit i: cudnnBackendNumericalNote_t i) of the graph engines that
-#: convolve in a transformed domain: FFT (3), WINOGRAD (5) and its 4x4, 6x6 and 13x13 tiles
-#: (6-8); Note [Transform engines] in ucudnn/plan/dp.py.
-TRANSFORM_NOTES = (1 << 3) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8)
+#: The numerical notes (bit i: cudnnBackendNumericalNote_t i) of the graph engines that are
+#: Winograd convolutions: WINOGRAD (5) and its 4x4, 6x6 and 13x13 tiles (6-8); Note
+#: [Winograd in both families] in ucudnn/plan/dp.py.
+WINOGRAD_NOTES = (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8)
 
 _ENGINE_TEXT = re.compile(r"eng(\d+)(?:\[((?:k\d+=-?\d+)(?:,k\d+=-?\d+)*)\])?\Z")
 

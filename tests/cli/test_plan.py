@@ -147,6 +147,20 @@ def test_plan_prototxt_asking_for_graph_engines_says_where_they_are_planned(no_g
         in p.stderr and "Traceback" not in p.stderr
 
 
+def test_plan_prototxt_asking_for_both_families_plans_the_legacy_one_and_says_so(no_gpu,
+                                                                                 tmp_path):
+    text = (NETS / "alexnet.prototxt").read_text()
+    variant = tmp_path / "b.prototxt"
+    variant.write_text(text.replace('name: "conv2"\n', 'name: "conv2"\n'
+                                    '  ucudnn_param { engines: BOTH }\n', 1))
+    both = json.loads(run(tmp_path, "plan", "--prototxt", variant, "--json").stdout)
+    plain = json.loads(run(tmp_path, "plan", "--prototxt", NETS / "alexnet.prototxt",
+                           "--json").stdout)
+    assert any("engines BOTH (1 of 5 layers): planned from the legacy family" in n
+               for n in both["notes"]), both["notes"]
+    assert both["totals"] == plain["totals"]
+
+
 def test_plan_refuses_shipped_data_that_does_not_match(no_gpu, tmp_path):
     for args, what in ((["--gpu", "Tesla P100"], "Tesla P100"),
                        (["--cudnn-version", "8905"], "cuDNN 8905"),

@@ -62,13 +62,13 @@ def test_unknown_engines_setting_is_an_error_naming_the_field(fake_core):
         bench.measure(k, [8], engines="fastest")
 
 
-def test_exclude_winograd_drops_graph_engines_noted_fft_or_winograd(fake_core, tmp_path):
-    """Note [Transform engines]: graph engine configs are filtered by their numerical notes
-    (asked of the core, also for choices read back from the cache)."""
-    from ucudnn.vocab import TRANSFORM_NOTES
+def test_exclude_winograd_drops_graph_engines_noted_winograd(fake_core, tmp_path):
+    """Note [Winograd in both families]: graph engine configs are filtered by their numerical
+    notes (asked of the core, also for choices read back from the cache)."""
+    from ucudnn.vocab import WINOGRAD_NOTES
     fake_core.model = with_engine_configs
     fake_core.engine_notes = {7: 1 << 5}                   # eng7 says WINOGRAD
-    assert fake_core.engine_notes[7] & TRANSFORM_NOTES
+    assert fake_core.engine_notes[7] & WINOGRAD_NOTES
     cache = str(tmp_path / "c.sqlite")
     k = fake_core.Kernel(SHAPE, "fwd", 8, name="conv1")
     runtime.prepare_kernel(k, PlanSettings(limit=64 * MiB, engines="graph", cache_path=cache))
@@ -78,13 +78,14 @@ def test_exclude_winograd_drops_graph_engines_noted_fft_or_winograd(fake_core, t
                                                 cache_path=cache, exclude_winograd=True))
     assert {c.engine for c in strict.plan.chunks} == {"eng0"}
     assert len(fake_core.calls) == 1                        # the second plan read the cache
-    fake_core.engine_notes = {7: 1 << 3}                    # FFT
-    fft = fake_core.Kernel(SHAPE, "fwd", 8, name="conv1")
-    runtime.prepare_kernel(fft, PlanSettings(limit=64 * MiB, engines="graph", cache_path=cache,
-                                             exclude_winograd=True, policy="all"))
-    assert {c.engine for c in fft.plan.chunks} == {"eng0"}
-    fake_core.engine_notes = {7: 1 << 0}                    # tensor cores only: kept
-    tc = fake_core.Kernel(SHAPE, "fwd", 8, name="conv1")
-    runtime.prepare_kernel(tc, PlanSettings(limit=64 * MiB, engines="graph", cache_path=cache,
-                                            exclude_winograd=True))
-    assert {c.engine for c in tc.plan.chunks} == {"eng7[k3=1]"}
+    fake_core.engine_notes = {7: 1 << 8}                    # WINOGRAD_TILE_13x13
+    tile = fake_core.Kernel(SHAPE, "fwd", 8, name="conv1")
+    runtime.prepare_kernel(tile, PlanSettings(limit=64 * MiB, engines="graph", cache_path=cache,
+                                              exclude_winograd=True, policy="all"))
+    assert {c.engine for c in tile.plan.chunks} == {"eng0"}
+    for kept in (1 << 3, 1 << 0):                           # FFT, as legacy FFT; tensor cores
+        fake_core.engine_notes = {7: kept}
+        k = fake_core.Kernel(SHAPE, "fwd", 8, name="conv1")
+        runtime.prepare_kernel(k, PlanSettings(limit=64 * MiB, engines="graph",
+                                               cache_path=cache, exclude_winograd=True))
+        assert {c.engine for c in k.plan.chunks} == {"eng7[k3=1]"}

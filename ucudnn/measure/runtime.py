@@ -59,7 +59,7 @@ from ..plan.layers import LayerSpec
 from ..plan.network import NetworkPlan, plan_network
 from ..plan.settings import PlanSettings
 from ..plan.table import AlgoPerf
-from ..vocab import SEARCH, TRANSFORM_NOTES, InputError, PlanError, algo_name, format_size
+from ..vocab import SEARCH, WINOGRAD_NOTES, InputError, PlanError, algo_name, format_size
 from . import records
 
 log = logging.getLogger("ucudnn")
@@ -102,13 +102,13 @@ _log_from_environment()
 
 def _excluded(kern) -> Callable:
     """What ``exclude_winograd`` drops of ``kern``'s choices: the legacy Winograd algorithms
-    and the graph engines noted FFT or Winograd (Note [Transform engines] in
+    and the graph engines noted Winograd (Note [Winograd in both families] in
     ucudnn/plan/dp.py)."""
     algos = WINOGRAD_ALGOS[kern.op]
 
     def drop(p) -> bool:
         if p.engine:
-            return bool(kern.engine_notes(p.engine) & TRANSFORM_NOTES)
+            return bool(kern.engine_notes(p.engine) & WINOGRAD_NOTES)
         return p.algo in algos
     return drop
 

@@ -444,17 +444,19 @@ def gather_net(layers, settings, *, tables: Optional[Sequence] = None, cache_pat
     left out where a layer's settings ask."""
     from ..plan.dp import WINOGRAD_ALGOS, without_algorithms
     from .cache import DEFAULT_WORKSPACE_CAP
-    graph = sorted(l.name for l in layers if settings[l.name].engines != "legacy")
+    # Note [Predictions from legacy measurements]
+    #     Shipped data, tables and the command line's gathering hold the legacy family's
+    #     measurements only; the graph family is measured and planned where the net runs
+    #     (the C API's ucudnn_net_plan, scripts/bench_engines.py). A layer asking for GRAPH
+    #     alone is refused: no plan of this data is one Caffe could run. A layer asking for
+    #     BOTH is planned from the legacy family, and the notes say so: Caffe's plan can
+    #     only be as fast or faster, each size taking the faster family.
+    graph = sorted(l.name for l in layers if settings[l.name].engines == "graph")
     if graph:
-        # Note [Predictions from legacy measurements]
-        #     Shipped data, tables and the command line's gathering hold the legacy family's
-        #     measurements only; the graph family is measured and planned where the net runs
-        #     (the C API's ucudnn_net_plan, scripts/bench_engines.py). A prediction that
-        #     quietly left the asked family out would not be the plan Caffe runs.
-        raise InputError(f"layer {graph[0]!r}: field 'ucudnn_param.engines': "
-                         f"{ENGINE.proto[settings[graph[0]].engines]} is planned where the net "
-                         "runs (Caffe through the C API); ucudnn plan predicts LEGACY only "
-                         f"({len(graph)} layer(s) ask for another)")
+        raise InputError(f"layer {graph[0]!r}: field 'ucudnn_param.engines': GRAPH is planned "
+                         "where the net runs (Caffe through the C API); ucudnn plan predicts "
+                         f"from the legacy family only ({len(graph)} layer(s) ask for GRAPH)")
+    both = [l.name for l in layers if settings[l.name].engines == "both"]
     netwide_calls = sum(l.calls for l in layers if settings[l.name].netwide)
 
     def need(l):
@@ -479,6 +481,11 @@ def gather_net(layers, settings, *, tables: Optional[Sequence] = None, cache_pat
                 benches[l.name, op] = b
         sources.append(got.source)
         notes += [n for n in got.notes if n not in notes]
+    if both:
+        notes.append(f"engines BOTH ({len(both)} of {len(layers)} layers): planned from the "
+                     "legacy family's measurements, which ucudnn plan has; where the net runs "
+                     "each micro-batch size also takes the graph API's engine configs when "
+                     "faster (Note [Predictions from legacy measurements])")
     if len(sources) == 1:
         return Gathered(benches, sources[0], notes)
     kinds = sorted({src.kind for src in sources})

@@ -96,17 +96,17 @@ WINOGRAD_ALGOS = {"fwd": frozenset({6, 7}), "bwd_data": frozenset({4, 5}),
                   "bwd_filter": frozenset({4, 5})}
 
 
-# Note [Transform engines]
+# Note [Winograd in both families]
 #     A graph-API engine config is not a legacy algorithm (one algorithm is several engines,
 #     NVIDIA/cudnn-frontend#20), so "no Winograd" cannot be said by algorithm number there.
-#     What an engine says of itself are its numerical notes; the engines noted FFT or
-#     WINOGRAD (any tile) convolve in a transformed domain. With every engine allowed,
-#     AlexNet's grouped 5x5 conv2 planned with the graph family (FMA math) was 5e-4 off stock
-#     Caffe in backward-filter on the H200, against ~1e-6 for the legacy plans without
-#     Winograd. So ``exclude_winograd`` drops the legacy Winograd algorithms
-#     (WINOGRAD_ALGOS) and the graph engines with those notes (their bits: the core's
-#     NOTE_TRANSFORM; the notes come from the core, Kernel.engine_notes, as the cache keeps an
-#     engine config's text only).
+#     What an engine says of itself are its numerical notes, and ``exclude_winograd`` drops
+#     the legacy Winograd algorithms (WINOGRAD_ALGOS) and the graph engines noted WINOGRAD
+#     (any tile: vocab.WINOGRAD_NOTES), asking the core (Kernel.engine_notes: the cache keeps
+#     an engine config's text only). It does not make the graph family as exact as the
+#     legacy one: on the H200 (cuDNN 9.14, FMA math, TF32 off) AlexNet's grouped 5x5 conv2
+#     planned with the graph family was 5.6e-4 to 1.45e-3 off stock Caffe in backward-filter
+#     with its Winograd and FFT engines excluded, where the legacy plans are ~1e-6 off
+#     (tests/gpu/test_caffe_gpu.py); which engine is that far off is open.
 
 
 def without_algorithms(bench: Mapping[int, Sequence[AlgoPerf]], algos) -> dict:
