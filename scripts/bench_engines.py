@@ -136,6 +136,14 @@ def summarise(rows):
                  complete=v["kernels"] == len(kernels[k[0]])) for k, v in out.items()]
 
 
+def print_summary(summary):
+    for s in summary:
+        print(f"{s['suite']:9s} {s['family']:6s} {s['layout']} {s['dtype']:8s} "
+              f"{s['limit']:>10s} {s['policy']:10s} predicted {s['predicted_ms']:8.2f} ms "
+              f"measured {s['measured_ms']:8.2f} ms"
+              + ("" if s["complete"] else f"  (incomplete: {s['kernels']} kernels)"))
+
+
 def read_points(path):
     """The rows of a points.csv, numbers as numbers."""
     with open(path, newline="") as f:
@@ -198,10 +206,14 @@ def main(argv=None):
     ap.add_argument("--out", default=None,
                     help="folder for points.csv, summary.json and engines.png")
     ap.add_argument("--replot", metavar="POINTS_CSV", default=None,
-                    help="only draw engines.png (into --out) from an earlier points.csv")
+                    help="only print the sums and draw engines.png (into --out) from an "
+                    "earlier points.csv, one cut short included")
     args = ap.parse_args(argv)
     if args.replot:
-        plot(read_points(args.replot), os.path.join(args.out or ".", "engines.png"))
+        rows = read_points(args.replot)
+        print_summary(summarise(rows))
+        os.makedirs(args.out or ".", exist_ok=True)
+        plot(rows, os.path.join(args.out or ".", "engines.png"))
         return 0
     args.limits = [parse_size(s, "--limits") for s in args.limits]
     log = lambda m: print(m, file=sys.stderr, flush=True)
@@ -240,11 +252,7 @@ def main(argv=None):
     meta = {"command": " ".join(sys.argv), "device": info, "python": platform.python_version(),
             "seconds": round(time.perf_counter() - t0, 1), "max_configs": args.max_configs,
             "iters": args.iters, "math": args.math}
-    for s in summary:
-        print(f"{s['suite']:9s} {s['family']:6s} {s['layout']} {s['dtype']:8s} "
-              f"{s['limit']:>10s} {s['policy']:10s} predicted {s['predicted_ms']:8.2f} ms "
-              f"measured {s['measured_ms']:8.2f} ms"
-              + ("" if s["complete"] else f"  (incomplete: {s['kernels']} kernels)"))
+    print_summary(summary)
     if args.out:
         with open(os.path.join(args.out, "summary.json"), "w") as f:
             json.dump({"meta": meta, "summary": summary}, f, indent=1)
