@@ -507,7 +507,9 @@ cdef class _Events:
 #     reduced precision (the kernel promises float accumulation). ``max_graph_configs`` > 0
 #     (default GRAPH_CONFIGS_DEFAULT) keeps the first that many (a pruned search: heuristics
 #     rank their proposals; a later mode is not queried once the earlier ones gave that
-#     many). Each one left is built into a plan (cudnnBackendFinalize of the execution plan,
+#     many). ``graph_focus`` keeps only the configs of the engines it names, where the
+#     heuristics propose any (Note [Graph focus in the pruned search] in
+#     ucudnn/measure/runtime.py). Each one left is built into a plan (cudnnBackendFinalize of the execution plan,
 #     where runtime-compiled engines compile) and timed with CUDA events: a warm-up and one
 #     timed run each, then the median of back-to-back runs for those near the (time,
 #     workspace) front, the rule Note [Re-timing near the front] applies to cudnnFind's
@@ -614,6 +616,7 @@ cdef class Kernel:
         self._engine_notes = {}
         self.last_graph_error = None
         self.max_graph_configs = GRAPH_CONFIGS_DEFAULT
+        self.graph_focus = None
         self.name = name or f"{op}"
         self.instances = instances
         self.plan = self.bench = self.settings = self.bench_record = self.timing = None
@@ -1007,8 +1010,9 @@ cdef class Kernel:
                 drop = NOTE_DOWN_CONVERT | (NOTE_TENSOR_CORE if self.math == "fma" else 0)
             elif self.k.dtype in (2, 9):
                 drop = NOTE_REDUCED_PRECISION
+            focus = self.graph_focus
             for _, mode in HEUR_MODES:
-                if 0 < self.max_graph_configs <= len(seen):
+                if focus is None and 0 < self.max_graph_configs <= len(seen):
                     break           # the later modes' configs would be cut off below
                 with nogil:
                     st = ucg_heuristics(&gp.g, mode, cfgs, UCG_MAX_CONFIGS, &got, msg, sizeof(msg))
@@ -1016,6 +1020,9 @@ cdef class Kernel:
                     if cfgs[i].numerical_notes & drop:
                         continue
                     seen.setdefault(_config_text(&cfgs[i]), cfgs[i].behavior_notes)
+            if focus:           # Note [Graph focus in the pruned search] (runtime.py)
+                kept = {e: b for e, b in seen.items() if parse_engine(e)[0] in focus}
+                seen = kept or seen
             if self.max_graph_configs > 0:
                 seen = dict(list(seen.items())[:self.max_graph_configs])
             if not seen:

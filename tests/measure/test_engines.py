@@ -89,3 +89,27 @@ def test_exclude_winograd_drops_graph_engines_noted_winograd(fake_core, tmp_path
         runtime.prepare_kernel(k, PlanSettings(limit=64 * MiB, engines="graph",
                                                cache_path=cache, exclude_winograd=True))
         assert {c.engine for c in k.plan.chunks} == {"eng7[k3=1]"}
+
+
+def test_pruned_search_focuses_later_rounds_on_the_front_engines(fake_core, tmp_path):
+    """Note [Graph focus in the pruned search]: the first round tries every engine config,
+    the later ones those of the engines on the front so far; the focus is cleared after."""
+    from ucudnn.plan.search import front_engines
+    from ucudnn.plan.table import AlgoPerf
+
+    def three(kern, b):         # eng9 is never on the front: slower than eng0, more workspace
+        return with_engine_configs(kern, b) + [AlgoPerf(-1, 0.7 * b, 4 * b * MiB, 0, "eng9")]
+    fake_core.model = three
+    k = fake_core.Kernel(SHAPE, "fwd", 64, name="conv1")
+    runtime.prepare_kernel(k, PlanSettings(limit=64 * MiB, engines="graph", policy="all",
+                                           search="pruned", cache_path=str(tmp_path / "c")))
+    assert k.focus_seen[0] is None and len(k.focus_seen) > 1
+    assert all(f == {7, 0} for f in k.focus_seen[1:]), k.focus_seen
+    assert k.graph_focus is None
+    first = len(fake_core.calls[0].sizes)
+    later = [b for b, perfs in k.bench.items() if b not in fake_core.calls[0].sizes]
+    assert later and all("eng9" not in {p.engine for p in k.bench[b]} for b in later)
+    assert all("eng9" in {p.engine for p in k.bench[b]} for b in fake_core.calls[0].sizes)
+    assert first >= 2
+    assert front_engines({1: [AlgoPerf(-1, 1.0, 10, 0, "eng3[k1=2]"), AlgoPerf(0, 2.0, 0),
+                              AlgoPerf(-1, 3.0, 5, 0, "eng4")]}) == {3}

@@ -192,6 +192,8 @@ class _Kernel:
         self.device = self._core.current_device()
         self.last_benchmark_workspace = 0
         self.held: List[bool] = []          # the hold_benchmark_buffers calls, in order
+        self.graph_focus = None             # as the core's: engines tried, where proposed
+        self.focus_seen: List = []          # graph_focus at each benchmark call
         self._ws = 0
 
     # the scripts' buffers
@@ -224,11 +226,18 @@ class _Kernel:
         offered = max(0, min(cap, core.memory_free - 512 * MiB))
         self.last_benchmark_workspace = offered
         out = {}
+        self.focus_seen.append(self.graph_focus)
         for b in sizes:
+            perfs = [p for p in core.perfs(self, b)
+                     if ("graph" if p.engine else "legacy") in families]
+            if self.graph_focus:
+                from ucudnn.vocab import parse_engine
+                kept = [p for p in perfs
+                        if not p.engine or parse_engine(p.engine)[0] in self.graph_focus]
+                perfs = kept if any(p.engine for p in kept) else perfs
             # an algorithm that needs more than was offered is reported failed (status 3)
             out[b] = [(p.algo, 0 if p.ws_bytes <= offered else 3, p.time_ms, p.ws_bytes, p.math,
-                       p.engine) for p in core.perfs(self, b)
-                      if ("graph" if p.engine else "legacy") in families]
+                       p.engine) for p in perfs]
             if progress is not None:
                 progress(b)
         self.benchmark_seconds["find"] += time.perf_counter() - t0

@@ -100,6 +100,37 @@ _log_from_environment()
 # measuring
 # ---------------------------------------------------------------------------------------------
 
+# Note [Graph focus in the pruned search]
+#     The pruned search's first round measures its start sizes (the powers of two among
+#     them) with every engine config the core tries (Note [Graph choices tried]); timing
+#     them took 77.5 of the 80.7 s of ResNet-18's cold search with the graph family on the
+#     H200 (2219 sizes, results/h200/engines/cold_planning.csv). Every later round measures
+#     sizes between those, where the engines that win are the ones that won around them:
+#     so from the second round on the core tries only the configs, among those the
+#     heuristics propose at each size, of the engines on the (time, workspace) front of some
+#     size measured so far (``plan.search.front_engines``; ``Kernel.graph_focus``), and all
+#     of them where the heuristics propose none of those. The cache then holds fewer graph
+#     choices at those sizes than a full measurement would; their plans are valid, and a
+#     policy that is not ``all`` never reads them.
+
+
+def _focused(kern, measure, graph: bool):
+    """``measure`` for the pruned search, each round after the first focused on the graph
+    engines of the front so far (Note [Graph focus in the pruned search])."""
+    if not graph:
+        return measure
+    from ..plan.search import front_engines
+    seen: Dict[int, list] = {}
+
+    def run(want):
+        if seen:
+            kern.graph_focus = front_engines(seen) or None
+        got = measure(want)
+        seen.update(got)
+        return got
+    return run
+
+
 def _excluded(kern) -> Callable:
     """What ``exclude_winograd`` drops of ``kern``'s choices: the legacy Winograd algorithms
     and the graph engines noted Winograd (Note [Winograd in both families] in
@@ -154,10 +185,13 @@ def measure_for_plan(kern, settings: PlanSettings, *,
                 res = (_search_cached(cache, key, kern.n, settings.limit, usable, where)
                        if settings.engines == "legacy" else None)
                 if res is None:
-                    res = pruned_sizes(lambda want: usable(measure_sizes(want, cache)),
-                                       kern.n, [settings.limit], name=where)
+                    res = pruned_sizes(_focused(kern, lambda want: usable(
+                        measure_sizes(want, cache)), settings.engines != "legacy"),
+                        kern.n, [settings.limit], name=where)
         finally:
             kern.hold_benchmark_buffers(False)
+            if settings.engines != "legacy":
+                kern.graph_focus = None
         kern.bench, cands, rounds = res.bench, res.measured, len(res.rounds)
     else:
         kern.bench = measure_sizes(cands)

@@ -91,7 +91,7 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 
 from .dp import Plan, best_algorithms, min_partition, plan_kernel
 from .settings import candidate_sizes
-from ..vocab import PlanError
+from ..vocab import PlanError, parse_engine
 from .table import AlgoPerf
 
 __all__ = ["start_sizes", "lower_bounds", "pruned_sizes", "plan_pruned", "PrunedResult",
@@ -204,6 +204,21 @@ def _measure(measure: Measure, sizes: Iterable[int], bench: Dict[int, List[AlgoP
             raise PlanError(f"{name}: the benchmark returned nothing for micro-batch size {b}")
         bench[b] = list(got[b])
     return want
+
+
+def front_engines(bench: Mapping[int, Sequence[AlgoPerf]]) -> frozenset:
+    """The engines (global indices) of the graph choices on the (time, workspace) front of
+    some size of ``bench``: faster than every choice that needs no more workspace (Note
+    [Graph focus in the pruned search] in ucudnn/measure/runtime.py)."""
+    out = set()
+    for perfs in bench.values():
+        least = None
+        for p in sorted(perfs, key=lambda p: (p.time_ms, p.ws_bytes)):
+            if least is None or p.ws_bytes < least:
+                least = p.ws_bytes
+                if p.engine:
+                    out.add(parse_engine(p.engine)[0])
+    return frozenset(out)
 
 
 def pruned_sizes(measure: Measure, n: int, limits: Iterable[int], *, tol: float = 0.0,
