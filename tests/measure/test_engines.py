@@ -111,5 +111,12 @@ def test_pruned_search_focuses_later_rounds_on_the_front_engines(fake_core, tmp_
     assert later and all("eng9" not in {p.engine for p in k.bench[b]} for b in later)
     assert all("eng9" in {p.engine for p in k.bench[b]} for b in fake_core.calls[0].sizes)
     assert first >= 2
+    # warm: the search from every size the cache holds for the family, the cache only
+    calls, rounds = len(fake_core.calls), k.bench_record["search_rounds"]
+    warm = fake_core.Kernel(SHAPE, "fwd", 64, name="conv1")
+    runtime.prepare_kernel(warm, PlanSettings(limit=64 * MiB, engines="graph", policy="all",
+                                              search="pruned", cache_path=str(tmp_path / "c")))
+    assert len(fake_core.calls) == calls and rounds > 1
+    assert warm.bench_record["search_rounds"] == 1 and warm.plan == k.plan
     assert front_engines({1: [AlgoPerf(-1, 1.0, 10, 0, "eng3[k1=2]"), AlgoPerf(0, 2.0, 0),
                               AlgoPerf(-1, 3.0, 5, 0, "eng4")]}) == {3}

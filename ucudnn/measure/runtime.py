@@ -59,7 +59,7 @@ from ..plan.layers import LayerSpec
 from ..plan.network import NetworkPlan, plan_network
 from ..plan.settings import PlanSettings
 from ..plan.table import AlgoPerf
-from ..vocab import SEARCH, WINOGRAD_NOTES, InputError, PlanError, algo_name, format_size
+from ..vocab import ENGINE_FAMILIES, SEARCH, WINOGRAD_NOTES, InputError, PlanError, algo_name, format_size
 from . import records
 
 log = logging.getLogger("ucudnn")
@@ -179,11 +179,10 @@ def measure_for_plan(kern, settings: PlanSettings, *,
                     return {b: [p for p in perfs if drop is None or not drop(p)]
                             for b, perfs in got.items()}
 
-                key = cache_key(kern.shape, kern.op, kern.math, kern.dtype,
-                                workspace_cap=workspace_cap)
-                # the cache-only start reads one family's entries: the legacy one's
-                res = (_search_cached(cache, key, kern.n, settings.limit, usable, where)
-                       if settings.engines == "legacy" else None)
+                keys = [cache_key(kern.shape, kern.op, kern.math, kern.dtype,
+                                  workspace_cap=workspace_cap, family=family)
+                        for family in ENGINE_FAMILIES[settings.engines]]
+                res = _search_cached(cache, keys, kern.n, settings.limit, usable, where)
                 if res is None:
                     res = pruned_sizes(_focused(kern, lambda want: usable(
                         measure_sizes(want, cache)), settings.engines != "legacy"),
@@ -216,19 +215,22 @@ class _Uncached(Exception):
     """The cache-only search asked for a size the cache lacks."""
 
 
-def _search_cached(cache, key, n: int, limit: int, usable, where: str):
+def _search_cached(cache, keys, n: int, limit: int, usable, where: str):
     """Note [Pruned search at run time]: the pruned search from every size the cache holds
-    for ``key``, reading the cache only; None where it would have to measure."""
+    for all of ``keys`` (one per family of choices), reading the cache only; None where it
+    would have to measure."""
     from ..plan.search import pruned_sizes, start_sizes
-    known = {b for b in cache.batches(key) if 1 <= b <= n}
+    from .bench import merge_families
+    known = set.intersection(*({b for b in cache.batches(key) if 1 <= b <= n}
+                               for key in keys))
     if not known:
         return None
 
     def cached_only(want):
-        got = cache.get_many(key, want)
-        if len(got) < len(set(want)):
+        parts = [cache.get_many(key, want) for key in keys]
+        if any(len(got) < len(set(want)) for got in parts):
             raise _Uncached()
-        return usable(got)
+        return usable(merge_families(parts))
     try:
         return pruned_sizes(cached_only, n, [limit], start=set(start_sizes(n)) | known,
                             name=where)
