@@ -610,3 +610,72 @@ def test_speedup_compares_within_one_engine_family_and_prediction_skips_graph():
     got = predict_point(grid.Point("resnet18", "powerOfTwo", 64 * MIB, engines="graph"),
                         "powerOfTwo")
     assert got["status"] == "skipped" and "legacy algorithms only" in got["error"]
+
+
+# -- nets at another batch ---------------------------------------------------------------------
+
+def test_nets_at_another_batch_are_their_own_points_and_set_the_inputs(tmp_path):
+    """Note [Nets at another batch]: NAME@BATCH is NAME's prototxt with its inputs at BATCH,
+    keyed apart; a bad spelling or a net whose input cannot be resized is refused."""
+    from ucudnn.caffe.proto import load_caffe_pb2, read_net
+    assert grid.parse_net("resnet50@256") == ("resnet50", 256)
+    assert grid.parse_net("resnet50") == ("resnet50", None)
+    for bad in ("resnet50@", "@256", "resnet50@0", "resnet50@x"):
+        with pytest.raises(ValueError, match="NAME@BATCH"):
+            grid.parse_net(bad)
+    assert {"resnet50", "resnet50@256"} <= set(grid.NETS)
+    keys = [p.key for p in grid.grid(["resnet50", "resnet50@256"], [64 * MIB], ["powerOfTwo"],
+                                     ilp=False, shared=False, unlimited=False)]
+    assert keys == ["resnet50/caffe/-", "resnet50/powerOfTwo/64.0MiB",
+                    "resnet50@256/caffe/-", "resnet50@256/powerOfTwo/64.0MiB"]
+    pb2 = load_caffe_pb2()
+    dest = tmp_path / "r50.prototxt"
+    caffe_run.variant_prototxt(pb2, NETS / "resnet50.prototxt",
+                               grid.Point("resnet50@256", "powerOfTwo", 64 * MIB), dest, None,
+                               "powerOfTwo")
+    net = read_net(pb2, str(dest))
+    dims = [list(s.dim) for l in net.layer if l.type == "DummyData"
+            for s in l.dummy_data_param.shape]
+    assert dims and all(d[0] == 256 for d in dims)
+    assert [list(s.dim)[0] for l in read_net(pb2, str(NETS / "resnet50.prototxt")).layer
+            if l.type == "DummyData" for s in l.dummy_data_param.shape][0] == 128
+    no_input = pb2.NetParameter()
+    with pytest.raises(ValueError, match="x.prototxt: a batch can be set only"):
+        caffe_run.set_batch(no_input, 8, "x.prototxt")
+    with pytest.raises(rp.ReproduceError, match="--nets: net 'resnet50@x'"):
+        rp.run(rp.Options(out=tmp_path / "o", nets=["resnet50@x"], predict=True),
+               say=lambda m: None)
+
+
+def test_predicted_mode_leaves_out_nets_without_shipped_data(tmp_path):
+    said = []
+    doc = rp.run(rp.Options(out=tmp_path / "o", nets=["cifar10", "resnet50@256"], limits=[MIB],
+                            policies=["undivided"], ilp=False, shared=False, predict=True),
+                 say=said.append)
+    assert {r["net"] for r in doc["points"].values()} == {"cifar10"}
+    assert any("no shipped benchmark data for resnet50@256" in m and "left out" in m
+               for m in said), said
+
+
+def test_pytorch_runs_a_net_at_its_batch(tmp_path, monkeypatch):
+    """run_pytorch passes NAME@BATCH on as --net NAME --batch BATCH and reads NAME's result."""
+    seen = []
+
+    def fake_run(cmd, **kw):
+        seen.append(cmd)
+        out = cmd[cmd.index("--json") + 1]
+        name = cmd[cmd.index("--net") + 1]
+        with open(out, "w") as f:
+            json.dump({"meta": {}, "nets": {name: {"median_ms": 40.0,
+                                                  "pytorch_mode": "compile"}}}, f)
+        return type("R", (), {"returncode": 0, "stdout": ""})()
+    monkeypatch.setattr(rp.subprocess, "run", fake_run)
+    script = tmp_path / "time_pytorch.py"
+    script.write_text("")
+    doc = {"pytorch": {}}
+    rp.run_pytorch(rp.Options(out=tmp_path, nets=["resnet50@256", "resnet18"],
+                              pytorch_script=script), doc, say=lambda m: None)
+    assert seen[0][seen[0].index("--net") + 1] == "resnet50" and seen[0][-2:] == ["--batch", "256"]
+    assert "--batch" not in seen[1]
+    assert doc["pytorch"]["resnet50@256"]["median_ms"] == 40.0
+    assert doc["pytorch"]["resnet18"]["status"] == "ok"

@@ -5,7 +5,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..experiments.grid import LIMITS
+from ..experiments.grid import LIMITS, NETS
 from . import common as c
 
 HELP = ("the paper's experiment grid with the patched Caffe (predicted from the shipped H200 "
@@ -17,8 +17,9 @@ def add_parser(sub) -> None:
     s.add_argument("--out", metavar="DIR", default="reproduce-out",
                    help="results folder (reproduce.json, points.csv, layers.csv, logs/); a run "
                    "with the same folder resumes")
-    s.add_argument("--nets", default="alexnet,resnet18,cifar10",
-                   help="comma-separated names of the shipped nets (prototxt/NAME.prototxt)")
+    s.add_argument("--nets", default=",".join(NETS),
+                   help="comma-separated names of the shipped nets (prototxt/NAME.prototxt), "
+                   "NAME@BATCH for one at another batch (Note [Nets at another batch])")
     s.add_argument("--limits", default=",".join(LIMITS), help="per-kernel workspace limits")
     s.add_argument("--policies", default="undivided,powerOfTwo,all", help="DP policies")
     s.add_argument("--ilp-policy", default="powerOfTwo",

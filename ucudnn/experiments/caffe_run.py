@@ -21,7 +21,7 @@ from ..caffe.records import ENV as RECORDS_ENV
 from ..caffe.records import RecordError, read_records, summarize
 from ..paths import PACKAGE
 from .gpu_memory import PeakGpuMemory
-from .grid import Point
+from .grid import Point, parse_net
 
 #: The folder holding the ``ucudnn`` package: Caffe's embedded interpreter imports the same.
 PACKAGE_ROOT = PACKAGE.parent
@@ -38,6 +38,9 @@ def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Op
     from ..caffe.proto import read_net, write_net
     net = read_net(pb2, str(source))
     fill_once(net)
+    batch = parse_net(point.net)[1]
+    if batch is not None:
+        set_batch(net, batch, source)
     net.ClearField("ucudnn_param")
     for layer in net.layer:
         layer.ClearField("ucudnn_param")
@@ -65,6 +68,21 @@ def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Op
     dest.parent.mkdir(parents=True, exist_ok=True)
     write_net(net, str(dest))
     return {layer.name: layer.type for layer in net.layer}
+
+
+def set_batch(net, batch: int, source) -> None:
+    """Set the batch of ``net``'s inputs (Note [Nets at another batch] in grid.py): the first
+    dimension of every DummyData and Input shape and of the net's ``input_shape``s. A net
+    whose input is another layer (Data, ImageData, Python ...) is refused, naming ``source``."""
+    shapes = [s for layer in net.layer if layer.type == "DummyData"
+              for s in layer.dummy_data_param.shape]
+    shapes += [s for layer in net.layer if layer.type == "Input" for s in layer.input_param.shape]
+    shapes += list(net.input_shape)
+    if not shapes:
+        raise ValueError(f"{source}: a batch can be set only for DummyData, Input or "
+                         "input_shape inputs, and this net has none")
+    for s in shapes:
+        s.dim[0] = batch
 
 
 def fill_once(net) -> None:

@@ -3,11 +3,11 @@ a point is named and sorted."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from ..vocab import ENGINES, UNLIMITED, format_size
 
-NETS = ("alexnet", "resnet18", "cifar10")
+NETS = ("alexnet", "resnet18", "cifar10", "resnet50", "resnet50@256")
 POLICIES = ("undivided", "powerOfTwo", "all")
 LIMITS = ("8MiB", "64MiB", "512MiB")
 #: Settings in the order tables and figures show them within a limit. ``shared``: the shared
@@ -47,6 +47,25 @@ BN_ENGINES = ("caffe", "cudnn", "fused")
 #     compare within one engine (undivided at the same limit and engine).
 
 
+# Note [Nets at another batch]
+#     A grid net is a shipped prototxt's name (prototxt/NAME.prototxt, at the batch it is
+#     written for) or ``NAME@BATCH``: the same prototxt with its input's batch set to BATCH
+#     (:func:`ucudnn.experiments.caffe_run.set_batch`; PyTorch's side runs at that batch too).
+#     ResNet-50 v1 is in the grid at 128 (its file) and at 256. Its name keys the points, so
+#     ``resnet50`` and ``resnet50@256`` are two nets of the grid.
+
+
+def parse_net(net: str) -> Tuple[str, Optional[int]]:
+    """``(prototxt name, batch or None)`` of a grid net (Note [Nets at another batch]);
+    ValueError naming the net where BATCH is not a positive integer."""
+    name, sep, batch = net.partition("@")
+    if not sep:
+        return net, None
+    if not (name and batch.isdigit() and int(batch) > 0):
+        raise ValueError(f"net {net!r}: expected NAME or NAME@BATCH with a positive batch")
+    return name, int(batch)
+
+
 def is_unlimited(limit: Optional[int]) -> bool:
     """``limit`` means no limit: :data:`ucudnn.vocab.UNLIMITED`, or the 1 TiB old results
     used."""
@@ -76,7 +95,8 @@ class Point:
     def key(self) -> str:
         lim = ("-" if self.limit is None or is_unlimited(self.limit)
                or self.setting == "shared_stock" else format_size(self.limit))
-        return (f"{self.net}/{self.setting}/{lim}" + ("" if self.bn == "caffe" else f"/{self.bn}-bn")
+        return (f"{self.net}/{self.setting}/{lim}"
+                + ("" if self.bn == "caffe" else f"/{self.bn}-bn")
                 + ("" if self.engines == "legacy" else f"/{self.engines}-engines"))
 
     @property

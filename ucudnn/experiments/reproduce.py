@@ -31,7 +31,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 from ..paths import CHECKOUT, caffe_patches, local_root, nets_dir
 from ..vocab import CAFFE_COMMIT, parse_size
 from .caffe_run import run_caffe_time, variant_prototxt
-from .grid import LIMITS, NETS, NETWIDE, POLICIES, Point, grid
+from .grid import LIMITS, NETS, NETWIDE, POLICIES, Point, grid, parse_net
 from .predict import predict_point
 from .results import (REPEAT_FIELDS, ReproduceError, conv_ms, load_results, measured_repeats,
                       merge_repeats, pending, runs_needed, save_results, starts_afresh,
@@ -168,9 +168,13 @@ def has_batchnorm(prototxt: Path) -> bool:
 def run(opts: Options, say: Callable[[str], None] = print) -> dict:
     """Run (or resume) the grid; returns the results document."""
     nets_dir = opts.nets_dir
-    for net in opts.nets:
-        if not (nets_dir / f"{net}.prototxt").is_file():
-            raise ReproduceError(f"--nets: no {net}.prototxt in {nets_dir}")
+    try:
+        names = {net: parse_net(net)[0] for net in opts.nets}
+    except ValueError as e:
+        raise ReproduceError(f"--nets: {e}") from None
+    for net, name in names.items():
+        if not (nets_dir / f"{name}.prototxt").is_file():
+            raise ReproduceError(f"--nets: no {name}.prototxt in {nets_dir} (net {net!r})")
     mode = "predict" if opts.predict else "caffe"
     if mode == "caffe" and not (opts.caffe and os.access(opts.caffe, os.X_OK)):
         raise ReproduceError(f"--caffe: no Caffe binary at {opts.caffe!r} (scripts/build_caffe.sh "
@@ -185,7 +189,7 @@ def run(opts: Options, say: Callable[[str], None] = print) -> dict:
     doc["meta"] = metadata(opts, mode)
     doc.setdefault("runs", []).append(doc["meta"])
     bn_engines = list(opts.bn_engines)
-    bn_nets = {net for net in opts.nets if has_batchnorm(nets_dir / f"{net}.prototxt")}
+    bn_nets = {net for net in opts.nets if has_batchnorm(nets_dir / f"{names[net]}.prototxt")}
     if set(bn_engines) - {"caffe"} and bn_nets and (mode == "predict"
                                                     or not has_cudnn_batchnorm(doc["meta"])):
         # predicted convolution times do not depend on the BatchNorm engine
@@ -194,7 +198,16 @@ def run(opts: Options, say: Callable[[str], None] = print) -> dict:
                 "stamp lists " + (", ".join(doc["meta"].get("caffe_patches", [])[1:]) or "none")
                 + "): no points with its BatchNorm engines")
         bn_engines = [b for b in bn_engines if b == "caffe"]
-    points = grid(opts.nets, opts.limits, opts.policies, ilp=opts.ilp,
+    nets = list(opts.nets)
+    if mode == "predict":
+        from ..measure import shipped
+        unknown = [net for net in nets if net not in shipped.nets()]
+        if unknown:
+            say(f"predicted mode: no shipped benchmark data for {', '.join(unknown)} "
+                f"(ucudnn/data/{shipped.DATA} has {', '.join(shipped.nets())}): left out; a "
+                "GPU run measures them")
+            nets = [net for net in nets if net not in unknown]
+    points = grid(nets, opts.limits, opts.policies, ilp=opts.ilp,
                   unlimited=opts.unlimited, stock=opts.stock, shared=opts.shared,
                   bn_engines=bn_engines,
                   has_batchnorm=bn_nets.__contains__, engines=opts.engines)
@@ -252,7 +265,8 @@ def run_point(opts: Options, pb2, p: Point, doc: dict, rec: Optional[dict]) -> d
         stem = p.stem + (f".{len(prior) + 1}" if prior else "")
         model = out / "prototxt" / (p.stem + ".prototxt")
         try:
-            types = variant_prototxt(pb2, opts.nets_dir / f"{p.net}.prototxt", p, model,
+            types = variant_prototxt(pb2, opts.nets_dir / f"{parse_net(p.net)[0]}.prototxt",
+                                     p, model,
                                      opts.cache_path, opts.ilp_policy,
                                      bn_engine_field=has_cudnn_batchnorm(doc["meta"]))
             convs = [name for name, t in types.items() if t == "Convolution"]
@@ -300,8 +314,11 @@ def run_pytorch(opts: Options, doc: dict, say: Callable[[str], None]) -> None:
             continue
         out = Path(opts.out) / "logs" / f"pytorch_{net}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, str(script), "--net", net, "--iterations",
+        name, batch = parse_net(net)
+        cmd = [sys.executable, str(script), "--net", name, "--iterations",
                str(opts.iterations), "--processes", "3", "--profile", "--json", str(out)]
+        if batch is not None:
+            cmd += ["--batch", str(batch)]
         try:
             r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                timeout=opts.timeout)
@@ -309,7 +326,7 @@ def run_pytorch(opts: Options, doc: dict, say: Callable[[str], None]) -> None:
                 rec = {"status": "failed", "error": r.stdout[-2000:]}
             else:
                 got = json.loads(out.read_text(encoding="utf-8"))
-                rec = dict(got["nets"][net], status="ok", meta=got["meta"])
+                rec = dict(got["nets"][name], status="ok", meta=got["meta"])
         except (OSError, ValueError, KeyError, subprocess.SubprocessError) as e:
             rec = {"status": "failed", "error": f"{type(e).__name__}: {e}"}
         rec["command"] = " ".join(shlex.quote(c) for c in cmd)
