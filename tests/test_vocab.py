@@ -77,3 +77,12 @@ def test_engine_text_errors_name_the_field(text):
     from ucudnn.vocab import InputError, parse_engine
     with pytest.raises(InputError, match="field 'engine': .* is not an engine config"):
         parse_engine(text)
+
+
+def test_numerical_notes_by_name():
+    from ucudnn.vocab import WINOGRAD_NOTES, note_names
+    assert note_names(0) == ()
+    assert note_names(1 | 1 << 3) == ("TENSOR_CORE", "FFT")
+    assert note_names(WINOGRAD_NOTES) == ("WINOGRAD", "WINOGRAD_TILE_4x4", "WINOGRAD_TILE_6x6",
+                                          "WINOGRAD_TILE_13x13")
+    assert note_names(1 << 12) == ("note 12",)

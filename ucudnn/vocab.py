@@ -25,7 +25,7 @@ __all__ = [
     "OPS", "OP_CODES", "OPERANDS", "POLICIES", "POLICY_CODES", "OPTIMIZERS", "OPTIMIZER_CODES",
     "NETWIDE_OPTIMIZERS", "SEARCHES", "ENGINES", "LAYOUTS", "DTYPES", "DTYPE_CODES", "MATH_MODES", "MATH_NAMES",
     "UNLIMITED", "CAFFE_COMMIT", "ALGO_NAMES", "algo_name", "Choices", "GRAPH_ALGO",
-    "WINOGRAD_NOTES",
+    "WINOGRAD_NOTES", "NUMERICAL_NOTES", "note_names",
     "FAMILIES", "ENGINE_FAMILIES", "engine_text", "parse_engine", "choice_name", "POLICY", "OPTIMIZER",
     "MATH", "SEARCH", "ENGINE", "LAYOUT", "DTYPE", "normalise_policy", "parse_size",
     "format_size", "Status", "UcudnnError", "InputError", "PlanError",
@@ -107,10 +107,21 @@ def algo_name(op: str, algo: int) -> str:
 #     the cache, plan records and the C API; :func:`parse_engine` reads it back. Planners see
 #     only (time, workspace) per choice and never look inside.
 GRAPH_ALGO = -1
-#: The numerical notes (bit i: cudnnBackendNumericalNote_t i) of the graph engines that are
-#: Winograd convolutions: WINOGRAD (5) and its 4x4, 6x6 and 13x13 tiles (6-8); Note
-#: [Winograd in both families] in ucudnn/plan/dp.py.
-WINOGRAD_NOTES = (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8)
+#: cuDNN's numerical notes of graph engines (cudnnBackendNumericalNote_t) by value, without
+#: the common prefix; the core reports an engine's notes as a bit mask (bit i: note i).
+NUMERICAL_NOTES: Tuple[str, ...] = (
+    "TENSOR_CORE", "DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION", "FFT",
+    "NONDETERMINISTIC", "WINOGRAD", "WINOGRAD_TILE_4x4", "WINOGRAD_TILE_6x6",
+    "WINOGRAD_TILE_13x13", "STRICT_NAN_PROP")
+#: The notes of the graph engines that are Winograd convolutions (Note [Winograd in both
+#: families] in ucudnn/plan/dp.py).
+WINOGRAD_NOTES = sum(1 << i for i, n in enumerate(NUMERICAL_NOTES) if n.startswith("WINOGRAD"))
+
+
+def note_names(mask: int) -> Tuple[str, ...]:
+    """The numerical notes of a bit mask, by name (``note 12`` for one cuDNN added later)."""
+    return tuple(NUMERICAL_NOTES[i] if i < len(NUMERICAL_NOTES) else f"note {i}"
+                 for i in range(max(mask.bit_length(), 0)) if mask >> i & 1)
 
 _ENGINE_TEXT = re.compile(r"eng(\d+)(?:\[((?:k\d+=-?\d+)(?:,k\d+=-?\d+)*)\])?\Z")
 

@@ -7,7 +7,7 @@ import pytest
 
 from ucudnn import config
 from ucudnn.vocab import (ALGO_NAMES, DTYPES, MATH_MODES, OPTIMIZER_CODES, POLICY_CODES,
-                          WINOGRAD_NOTES, Status)
+                          NUMERICAL_NOTES, WINOGRAD_NOTES, Status)
 
 
 def _header_text(name):
@@ -32,6 +32,8 @@ def test_dtype_and_math_enums_match_cudnn():
                        "fma": "CUDNN_FMA_MATH"}.items():
         assert MATH_MODES[name] == values[code], name
     assert values["CUDNN_STATUS_SUCCESS"] == 0
+    assert [values[f"CUDNN_NUMERICAL_NOTE_{n}"] for n in NUMERICAL_NOTES] == list(
+        range(len(NUMERICAL_NOTES)))
     winograd = sum(1 << values[f"CUDNN_NUMERICAL_NOTE_{n}"] for n in (
         "WINOGRAD", "WINOGRAD_TILE_4x4", "WINOGRAD_TILE_6x6", "WINOGRAD_TILE_13x13"))
     assert WINOGRAD_NOTES == winograd
