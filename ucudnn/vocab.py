@@ -23,10 +23,10 @@ from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 __all__ = [
     "OPS", "OP_CODES", "OPERANDS", "POLICIES", "POLICY_CODES", "OPTIMIZERS", "OPTIMIZER_CODES",
-    "NETWIDE_OPTIMIZERS", "SEARCHES", "ENGINES", "LAYOUTS", "DTYPES", "DTYPE_CODES", "MATH_MODES", "MATH_NAMES",
-    "UNLIMITED", "CAFFE_COMMIT", "ALGO_NAMES", "algo_name", "Choices", "GRAPH_ALGO",
-    "WINOGRAD_NOTES", "NUMERICAL_NOTES", "note_names",
-    "FAMILIES", "ENGINE_FAMILIES", "engine_text", "parse_engine", "choice_name", "POLICY", "OPTIMIZER",
+    "NETWIDE_OPTIMIZERS", "SEARCHES", "ENGINES", "LAYOUTS", "DTYPES", "DTYPE_CODES",
+    "MATH_MODES", "MATH_NAMES", "UNLIMITED", "CAFFE_COMMIT", "ALGO_NAMES", "algo_name",
+    "Choices", "GRAPH_ALGO", "WINOGRAD_NOTES", "NUMERICAL_NOTES", "note_names", "FAMILIES",
+    "ENGINE_FAMILIES", "engine_text", "parse_engine", "choice_name", "POLICY", "OPTIMIZER",
     "MATH", "SEARCH", "ENGINE", "LAYOUT", "DTYPE", "normalise_policy", "parse_size",
     "format_size", "Status", "UcudnnError", "InputError", "PlanError",
 ]
