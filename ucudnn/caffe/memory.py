@@ -1,0 +1,113 @@
+"""What a Caffe net holds on the GPU while it trains, part by part, from its prototxt alone
+(Note [Caffe's memory]): where Caffe's peak memory goes, to set beside PyTorch's.
+
+Note [Caffe's memory]
+    Caffe allocates a blob's memory when it is first used and keeps it for the net's life, so
+    after one forward and backward a net holds:
+
+    - ``data``: every blob's values, once per blob name (an in-place layer writes its bottom);
+    - ``diffs``: the gradient of every blob that needs one (Caffe's backward needs), the same
+      size;
+    - ``split_diffs``: Caffe inserts a Split layer where one version of a blob feeds more than
+      one layer (Net::Init, InsertSplits); its tops share the blob's values but each holds its
+      own gradient, summed in the Split's backward;
+    - ``bn_saved``: caffe_patch/0004's BatchNorm in place keeps its input for the backward in
+      one more buffer of the blob's size (Note [In-place BatchNorm without a copy]);
+    - ``pool_masks``: MAX pooling's argmax per output value;
+    - ``params``: the weights and biases, values and gradients;
+    - the workspace (ucudnn's plan records give it) and the process's CUDA context and
+      libraries, which the prototxt does not say.
+
+    All 4 bytes an element (float). On the H200 these parts come to 11.12 of ResNet-18's 13.46
+    GiB at batch 256 and 26.32 of ResNet-50 v1's 30.11 GiB at batch 128 (NVML peaks of `caffe
+    time`, shared arena 64 MiB, FUSED BatchNorm: results/h200/pytorch-best/); the arena adds
+    0.96 and 1.16 GiB, and 1.38 and 2.63 GiB are the CUDA context, the libraries' handles and
+    what this count leaves out.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections import Counter
+from typing import Dict, Optional
+
+from .shapes import NetShapes, phase_layers
+
+#: bytes per element of Caffe's float nets
+ELEM = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class NetMemory:
+    """Bytes of each part of Note [Caffe's memory]; ``blobs`` the data bytes per blob."""
+    data: int
+    diffs: int
+    split_diffs: int
+    bn_saved: int
+    pool_masks: int
+    params: int
+    blobs: Dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return (self.data + self.diffs + self.split_diffs + self.bn_saved + self.pool_masks
+                + self.params)
+
+    def as_dict(self) -> dict:
+        return {f: getattr(self, f) for f in ("data", "diffs", "split_diffs", "bn_saved",
+                                               "pool_masks", "params", "total")}
+
+
+def net_memory(net, source: str = "<prototxt>", *, batch: Optional[int] = None,
+               phase: str = "TRAIN") -> NetMemory:
+    """Note [Caffe's memory] of ``net`` (a NetParameter) in ``phase``; ``batch`` replaces its
+    inputs' first axis. A blob whose shape the prototxt does not settle counts 0."""
+    shapes = NetShapes(net, phase, batch=batch, source=source, need_convs=False).run()
+
+    def size(blob) -> int:
+        s = shapes.shapes.get(blob)
+        return 0 if s is None else ELEM * math.prod(s)
+
+    version: Counter = Counter()        # a blob name's writes so far (in-place layers)
+    readers: Counter = Counter()        # (blob, version) -> layers reading it
+    seen: set = set()
+    bn_saved = pool_masks = params = 0
+    for layer, _, _ in phase_layers(net, phase, source):
+        for b in layer.bottom:
+            readers[b, version[b]] += 1
+        for t in layer.top:
+            if t in seen:
+                version[t] += 1
+            seen.add(t)
+        if layer.type == "BatchNorm" and list(layer.top) == list(layer.bottom):
+            bn_saved += size(layer.top[0])
+        if layer.type == "Pooling" and layer.pooling_param.pool == layer.pooling_param.MAX:
+            pool_masks += sum(size(t) for t in layer.top)
+        params += 2 * ELEM * _param_count(layer, shapes.shapes)
+    blobs = {b: size(b) for b in seen}
+    diffs = sum(size(b) for b in seen if shapes.need_backward.get(b))
+    split_diffs = sum(size(b) * n for (b, _), n in readers.items()
+                      if n > 1 and shapes.need_backward.get(b))
+    return NetMemory(sum(blobs.values()), diffs, split_diffs, bn_saved, pool_masks, params,
+                     blobs)
+
+
+def _param_count(layer, shapes) -> int:
+    """Weights and biases of a Convolution, InnerProduct, Scale or BatchNorm layer."""
+    bottom = shapes.get(layer.bottom[0]) if layer.bottom else None
+    if not bottom:
+        return 0
+    if layer.type == "Convolution":
+        p = layer.convolution_param
+        k = list(p.kernel_size) or [p.kernel_h, p.kernel_w]
+        kh, kw = k[0], k[-1]
+        return p.num_output * (bottom[1] // max(1, p.group)) * kh * kw + \
+            (p.num_output if p.bias_term else 0)
+    if layer.type == "InnerProduct":
+        p = layer.inner_product_param
+        return p.num_output * math.prod(bottom[1:]) + (p.num_output if p.bias_term else 0)
+    if layer.type == "Scale":
+        return bottom[1] * (2 if layer.scale_param.bias_term else 1)
+    if layer.type == "BatchNorm":
+        return 2 * bottom[1] + 1
+    return 0
