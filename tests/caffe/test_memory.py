@@ -1,7 +1,7 @@
 """Note [Caffe's memory] (ucudnn/caffe/memory.py): the parts of a small net counted by hand,
 and the shipped ResNets' counts, which the H200's NVML peaks bound from above."""
 from repo_paths import NETS
-from ucudnn.caffe.memory import ELEM, net_memory
+from ucudnn.caffe.memory import ELEM, live_diffs_peak, net_memory
 from ucudnn.caffe.proto import load_caffe_pb2, parse_net, read_net
 
 NET = """
@@ -43,6 +43,18 @@ def test_the_parts_of_a_small_net():
     assert m.total == sum(v for k, v in m.as_dict().items() if k != "total")
 
 
+def test_gradients_alive_at_once():
+    """Note [Gradients that could share]: in the small net the most gradients alive at once
+    are three activations' (around the Split: conv's own, the Split's two tops; then conv2's,
+    the second top and sum's), not the five Caffe keeps."""
+    pb2 = load_caffe_pb2()
+    net = parse_net(pb2, NET, "m.prototxt")
+    act = 2 * 4 * 8 * 8
+    assert live_diffs_peak(net, "m.prototxt") == ELEM * 3 * act
+    m = net_memory(net, "m.prototxt")
+    assert m.diffs + m.split_diffs == ELEM * (5 * act + 2 * 4 * 4 * 4 + 2 * 5 + 1)
+
+
 def test_shipped_resnets_within_what_the_h200_measured():
     """NVML's peaks of `caffe time` on the H200 (results/h200/pytorch-best/points.csv) hold
     these parts, the workspace arena and the CUDA context: the count stays below them."""
@@ -53,6 +65,9 @@ def test_shipped_resnets_within_what_the_h200_measured():
         m = net_memory(read_net(pb2, str(NETS / f"{name}.prototxt")), name)
         assert 0.8 * peak[name] < m.total + arena[name] < peak[name], name
         assert m.split_diffs > 0 and m.bn_saved > 0
+        # gradients that could share memory: about a tenth of what Caffe keeps
+        live = live_diffs_peak(read_net(pb2, str(NETS / f"{name}.prototxt")), name)
+        assert max(m.blobs.values()) <= live < 0.25 * (m.diffs + m.split_diffs), name
     at256 = net_memory(read_net(pb2, str(NETS / "resnet50.prototxt")), "r50", batch=256)
     at128 = net_memory(read_net(pb2, str(NETS / "resnet50.prototxt")), "r50")
     assert at256.data > 1.99 * at128.data and at256.params == at128.params

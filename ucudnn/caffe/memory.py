@@ -92,6 +92,55 @@ def net_memory(net, source: str = "<prototxt>", *, batch: Optional[int] = None,
                      blobs)
 
 
+def live_diffs_peak(net, source: str = "<prototxt>", *, batch: Optional[int] = None,
+                    phase: str = "TRAIN") -> int:
+    """The most gradient bytes (``diffs`` and ``split_diffs`` of :func:`net_memory`) that
+    are ever needed at once in one backward pass: a gradient lives from the first backward
+    step that writes it to the last that reads it (Note [Gradients that could share]).
+
+    Note [Gradients that could share]
+        Caffe keeps every blob's gradient for the net's life. In the backward pass a blob's
+        gradient is first written by the backward of the last layer that reads the blob (or
+        the Split Caffe inserts for several readers) and last read by the backward of the
+        layer that made it; in-place layers keep it alive between. Gradients whose lives do
+        not overlap could share memory; this is the least memory that would take (the
+        largest sum of gradients alive at one step; an allocator that places them packs to
+        about that). Not what Caffe does today: what sharing could save."""
+    shapes = NetShapes(net, phase, batch=batch, source=source, need_convs=False).run()
+
+    def size(blob) -> int:
+        s = shapes.shapes.get(blob)
+        return 0 if s is None or not shapes.need_backward.get(blob) else ELEM * math.prod(s)
+
+    layers = [layer for layer, _, _ in phase_layers(net, phase, source)]
+    version: Counter = Counter()
+    made_at: Dict[tuple, float] = {}            # (blob, version) -> forward step that made it
+    readers: Dict[tuple, list] = {}             # (blob, version) -> forward steps reading it
+    touched: Dict[str, list] = {}               # blob -> forward steps that use its gradient
+    seen: set = set()
+    for i, layer in enumerate(layers):
+        for b in layer.bottom:
+            readers.setdefault((b, version[b]), []).append(i)
+        for t in layer.top:
+            if t in seen:
+                version[t] += 1
+            seen.add(t)
+            made_at[t, version[t]] = i
+            touched.setdefault(t, []).append(i)
+    lives = []                                  # (first step, last step, bytes), forward order
+    for (b, v), steps in readers.items():
+        if len(steps) > 1:                      # a Split right after the version's maker
+            at = made_at.get((b, v), -1) + 0.5
+            lives += [(at, step, size(b)) for step in steps]
+            touched[b].append(at)
+        else:
+            touched.setdefault(b, []).append(steps[0])
+    lives += [(min(steps), max(steps), size(b)) for b, steps in touched.items()]
+    events = sorted({t for first, last, _ in lives for t in (first, last)})
+    return max((sum(n for first, last, n in lives if first <= t <= last) for t in events),
+               default=0)
+
+
 def _param_count(layer, shapes) -> int:
     """Weights and biases of a Convolution, InnerProduct, Scale or BatchNorm layer."""
     bottom = shapes.get(layer.bottom[0]) if layer.bottom else None
