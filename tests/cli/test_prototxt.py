@@ -81,3 +81,21 @@ def test_the_variant_is_checked_in_both_phases(tmp_path, capsys):
     src.write_text('layer { name: "reader" type: "Python" top: "data" }\n'
                    + conv("a", "data", 4, 3))
     assert main(["prototxt", str(src), "-o", str(out), "--policy", "all", "--force"]) == 0
+
+
+def test_prototxt_and_plan_take_the_families_of_choices(tmp_path, capsys):
+    """--engines writes ucudnn_param.engines; ucudnn plan plans BOTH from the legacy data,
+    saying so, and refuses GRAPH (Note [Predictions from legacy measurements])."""
+    src = NETS / "alexnet.prototxt"
+    out = tmp_path / "both.prototxt"
+    assert main(["prototxt", str(src), "-o", str(out), "--engines", "both"]) == 0
+    assert "engines: BOTH" in out.read_text()
+    assert load_prototxt(out).net_ucudnn.engines == "both"
+    capsys.readouterr()
+    assert main(["plan", "--net", "alexnet", "--engines", "BOTH", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert any("engines BOTH (5 of 5 layers)" in n for n in doc["notes"]), doc["notes"]
+    assert main(["plan", "--net", "alexnet", "--engines", "graph"]) == 2
+    assert "GRAPH is planned where the net runs" in capsys.readouterr().err
+    assert main(["plan", "--net", "alexnet", "--engines", "fast"]) == 2
+    assert "--engines: unknown engine family 'fast'" in capsys.readouterr().err

@@ -7,7 +7,9 @@ Note [Settings options]
     (bytes per cuDNN call), ``--budget`` (the net's total for ``ilp`` or ``shared``, Note
     [Workspace budget] in ucudnn/plan/settings.py: 0 is zero bytes), ``--optimizer`` (default
     ``ilp`` when ``--budget`` is given, else what the prototxt says, else ``dp``),
-    ``--math``; enumerations in any spelling (Note [Enum spellings] in ucudnn/vocab.py).
+    ``--math``, ``--engines`` (the families of choices: ``ucudnn plan`` plans BOTH from the
+    legacy data and refuses GRAPH, Note [Predictions from legacy measurements] in
+    ucudnn/measure/sources.py); enumerations in any spelling (Note [Enum spellings] in ucudnn/vocab.py).
     ``--budget`` with ``--optimizer dp`` is refused: the DP has no net-wide budget. A size in
     ``--sizes`` larger than the net's mini-batch is refused once the net is read
     (:func:`check_sizes`). Options not given leave the prototxt's ``ucudnn_param`` (or the
@@ -19,7 +21,8 @@ import argparse
 from typing import Dict, Optional, Sequence
 
 from ..plan.settings import DEFAULTS, PlanSettings
-from ..vocab import MATH, MATH_MODES, OPTIMIZER, OPTIMIZERS, POLICIES, POLICY, InputError
+from ..vocab import (ENGINE, ENGINES, MATH, MATH_MODES, OPTIMIZER, OPTIMIZERS, POLICIES, POLICY,
+                     InputError)
 from . import common as c
 
 __all__ = ["add_settings_options", "settings_given", "check_sizes", "apply"]
@@ -43,6 +46,8 @@ def add_settings_options(p: argparse.ArgumentParser, *, repeats: bool = False) -
                    "else the prototxt's, else dp)")
     p.add_argument("--math", help=f"math mode: {', '.join(MATH_MODES)} (default: the "
                    "prototxt's, else default)")
+    p.add_argument("--engines", help=f"families of cuDNN choices: {', '.join(ENGINES)} "
+                   f"(default: the prototxt's, else {DEFAULTS.engines})")
     if repeats:
         p.add_argument("--repeats", type=int, help="cudnnFind calls per micro-batch size "
                        f"(default: the prototxt's, else {DEFAULTS.repeats})")
@@ -75,6 +80,8 @@ def settings_given(args) -> Dict[str, object]:
                          "(use --optimizer ilp or shared, or --limit for dp)")
     if args.math is not None:
         out["math"] = _choice(MATH, args.math, "--math")
+    if args.engines is not None:
+        out["engines"] = _choice(ENGINE, args.engines, "--engines")
     if getattr(args, "repeats", None) is not None:
         out["repeats"] = c.positive(args.repeats, "--repeats")
     return out
