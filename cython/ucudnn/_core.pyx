@@ -957,10 +957,10 @@ cdef class Kernel:
 
     def engine_notes(self, engine):
         """The numerical notes of engine config ``engine``'s engine on this kernel, a bit mask
-        (bit i: cudnnBackendNumericalNote_t i; NOTE_* here and WINOGRAD_NOTES in
-        ucudnn/vocab.py); notes belong to the engine, not
-        to its knobs or the batch. For choices read back from the benchmark cache, which
-        keeps an engine config's text only (Note [Choices] in ucudnn/vocab.py)."""
+        (bit i: cudnnBackendNumericalNote_t i; vocab.NUMERICAL_NOTES names them); notes
+        belong to the engine, not to its knobs or the batch. For choices read back from the
+        benchmark cache, which keeps an engine config's text only (Note [Choices] in
+        ucudnn/vocab.py)."""
         cdef GraphPlan gp
         cdef int numerical = 0, behavior = 0, n = self.n
         cdef int64_t index

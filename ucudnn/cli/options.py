@@ -9,7 +9,8 @@ Note [Settings options]
     ``ilp`` when ``--budget`` is given, else what the prototxt says, else ``dp``),
     ``--math``, ``--engines`` (the families of choices: ``ucudnn plan`` plans BOTH from the
     legacy data and refuses GRAPH, Note [Predictions from legacy measurements] in
-    ucudnn/measure/sources.py); enumerations in any spelling (Note [Enum spellings] in ucudnn/vocab.py).
+    ucudnn/measure/sources.py); enumerations in any spelling (Note [Enum spellings] in
+    ucudnn/vocab.py).
     ``--budget`` with ``--optimizer dp`` is refused: the DP has no net-wide budget. A size in
     ``--sizes`` larger than the net's mini-batch is refused once the net is read
     (:func:`check_sizes`). Options not given leave the prototxt's ``ucudnn_param`` (or the

@@ -59,7 +59,8 @@ from ..plan.layers import LayerSpec
 from ..plan.network import NetworkPlan, plan_network
 from ..plan.settings import PlanSettings
 from ..plan.table import AlgoPerf
-from ..vocab import ENGINE_FAMILIES, SEARCH, WINOGRAD_NOTES, InputError, PlanError, algo_name, format_size
+from ..vocab import (ENGINE_FAMILIES, SEARCH, WINOGRAD_NOTES, InputError, PlanError, algo_name,
+                     format_size)
 from . import records
 
 log = logging.getLogger("ucudnn")
@@ -101,9 +102,9 @@ _log_from_environment()
 # ---------------------------------------------------------------------------------------------
 
 # Note [Graph focus in the pruned search]
-#     The pruned search's first round measures its start sizes (the powers of two among
-#     them) with every engine config the core tries (Note [Graph choices tried]); timing
-#     them took 77.5 of the 80.7 s of ResNet-18's cold search with the graph family on the
+#     The pruned search's first round measures its start sizes (start_sizes in
+#     ucudnn/plan/search.py) with every engine config the core tries (Note [Graph choices
+#     tried]); timing them took 77.5 of the 80.7 s of ResNet-18's cold search with the graph family on the
 #     H200 (2219 sizes, results/h200/engines/cold_planning.csv). Every later round measures
 #     sizes between those, where the engines that win are the ones that won around them:
 #     so from the second round on the core tries only the configs, among those the
