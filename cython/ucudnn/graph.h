@@ -305,7 +305,6 @@ static inline cudnnStatus_t ucg_heuristics(const ucg_graph *g, int mode, ucudnn_
   return st;
 }
 
-/* Build the execution plan of config cfg on graph g; p->ws_bytes is its workspace. */
 /* The numerical and behaviour notes of engine ``engine`` (global index) on graph g, without
  * building a plan: what a caller needs to filter choices it read back from a cache. */
 static inline cudnnStatus_t ucg_engine_notes(const ucg_graph *g, int64_t engine, int *numerical,
@@ -321,10 +320,11 @@ static inline cudnnStatus_t ucg_engine_notes(const ucg_graph *g, int64_t engine,
   if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(e);
   if (st == CUDNN_STATUS_SUCCESS) ucg_notes(e, numerical, behavior);
   else snprintf(msg, msglen, "engine %lld: %s", (long long)engine, cudnnGetErrorString(st));
-  if (e != NULL) cudnnBackendDestroyDescriptor(e);
+  ucg_destroy(&e);
   return st;
 }
 
+/* Build the execution plan of config cfg on graph g; p->ws_bytes is its workspace. */
 static inline cudnnStatus_t ucg_plan_build(cudnnHandle_t h, const ucg_graph *g,
                                     const ucudnn_engine_config *cfg, ucg_plan *p, char *msg,
                                     size_t msglen) {
