@@ -44,9 +44,9 @@ cimport cudart as rt
 import threading
 from time import perf_counter
 
-from ucudnn.vocab import (DTYPES, ENGINE_FAMILIES, GRAPH_ALGO, LAYOUTS, MATH_MODES, OP_CODES,
-                          OPS, InputError, PlanError, Status, UcudnnError, engine_text,
-                          parse_engine)
+from ucudnn.vocab import (DTYPES, ENGINE_FAMILIES, GRAPH_ALGO, LAYOUTS, MATH_MODES,
+                          NUMERICAL_NOTES, OP_CODES, OPS, InputError, PlanError, Status,
+                          UcudnnError, engine_text, parse_engine)
 
 cdef extern from *:
     """
@@ -376,6 +376,14 @@ RETIME_MARGIN = 1.5
 RETIME_ALWAYS_MS = 1.0
 
 
+def _far_behind(double t, ws, front):
+    """Note [Re-timing near the front]: a choice timed at ``t`` ms needing ``ws`` bytes is
+    left with that time when it is not short and some ``(time, ws)`` of ``front`` needing no
+    more workspace is RETIME_MARGIN times faster."""
+    return t >= RETIME_ALWAYS_MS and any(ows <= ws and ot * RETIME_MARGIN < t
+                                         for ot, ows in front)
+
+
 cdef int fill_random_tiled(void* dev, size_t nbytes, int elem_size,
                            unsigned int seed) except -1:
     """Fill like :func:`fill_random`, but only the first ``FILL_BLOCK`` bytes on the host; the
@@ -396,7 +404,7 @@ cdef int fill_random_tiled(void* dev, size_t nbytes, int elem_size,
     return 0
 
 
-# --------------------------------------------------------------------------- timing
+# --------------------------------------------------------------------------- timing a choice
 
 # Note [Timing over the mini-batch]
 #     A plan runs its micro-batches on consecutive slices of the mini-batch, each read once,
@@ -494,8 +502,6 @@ cdef class _Events:
             free(self.ev)
 
 
-# --------------------------------------------------------------------------- kernel
-
 # --------------------------------------------------------------------------- graph family
 
 # Note [Graph choices tried]
@@ -509,17 +515,19 @@ cdef class _Events:
 #     rank their proposals; a later mode is not queried once the earlier ones gave that
 #     many). ``graph_focus`` keeps only the configs of the engines it names, where the
 #     heuristics propose any (Note [Graph focus in the pruned search] in
-#     ucudnn/measure/runtime.py). Each one left is built into a plan (cudnnBackendFinalize of the execution plan,
-#     where runtime-compiled engines compile) and timed with CUDA events: a warm-up and one
-#     timed run each, then the median of back-to-back runs for those near the (time,
-#     workspace) front, the rule Note [Re-timing near the front] applies to cudnnFind's
-#     times.
+#     ucudnn/measure/runtime.py). Each one left is built into a plan (cudnnBackendFinalize of
+#     the execution plan, where runtime-compiled engines compile) and timed with CUDA events:
+#     a warm-up and one timed run each, then the median of back-to-back runs for those near
+#     the (time, workspace) front, the rule Note [Re-timing near the front] applies to
+#     cudnnFind's times.
 HEUR_MODES = (("A", 3), ("B", 1), ("FALLBACK", 2))
 #: engine configs tried per size unless a caller says otherwise: the pruned search measured on
 #: the H200 (results/h200/engines: ResNet-18's 32 kernels at 9 sizes in 16.8 s, plan builds
 #: included); 0 tries every one the heuristics propose
 GRAPH_CONFIGS_DEFAULT = 16
-NOTE_TENSOR_CORE, NOTE_DOWN_CONVERT, NOTE_REDUCED_PRECISION = 1 << 0, 1 << 1, 1 << 2
+NOTE_TENSOR_CORE, NOTE_DOWN_CONVERT, NOTE_REDUCED_PRECISION = (
+    1 << NUMERICAL_NOTES.index(n)
+    for n in ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION"))
 BEHAVIOR_RUNTIME_COMPILATION = 1 << 0
 
 
@@ -546,6 +554,18 @@ cdef class GraphPlan:
             ucg_graph_destroy(&self.g)
 
 
+cdef dnn.cudnnStatus_t _build_graph(Handle handle, const ucudnn_graph_geom* geom, GraphPlan gp,
+                                    int batch, double beta, char* msg, size_t msglen):
+    """Build ``gp``'s operation graph of ``geom`` at ``batch`` samples and output scale
+    ``beta`` (``gp`` owns it, built or not); cuDNN's status, what failed in ``msg``."""
+    cdef dnn.cudnnStatus_t st
+    msg[0] = 0
+    with nogil:
+        st = ucg_graph_build(handle.h, geom, batch, beta, &gp.g, msg, msglen)
+    gp.have_graph = True
+    return st
+
+
 cdef object _config_text(const ucudnn_engine_config* c):
     return engine_text(c.engine, [(c.knob_type[i], c.knob_value[i]) for i in range(c.n_knobs)])
 
@@ -561,6 +581,8 @@ cdef int _config_from_text(object text, ucudnn_engine_config* c) except -1:
         c.knob_type[i], c.knob_value[i] = t, v
     return 0
 
+
+# --------------------------------------------------------------------------- kernel
 
 cdef int _as_int4(object v, int* out, what) except -1:
     if v is None:
@@ -728,9 +750,10 @@ cdef class Kernel:
         Returns ``{b: [(algo, status, time_ms, ws_bytes, math, engine), ...]}`` (Note [Choices]
         in ucudnn/vocab.py: ``engine`` is "" for an algorithm, ``algo`` -1 for an engine
         config) with the median time of ``repeats`` Finds (one warm-up Find per call, or per
-        hold_benchmark_buffers) and every choice's status; callers filter. With ``time_iters`` > 0 each successful algorithm
-        near the (time, workspace) front is then timed again with CUDA events (median of
-        ``time_iters`` runs enqueued back to back after one warm-up), the way plans are
+        hold_benchmark_buffers) and every choice's status; callers filter. With
+        ``time_iters`` > 0 each successful algorithm near the (time, workspace) front is then
+        timed again with CUDA events (median of ``time_iters`` runs enqueued back to back
+        after one warm-up), the way plans are
         executed: see Note [Find times] and Note [Re-timing near the front]. The benchmark
         workspace is ``workspace_cap`` (default 8 GiB) capped by free memory.
         ``benchmark_seconds`` accumulates where the calls spent their time.
@@ -914,14 +937,14 @@ cdef class Kernel:
         r.y_step = <size_t>(b * self.k.y_nstride * self.k.elem_size)
         r.slices = max(1, slices)
         out = []
-        ok = [rec for rec in records if rec[1] == 0 and rec[3] <= ws.nbytes and 0 <= rec[4] < 4]
+        ok = [(rec[2], rec[3]) for rec in records
+              if rec[1] == 0 and rec[3] <= ws.nbytes and 0 <= rec[4] < 4]
         for rec in records:
             algo, status, t, mem, mt = rec
             if status != 0 or mem > ws.nbytes or not 0 <= mt < 4:
                 out.append(rec)
                 continue
-            if t >= RETIME_ALWAYS_MS and any(o[3] <= mem and o[2] * RETIME_MARGIN < t
-                                             for o in ok):
+            if _far_behind(t, mem, ok):
                 out.append(rec)     # far behind the front: Note [Re-timing near the front]
                 continue
             r.algo, r.conv = algo, self.k.conv[mt]
@@ -939,13 +962,10 @@ cdef class Kernel:
         cdef char msg[512]
         cdef dnn.cudnnStatus_t st
         cdef Handle handle = _thread_handle()
-        msg[0] = 0
         _config_from_text(engine, &cfg)
         gp.engine, gp.batch, gp.beta = engine, batch, beta
         t0 = perf_counter()
-        with nogil:
-            st = ucg_graph_build(handle.h, &self.geom, batch, beta, &gp.g, msg, sizeof(msg))
-        gp.have_graph = True
+        st = _build_graph(handle, &self.geom, gp, batch, beta, msg, sizeof(msg))
         if st == dnn.CUDNN_STATUS_SUCCESS:
             with nogil:
                 st = ucg_plan_build(handle.h, &gp.g, &cfg, &gp.p, msg, sizeof(msg))
@@ -962,20 +982,15 @@ cdef class Kernel:
         benchmark cache, which keeps an engine config's text only (Note [Choices] in
         ucudnn/vocab.py)."""
         cdef GraphPlan gp
-        cdef int numerical = 0, behavior = 0, n = self.n
+        cdef int numerical = 0, behavior = 0
         cdef int64_t index
         cdef char msg[512]
         cdef dnn.cudnnStatus_t st
-        cdef Handle handle
         index = parse_engine(engine)[0]
         if index in self._engine_notes:
             return self._engine_notes[index]
-        handle = _thread_handle()
         gp = GraphPlan()
-        msg[0] = 0
-        with nogil:
-            st = ucg_graph_build(handle.h, &self.geom, n, 0.0, &gp.g, msg, sizeof(msg))
-        gp.have_graph = True
+        st = _build_graph(_thread_handle(), &self.geom, gp, self.n, 0.0, msg, sizeof(msg))
         if st == dnn.CUDNN_STATUS_SUCCESS:
             with nogil:
                 st = ucg_engine_notes(&gp.g, index, &numerical, &behavior, msg, sizeof(msg))
@@ -995,12 +1010,9 @@ cdef class Kernel:
         cdef Handle handle = _thread_handle()
         if cfgs == NULL:
             raise MemoryError()
-        msg[0] = 0
         seen = {}
         try:
-            with nogil:
-                st = ucg_graph_build(handle.h, &self.geom, batch, beta, &gp.g, msg, sizeof(msg))
-            gp.have_graph = True
+            st = _build_graph(handle, &self.geom, gp, batch, beta, msg, sizeof(msg))
             if st != dnn.CUDNN_STATUS_SUCCESS:
                 self.last_graph_error = (f"{self.name}: operation graph at batch {batch}: "
                                          f"{msg.decode('utf-8', 'replace')}")
@@ -1080,9 +1092,9 @@ cdef class Kernel:
             timed.append((plan, ms))
         # one timed run each first; the median of iters for those near the front (Note
         # [Re-timing near the front], as cudnnFind's times are for the algorithms)
+        front = [(t, plan.ws_bytes) for plan, t in timed]
         for plan, t in timed:
-            if t >= RETIME_ALWAYS_MS and any(o.ws_bytes <= plan.ws_bytes and ot * RETIME_MARGIN < t
-                                             for o, ot in timed):
+            if _far_behind(t, plan.ws_bytes, front):
                 out.append((GRAPH_ALGO, 0, t, plan.ws_bytes, mt, plan.engine))
                 continue
             gp = plan
