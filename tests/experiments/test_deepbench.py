@@ -1,11 +1,10 @@
 """DeepBench's 3x3/5x5 training layers: the list against its source, the summary math, the
 figure on synthetic results and the runner's CPU-side parts (with a fake core)."""
-import importlib.util
 import json
 
 import pytest
 
-from repo_paths import REPO
+from repo_paths import REPO, load_script
 from ucudnn.experiments import deepbench as db
 from ucudnn.plan.table import AlgoPerf
 
@@ -224,11 +223,7 @@ def test_figure_on_synthetic_results(tmp_path):
 # --- the runner, with a fake core --------------------------------------------------------
 
 def _runner():
-    spec = importlib.util.spec_from_file_location("bench_deepbench",
-                                                  REPO / "scripts" / "bench_deepbench.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench_deepbench")
 
 
 def fast_algorithm(kern, b):

@@ -1,22 +1,15 @@
 """scripts/bench_engines.py without a GPU: the suites' kernels, the per-net sums and which of
 them are complete, and the figure drawn again from the committed points.csv."""
-import importlib.util
-import sys
 from functools import lru_cache
 
-from repo_paths import REPO
+from repo_paths import REPO, load_script
 
-SCRIPT = REPO / "scripts" / "bench_engines.py"
 POINTS = REPO / "results" / "h200" / "engines" / "points.csv"
 
 
 @lru_cache(maxsize=None)
 def _module():
-    spec = importlib.util.spec_from_file_location("bench_engines", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["bench_engines"] = mod          # dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench_engines")
 
 
 def test_suites_give_each_kernel_once_with_its_calls_per_iteration():

@@ -3,14 +3,13 @@
 through the real benchmark cache, the plan records it counts, the CSV row) runs as on the GPU
 host."""
 import csv
-import importlib.util
 import lzma
 from functools import lru_cache
 
 import pytest
 
 from fake_core import replay
-from repo_paths import ALL_SIZES, REPO
+from repo_paths import ALL_SIZES, load_script
 from ucudnn.plan.table import group_by_kernel, parse_table
 
 
@@ -49,11 +48,7 @@ def script(fake_core, monkeypatch, tmp_path):
     from ucudnn.measure import records as rw
     # the script sets $UCUDNN_RECORDS for its runs: restored after the test
     monkeypatch.setenv(rw.ENV, str(tmp_path / "unused-records.jsonl"))
-    spec = importlib.util.spec_from_file_location("cold_planning",
-                                                  REPO / "scripts" / "cold_planning.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod, Asked(fake_core)
+    return load_script("cold_planning"), Asked(fake_core)
 
 
 def test_pruned_and_exhaustive_rows(script, tmp_path, capsys):

@@ -1,22 +1,16 @@
 """scripts/graph_accuracy.py without a GPU: its options, and a clear refusal where it cannot
 run (it needs a GPU and PyTorch)."""
-import importlib.util
 import sys
 from functools import lru_cache
 
 import pytest
 
-from repo_paths import REPO
-
-SCRIPT = REPO / "scripts" / "graph_accuracy.py"
+from repo_paths import load_script
 
 
 @lru_cache(maxsize=None)
 def _module():
-    spec = importlib.util.spec_from_file_location("graph_accuracy", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("graph_accuracy")
 
 
 def test_shape_and_sizes():

@@ -2,7 +2,6 @@
 the fastest mode and the JSON of a net (pure functions, no torch), and, where torch is
 installed, the script end to end on the CPU (a worker process per mode and process, a mode
 that fails beside ones that run) and the v1 ResNet-50."""
-import importlib.util
 import json
 import os
 import subprocess
@@ -11,17 +10,14 @@ from functools import lru_cache
 
 import pytest
 
-from repo_paths import REPO
+from repo_paths import SCRIPTS, load_script
 
-SCRIPT = REPO / "scripts" / "time_pytorch.py"
+SCRIPT = SCRIPTS / "time_pytorch.py"
 
 
 @lru_cache(maxsize=None)
 def _module():
-    spec = importlib.util.spec_from_file_location("time_pytorch", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("time_pytorch")
 
 
 @pytest.fixture

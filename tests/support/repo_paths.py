@@ -1,4 +1,6 @@
 """Where the tests find the repository's files (the test folders lie at different depths)."""
+import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,18 @@ LOGS = DATA / "caffe_logs"
 SHIPPED = REPO / "ucudnn" / "data" / "h200"
 #: the nets shipped with the package
 NETS = REPO / "prototxt"
+#: the project's scripts (run as programs; the tests load them as modules)
+SCRIPTS = REPO / "scripts"
+
+
+def load_script(name: str):
+    """scripts/NAME.py as a module, loaded afresh (registered under NAME: its dataclasses
+    look their module up)."""
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def _shared_data() -> Path:
