@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
-from typing import Dict, Optional
+from typing import Dict, List, Optional, Tuple
 
 from .shapes import NetShapes, phase_layers
 
@@ -58,36 +58,53 @@ class NetMemory:
                                                "pool_masks", "params", "total")}
 
 
+class _Walk:
+    """One pass over ``net``'s layers in ``phase``: every blob's shape, and which layers read
+    each version of a blob (an in-place layer writes a new version of its bottom)."""
+
+    def __init__(self, net, source: str, batch: Optional[int], phase: str):
+        self.shapes = NetShapes(net, phase, batch=batch, source=source, need_convs=False).run()
+        self.layers = [layer for layer, _, _ in phase_layers(net, phase, source)]
+        version: Counter = Counter()
+        #: (blob, version) -> forward steps reading it; -> the forward step that made it
+        self.readers: Dict[Tuple[str, int], List[int]] = {}
+        self.made_at: Dict[Tuple[str, int], int] = {}
+        #: blob -> forward steps that write it (its maker and in-place layers), in order
+        self.writers: Dict[str, List[int]] = {}
+        for i, layer in enumerate(self.layers):
+            for b in layer.bottom:
+                self.readers.setdefault((b, version[b]), []).append(i)
+            for t in layer.top:
+                if t in self.writers:
+                    version[t] += 1
+                self.made_at[t, version[t]] = i
+                self.writers.setdefault(t, []).append(i)
+
+    def size(self, blob: str) -> int:
+        """Bytes of ``blob`` (0 where the prototxt does not settle its shape)."""
+        s = self.shapes.shapes.get(blob)
+        return 0 if s is None else ELEM * math.prod(s)
+
+    def has_diff(self, blob: str) -> bool:
+        return bool(self.shapes.need_backward.get(blob))
+
+
 def net_memory(net, source: str = "<prototxt>", *, batch: Optional[int] = None,
                phase: str = "TRAIN") -> NetMemory:
     """Note [Caffe's memory] of ``net`` (a NetParameter) in ``phase``; ``batch`` replaces its
     inputs' first axis. A blob whose shape the prototxt does not settle counts 0."""
-    shapes = NetShapes(net, phase, batch=batch, source=source, need_convs=False).run()
-
-    def size(blob) -> int:
-        s = shapes.shapes.get(blob)
-        return 0 if s is None else ELEM * math.prod(s)
-
-    version: Counter = Counter()        # a blob name's writes so far (in-place layers)
-    readers: Counter = Counter()        # (blob, version) -> layers reading it
-    seen: set = set()
+    w = _Walk(net, source, batch, phase)
     bn_saved = pool_masks = params = 0
-    for layer, _, _ in phase_layers(net, phase, source):
-        for b in layer.bottom:
-            readers[b, version[b]] += 1
-        for t in layer.top:
-            if t in seen:
-                version[t] += 1
-            seen.add(t)
+    for layer in w.layers:
         if layer.type == "BatchNorm" and list(layer.top) == list(layer.bottom):
-            bn_saved += size(layer.top[0])
+            bn_saved += w.size(layer.top[0])
         if layer.type == "Pooling" and layer.pooling_param.pool == layer.pooling_param.MAX:
-            pool_masks += sum(size(t) for t in layer.top)
-        params += 2 * ELEM * _param_count(layer, shapes.shapes)
-    blobs = {b: size(b) for b in seen}
-    diffs = sum(size(b) for b in seen if shapes.need_backward.get(b))
-    split_diffs = sum(size(b) * n for (b, _), n in readers.items()
-                      if n > 1 and shapes.need_backward.get(b))
+            pool_masks += sum(w.size(t) for t in layer.top)
+        params += 2 * ELEM * _param_count(layer, w.shapes.shapes)
+    blobs = {b: w.size(b) for b in w.writers}
+    diffs = sum(w.size(b) for b in w.writers if w.has_diff(b))
+    split_diffs = sum(w.size(b) * len(steps) for (b, _), steps in w.readers.items()
+                      if len(steps) > 1 and w.has_diff(b))
     return NetMemory(sum(blobs.values()), diffs, split_diffs, bn_saved, pool_masks, params,
                      blobs)
 
@@ -106,31 +123,16 @@ def live_diffs_peak(net, source: str = "<prototxt>", *, batch: Optional[int] = N
         not overlap could share memory; this is the least memory that would take (the
         largest sum of gradients alive at one step; an allocator that places them packs to
         about that). Not what Caffe does today: what sharing could save."""
-    shapes = NetShapes(net, phase, batch=batch, source=source, need_convs=False).run()
+    w = _Walk(net, source, batch, phase)
 
     def size(blob) -> int:
-        s = shapes.shapes.get(blob)
-        return 0 if s is None or not shapes.need_backward.get(blob) else ELEM * math.prod(s)
+        return w.size(blob) if w.has_diff(blob) else 0
 
-    layers = [layer for layer, _, _ in phase_layers(net, phase, source)]
-    version: Counter = Counter()
-    made_at: Dict[tuple, float] = {}            # (blob, version) -> forward step that made it
-    readers: Dict[tuple, list] = {}             # (blob, version) -> forward steps reading it
-    touched: Dict[str, list] = {}               # blob -> forward steps that use its gradient
-    seen: set = set()
-    for i, layer in enumerate(layers):
-        for b in layer.bottom:
-            readers.setdefault((b, version[b]), []).append(i)
-        for t in layer.top:
-            if t in seen:
-                version[t] += 1
-            seen.add(t)
-            made_at[t, version[t]] = i
-            touched.setdefault(t, []).append(i)
+    touched = {b: list(steps) for b, steps in w.writers.items()}
     lives = []                                  # (first step, last step, bytes), forward order
-    for (b, v), steps in readers.items():
+    for (b, v), steps in w.readers.items():
         if len(steps) > 1:                      # a Split right after the version's maker
-            at = made_at.get((b, v), -1) + 0.5
+            at = w.made_at.get((b, v), -1) + 0.5
             lives += [(at, step, size(b)) for step in steps]
             touched[b].append(at)
         else:
