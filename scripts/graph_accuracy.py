@@ -7,14 +7,19 @@ For every choice the core's benchmark finds at each micro-batch size (graph engi
 cuDNN's algorithms too), the kernel runs its whole mini-batch as micro-batches of that size
 with that choice, and the result is compared with PyTorch's float64 convolution of the same
 inputs, relative to the largest reference value. ``--beta 1`` runs as Caffe's backward-filter
-does (gradients added to what the output held). One line per size and choice: the relative
+does (gradients added to what the output held). ``--groups G`` runs as Caffe's grouped layers
+do (Note [Grouped layers] in ucudnn/plan/conv.py): the blobs hold G times the shape's channels,
+and the kernel runs once per group on a strided view into them; with ``--concurrent`` each
+group runs on its own stream, cuDNN handle and workspace, at once, as Caffe's cuDNN layer
+runs them. One line per size and choice: the relative
 error, within ``--tolerance`` or not, and the engine's numerical notes.
 
-Needs a GPU and PyTorch. The default kernel is one group of AlexNet's conv2 at batch 128,
-backward-filter with FMA math, which the Caffe comparison found off with graph engines:
+Needs a GPU and PyTorch. The default kernel is AlexNet's conv2 (two groups)
+at batch 128, backward-filter with FMA math, which the Caffe comparison found off with graph
+engines:
 
-    python3 -P scripts/graph_accuracy.py --shape 48,27,27,128,5,5,2,1 --op bwd_filter \\
-        --batch 128 --math fma --max-configs 0
+    python3 -P scripts/graph_accuracy.py --shape 48,27,27,128,5,5,2,1 --groups 2 \\
+        --op bwd_filter --batch 128 --math fma --max-configs 0
 """
 import argparse
 import math
@@ -55,6 +60,11 @@ def main(argv=None):
     ap.add_argument("--families", nargs="+", default=["graph"], choices=FAMILIES)
     ap.add_argument("--max-configs", type=int, default=0,
                     help="graph engine configs per size (0: every one the heuristics propose)")
+    ap.add_argument("--groups", type=int, default=2,
+                    help="Caffe groups: the kernel runs on strided views into blobs of this "
+                         "many times its channels (default 2, AlexNet's conv2; 1: packed)")
+    ap.add_argument("--concurrent", action="store_true",
+                    help="run the groups at once, each on its own stream, handle and workspace")
     ap.add_argument("--beta", type=float, default=0.0, choices=(0.0, 1.0))
     ap.add_argument("--tolerance", type=float, default=1e-4)
     args = ap.parse_args(argv)
@@ -62,6 +72,9 @@ def main(argv=None):
         C, H, W, K, R, S, pad, stride = parse_shape(args.shape)
     except ValueError as e:
         ap.error(str(e))
+    if args.groups < 1:
+        ap.error(f"--groups: must be >= 1, got {args.groups}")
+    G = args.groups
     try:
         import torch
     except ImportError:
@@ -74,38 +87,47 @@ def main(argv=None):
     from ucudnn.measure.bench import _perfs
     from ucudnn.plan.conv import ConvShape
     from ucudnn.plan.dp import Chunk, Plan
+    from ucudnn.plan.layers import LayerSpec
     from ucudnn.vocab import choice_name
     F = torch.nn.functional
     n = args.batch
     g = torch.Generator(device="cuda").manual_seed(0)
-    x = torch.randn(n, C, H, W, device="cuda", generator=g)
-    w = torch.randn(K, C, R, S, device="cuda", generator=g) / math.sqrt(C * R * S)
-    y64 = F.conv2d(x.double(), w.double(), stride=stride, padding=pad)
+    x = torch.randn(n, G * C, H, W, device="cuda", generator=g)
+    w = torch.randn(G * K, C, R, S, device="cuda", generator=g) / math.sqrt(C * R * S)
+    conv = dict(stride=stride, padding=pad, groups=G)
+    y64 = F.conv2d(x.double(), w.double(), **conv)
     dy = torch.randn(y64.shape, device="cuda", generator=g)
     with torch.enable_grad():
         if args.op == "fwd":
             ref = y64
         elif args.op == "bwd_data":
             xr = x.double().requires_grad_(True)
-            (ref,) = torch.autograd.grad(F.conv2d(xr, w.double(), stride=stride, padding=pad),
-                                         xr, dy.double())
+            (ref,) = torch.autograd.grad(F.conv2d(xr, w.double(), **conv), xr, dy.double())
         else:
             wr = w.double().requires_grad_(True)
-            (ref,) = torch.autograd.grad(F.conv2d(x.double(), wr, stride=stride, padding=pad),
-                                         wr, dy.double())
+            (ref,) = torch.autograd.grad(F.conv2d(x.double(), wr, **conv), wr, dy.double())
     a, b, like = {"fwd": (x, w, dy), "bwd_data": (w, dy, x), "bwd_filter": (x, dy, w)}[args.op]
-    shape = ConvShape(C, H, W, K, R, S, pad, pad, stride, stride)
+    layer = LayerSpec("probe", n, G * C, H, W, G * K, R, S, (pad, pad), (stride, stride),
+                      groups=G)
+    shape = ConvShape.from_layer(layer)
     kern = _core.Kernel(shape, args.op, n, "float32", args.math, "probe")
     kern.max_graph_configs = args.max_configs
-    handle = _core.Handle(torch.cuda.current_stream().cuda_stream)
+    # group g's view starts g groups of channels (or of filters) into each blob
+    group_bytes = {id(x): C * H * W * 4, id(w): K * C * R * S * 4,
+                   id(dy): K * shape.out_h * shape.out_w * 4}
+    main_stream = torch.cuda.current_stream()
+    handle = _core.Handle(main_stream.cuda_stream)
+    streams = [torch.cuda.Stream() for _ in range(G)] if args.concurrent else [main_stream] * G
+    handles = [_core.Handle(st.cuda_stream) for st in streams] if args.concurrent else [handle] * G
     sizes = sizes_dividing(n)
     bench = {s: _perfs(r) for s, r in
              kern.benchmark(sizes, 1, None, None, 5, tuple(args.families)).items()}
     scale = max(1e-30, ref.abs().max().item())
     init = torch.randn(like.shape, device="cuda", generator=g) if args.beta else None
     bad = 0
-    print(f"{args.op} C={C} {H}x{W} K={K} {R}x{S} pad {pad} stride {stride}, batch {n}, "
-          f"math {args.math}, beta {args.beta:g}, tolerance {args.tolerance:g}")
+    print(f"{args.op} C={C} {H}x{W} K={K} {R}x{S} pad {pad} stride {stride}, groups {G}"
+          f"{' at once' if args.concurrent else ''}, "
+          f"batch {n}, math {args.math}, beta {args.beta:g}, tolerance {args.tolerance:g}")
     for s in sizes:
         for p in bench[s]:
             plan = Plan(n, tuple(Chunk(s, p.algo, p.math, p.time_ms, p.ws_bytes, p.engine)
@@ -116,10 +138,15 @@ def main(argv=None):
                 print(f"  {s:4d} x{n // s:<4d} {choice_name(args.op, p.algo, p.math, p.engine):28s}"
                       f" plan failed: {e}")
                 continue
-            ws = torch.empty(max(1, kern.workspace_size), dtype=torch.uint8, device="cuda")
+            wss = [torch.empty(max(1, kern.workspace_size), dtype=torch.uint8, device="cuda")
+                   for _ in range(G if args.concurrent else 1)]
             out = init.clone() if init is not None else torch.full_like(like, float("nan"))
-            kern.run(handle, a.data_ptr(), b.data_ptr(), out.data_ptr(), ws.data_ptr(),
-                     kern.workspace_size, 1.0, args.beta)
+            for grp in range(G):
+                streams[grp].wait_stream(main_stream)
+                kern.run(handles[grp], a.data_ptr() + grp * group_bytes[id(a)],
+                         b.data_ptr() + grp * group_bytes[id(b)],
+                         out.data_ptr() + grp * group_bytes[id(like)],
+                         wss[grp % len(wss)].data_ptr(), kern.workspace_size, 1.0, args.beta)
             torch.cuda.synchronize()
             got = out.double() - (init.double() if init is not None else 0.0)
             err = (got - ref).abs().max().item() / scale

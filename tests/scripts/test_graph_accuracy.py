@@ -40,3 +40,9 @@ def test_without_gpu_or_torch_it_says_so(capsys, monkeypatch):
     assert _module().main([]) == 2
     err = capsys.readouterr().err
     assert err.startswith("graph_accuracy: ") and ("PyTorch" in err or "no CUDA" in err)
+
+
+def test_groups_below_one_is_an_option_error(capsys):
+    with pytest.raises(SystemExit) as e:
+        _module().main(["--groups", "0"])
+    assert e.value.code == 2 and "--groups: must be >= 1" in capsys.readouterr().err
