@@ -13,7 +13,10 @@ kernel x op x setting x limit x policy:
     suite,kernel,op,family,layout,dtype,limit_bytes,policy,predicted_ms,measured_ms,
     workspace_bytes,choice,count,benchmark_s
 
-``count`` is how often one iteration of the net runs the kernel (1 for DeepBench);
+``count`` is how often one iteration of the net runs the kernel (1 for DeepBench): a grouped
+layer (AlexNet's) runs its one per-group kernel once per group, on strided views into the
+whole blobs in NCHW (Note [Grouped layers] in ucudnn/plan/conv.py). Caffe's grouped layers run
+NCHW only; the NHWC setting of such a kernel is each group's channels as a packed NHWC tensor.
 ``benchmark_s`` the seconds the kernel's benchmark took (heuristics, plan builds and timing
 for the graph family: the cost of a cold plan). The summary (stdout, and --out/summary.json)
 adds ``count x measured_ms`` per suite and setting: the net's convolution time per iteration.
@@ -61,8 +64,8 @@ def suite_kernels(suite: str, deepbench_limit: int):
     """The kernels of a suite (a shipped net's layers, or DeepBench's distinct layers)."""
     if suite in net_names():
         layers = merge_shapes(read_prototxt(net_prototxt(suite)))
-        return [Kernel(suite, l.name, ConvShape.from_layer(l), l.n, tuple(l.ops), l.count)
-                for l in layers]
+        return [Kernel(suite, l.name, ConvShape.from_layer(l), l.n, tuple(l.ops),
+                       l.count * l.groups) for l in layers]
     if suite == "deepbench":
         from ucudnn.experiments.deepbench import read_layers, unique_layers
         rows = unique_layers(read_layers())
@@ -77,6 +80,8 @@ def suite_kernels(suite: str, deepbench_limit: int):
 def measure(core, kern_spec, op, family, layout, dtype, args, log):
     """Rows of one kernel x op x setting."""
     shape = dataclasses.replace(kern_spec.shape, layout=layout)
+    if layout != "NCHW":        # a grouped layer's group as a packed tensor (module docstring)
+        shape = dataclasses.replace(shape, x_strides=None, y_strides=None)
     name = f"{kern_spec.name}/{op}"
     kern = core.Kernel(shape, op, kern_spec.n, dtype, args.math, name)
     kern.max_graph_configs = args.max_configs

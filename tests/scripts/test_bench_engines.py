@@ -22,6 +22,14 @@ def test_suites_give_each_kernel_once_with_its_calls_per_iteration():
     assert len(m.suite_kernels("deepbench", 8)) == 8
 
 
+def test_a_grouped_layer_counts_one_call_per_group():
+    alexnet = {k.name: k for k in _module().suite_kernels("alexnet", 0)}
+    # AlexNet: conv2, conv4 and conv5 have two groups; each runs its group's kernel twice
+    assert {n: k.count for n, k in alexnet.items()} == {
+        "conv1": 1, "conv2": 2, "conv3": 1, "conv4": 2, "conv5": 2}
+    assert alexnet["conv2"].shape.x_strides == (96 * 27 * 27, 27 * 27, 27, 1)
+
+
 def test_a_sum_missing_a_kernel_is_marked_incomplete():
     m = _module()
     row = dict(suite="s", family="graph", layout="NHWC", dtype="float32", policy="undivided",
