@@ -34,7 +34,8 @@ Note [Thread handles]
 """
 
 from libc.stdlib cimport malloc, calloc, free
-from libc.string cimport memset, strncpy
+from libc.string cimport memcpy, memset, strncpy
+from libc.math cimport fabs, ldexp, INFINITY, NAN
 from libc.stdio cimport snprintf
 from libc.stdint cimport uintptr_t
 
@@ -531,6 +532,87 @@ NOTE_TENSOR_CORE, NOTE_DOWN_CONVERT, NOTE_REDUCED_PRECISION = (
 BEHAVIOR_RUNTIME_COMPILATION = 1 << 0
 
 
+# Note [Graph results checked]
+#     cuDNN's numerical notes do not name every engine whose results are off. On the H200
+#     (cuDNN 9.14), engine 17 of AlexNet conv2's backward-filter (5x5, 48 -> 128 channels, a
+#     group's strided view), which carries no note, is 1.3e-3 off a float64 reference at one
+#     sample and 1.6e-2 at 128 under FMA math, where every other config proposed is within
+#     7e-6 (scripts/graph_accuracy.py; results/h200/engines). So every engine config that a
+#     plan could choose at a size (one that no config already accepted there beats on both time
+#     and workspace) runs once more on the first slice, and its output is compared with a
+#     legacy algorithm's on the same inputs (algorithm 0, then 1, with FMA math and no
+#     workspace): the first CHECK_ELEMENTS values of one sample of y or dx, or of the filter
+#     for dw, relative to the largest reference value there, within ``check_tolerance`` of the
+#     kernel's dtype and math: 1e-4 for float32 under FMA (the configs accepted were within
+#     7e-6), 5e-3 with TF32 allowed (the reference has none), and for float16 and bfloat16
+#     twice the GPU tests' 8 units in the last place, since the reference rounds as well. The
+#     output is first filled with NaN (beta 0) or zeros (backward-filter's beta-1 plan), so an
+#     engine that leaves it unwritten fails too. A config outside the tolerance gets status
+#     STATUS_INACCURATE and is never planned (its time stays in the record, for reports).
+#     Where no legacy algorithm runs the kernel, or one sample is not a packed block, the
+#     configs stay unchecked (graph_stats "unchecked"). Configs that an accepted one beats
+#     cannot be chosen, so they are not run again: the check costs one run and one copy of at
+#     most CHECK_ELEMENTS values per config on the (time, workspace) front.
+CHECK_ELEMENTS = 1 << 18
+#: a record's status for an engine config whose results Note [Graph results checked] refused
+STATUS_INACCURATE = -2
+
+
+def check_tolerance(dtype, math):
+    """Note [Graph results checked]: the largest relative error accepted for ``dtype`` and
+    ``math``."""
+    if dtype == "float32":
+        return 1e-4 if math == "fma" else 5e-3
+    return {"float64": 1e-10, "float16": 16 * 2.0 ** -11, "bfloat16": 16 * 2.0 ** -8}[dtype]
+
+
+def relative_error(bytes got, bytes ref, dtype):
+    """The comparison of Note [Graph results checked] on host copies of two tensors of
+    ``dtype``: max |got - ref| / max |ref|, infinite where ``got`` holds a NaN."""
+    if dtype not in DTYPES or len(got) != len(ref) or len(got) % DTYPES[dtype][1]:
+        raise InputError(f"relative_error: two {dtype} tensors of one size expected")
+    code, size = DTYPES[dtype]
+    return _relative_error(got, ref, len(got) // size, code)
+
+
+cdef inline double _host_value(const char* p, size_t i, int dtype) noexcept nogil:
+    """Element ``i`` of a host copy of a tensor of cudnnDataType_t ``dtype``, as a double."""
+    cdef unsigned short h
+    cdef unsigned int bits
+    cdef float f
+    cdef int e, m
+    if dtype == 0:
+        return (<const float*>p)[i]
+    if dtype == 1:
+        return (<const double*>p)[i]
+    h = (<const unsigned short*>p)[i]
+    if dtype == 9:                          # bfloat16: the high half of a float
+        bits = (<unsigned int>h) << 16
+        memcpy(&f, &bits, 4)
+        return f
+    e, m = (h >> 10) & 0x1f, h & 0x3ff      # float16
+    if e == 31:
+        return (-INFINITY if h & 0x8000 else INFINITY) if m == 0 else NAN
+    f = <float>(ldexp(m, -24) if e == 0 else ldexp(m + 1024, e - 25))
+    return -f if h & 0x8000 else f
+
+
+cdef double _relative_error(const char* got, const char* ref, size_t n, int dtype) noexcept nogil:
+    """max |got - ref| / max |ref| over ``n`` elements; infinite where ``got`` holds a NaN."""
+    cdef double scale = 1e-30, worst = 0.0, r, d
+    cdef size_t i
+    for i in range(n):
+        r = _host_value(ref, i, dtype)
+        d = fabs(_host_value(got, i, dtype) - r)
+        if d != d:
+            return INFINITY
+        if fabs(r) > scale:
+            scale = fabs(r)
+        if d > worst:
+            worst = d
+    return worst / scale
+
+
 cdef class GraphPlan:
     """One built graph plan: the operation graph of a kernel at one micro-batch size and beta,
     and the execution plan of one engine config on it (graph.h). Owns both."""
@@ -644,8 +726,9 @@ cdef class Kernel:
         self.plan = self.bench = self.settings = self.bench_record = self.timing = None
         self.benchmark_seconds = {"setup": 0.0, "warmup_find": 0.0, "find": 0.0,
                                   "retime": 0.0, "graph_heuristics": 0.0, "graph_build": 0.0,
-                                  "graph_time": 0.0}
-        self.graph_stats = {"configs": 0, "built": 0, "runtime_compiled": 0, "failed": 0}
+                                  "graph_time": 0.0, "graph_check": 0.0}
+        self.graph_stats = {"configs": 0, "built": 0, "runtime_compiled": 0, "failed": 0,
+                            "checked": 0, "inaccurate": 0, "unchecked": 0}
         check_cuda(rt.cudaGetDevice(&self.device), "cudaGetDevice")
         self.k.op = OP_CODES[op]
         self.k.dtype, self.k.elem_size = DTYPES[dtype]
@@ -860,7 +943,8 @@ cdef class Kernel:
                 if "graph" in families:
                     t1 = perf_counter()
                     records += self._graph_c(handle, b, xbuf, ybuf, wbuf, ws,
-                                             time_iters if time_iters > 0 else 5, samples // b)
+                                             time_iters if time_iters > 0 else 5, samples // b,
+                                             <uintptr_t>xd, <uintptr_t>yd)
                     spent["graph_time"] += perf_counter() - t1
                     if "legacy" in families:
                         records.sort(key=lambda r: (r[1] != 0, r[2]))
@@ -1044,11 +1128,12 @@ cdef class Kernel:
             free(cfgs)
 
     def _graph_c(self, Handle handle, int b, DeviceBuffer x, DeviceBuffer y, DeviceBuffer w,
-                 DeviceBuffer ws, int iters, int slices):
+                 DeviceBuffer ws, int iters, int slices, uintptr_t xd_, uintptr_t yd_):
         """Records of the graph family at micro-batch ``b`` (Note [Graph choices tried]), timed
-        as ``_time_c`` times algorithms. Backward-filter is timed with beta 1, what every
-        chunk after the first runs, and its beta-0 plan must build too (Note [Graph plans and
-        beta] in graph.h)."""
+        as ``_time_c`` times algorithms, then checked (Note [Graph results checked]; ``xd_``,
+        ``yd_``: the tensor descriptors of ``b`` samples). Backward-filter is timed with beta
+        1, what every chunk after the first runs, and its beta-0 plan must build too (Note
+        [Graph plans and beta] in graph.h)."""
         cdef GraphPlan gp
         cdef TimedRun r
         cdef _Events events = _Events(iters + 1)
@@ -1106,7 +1191,123 @@ cdef class Kernel:
                 out.append((GRAPH_ALGO, st, 0.0, plan.ws_bytes, mt, plan.engine))
                 continue
             out.append((GRAPH_ALGO, 0, ms, plan.ws_bytes, mt, plan.engine))
+        t0 = perf_counter()
+        self._check_graph(handle, b, x, y, w, ws, xd_, yd_, out,
+                          {plan.engine: plan for plan, _ in timed})
+        spent["graph_check"] += perf_counter() - t0
         return out
+
+    def _check_region(self):
+        """Note [Graph results checked]: ``(pointer role, elements)`` of the output compared,
+        or None where one sample of it is not a packed block at the buffer's start."""
+        s = self.shape
+        if self.k.op == UCUDNN_BWD_FILTER:
+            return "w", min(CHECK_ELEMENTS, self.filter_bytes // self.k.elem_size)
+        if self.k.op == UCUDNN_FWD:
+            c, h, w, st, role = s.k, s.out_h, s.out_w, self.y_strides, "y"
+        else:
+            c, h, w, st, role = s.c, s.h, s.w, self.x_strides, "x"
+        if (st[1], st[2], st[3]) not in ((h * w, w, 1), (1, w * c, c)):
+            return None
+        return role, min(CHECK_ELEMENTS, c * h * w)
+
+    def _legacy_reference(self, Handle handle, uintptr_t xd_, uintptr_t yd_, DeviceBuffer x,
+                          DeviceBuffer y, DeviceBuffer w, uintptr_t out_, size_t nbytes):
+        """Note [Graph results checked]: the first ``nbytes`` of a legacy algorithm's output
+        (algorithm 0, else 1; FMA math, no workspace) as bytes, or None where neither runs."""
+        cdef float one_f = 1.0, zero_f = 0.0
+        cdef double one_d = 1.0, zero_d = 0.0
+        cdef const void* one = <const void*>&one_d if self.k.dtype == 1 else <const void*>&one_f
+        cdef const void* zero = <const void*>&zero_d if self.k.dtype == 1 else <const void*>&zero_f
+        cdef dnn.cudnnStatus_t st = dnn.CUDNN_STATUS_NOT_SUPPORTED
+        cdef int algo
+        cdef char* host
+        cdef void* out = <void*>out_
+        for algo in range(2):
+            with nogil:
+                st = conv_call(self.k.op, handle.h, algo, self.k.conv[3], one, zero,
+                               <dnn.cudnnTensorDescriptor_t>xd_, x.p, self.k.wdesc, w.p,
+                               <dnn.cudnnTensorDescriptor_t>yd_, y.p, NULL, 0)
+            if st == dnn.CUDNN_STATUS_SUCCESS:
+                break
+        if st != dnn.CUDNN_STATUS_SUCCESS:
+            return None
+        ref = bytes(nbytes)
+        host = ref
+        check_cuda(rt.cudaStreamSynchronize(<rt.cudaStream_t>handle.stream),
+                   f"{self.name}: reference run")
+        check_cuda(rt.cudaMemcpy(host, out, nbytes, rt.cudaMemcpyDeviceToHost),
+                   f"{self.name}: reference copy")
+        return ref
+
+    def _graph_error(self, Handle handle, GraphPlan gp, DeviceBuffer x, DeviceBuffer y,
+                     DeviceBuffer w, DeviceBuffer ws, uintptr_t out_, bytes ref):
+        """Note [Graph results checked]: one run of ``gp`` on the first slice, its relative
+        error against ``ref``."""
+        cdef size_t nbytes = len(ref)
+        cdef const char* r = ref
+        cdef char* host = <char*>malloc(nbytes)
+        cdef void* out = <void*>out_
+        cdef dnn.cudnnStatus_t st
+        cdef double err
+        if host == NULL:
+            raise MemoryError()
+        try:
+            check_cuda(rt.cudaStreamSynchronize(<rt.cudaStream_t>handle.stream), self.name)
+            # NaN for every dtype (all bits set), or zeros under the beta-1 plan
+            check_cuda(rt.cudaMemset(out, 0 if self.k.op == UCUDNN_BWD_FILTER else 0xFF,
+                                     nbytes), f"{self.name}: check fill")
+            check_cuda(rt.cudaDeviceSynchronize(), f"{self.name}: check fill")
+            with nogil:
+                st = ucg_execute(handle.h, &gp.p, x.p, w.p, y.p, ws.p)
+            if st != dnn.CUDNN_STATUS_SUCCESS:
+                return INFINITY
+            check_cuda(rt.cudaStreamSynchronize(<rt.cudaStream_t>handle.stream),
+                       f"{self.name}: engine config {gp.engine}")
+            check_cuda(rt.cudaMemcpy(host, out, nbytes, rt.cudaMemcpyDeviceToHost),
+                       f"{self.name}: check copy")
+            with nogil:
+                err = _relative_error(host, r, nbytes // self.k.elem_size, self.k.dtype)
+            return err
+        finally:
+            free(host)
+
+    def _check_graph(self, Handle handle, int b, DeviceBuffer x, DeviceBuffer y,
+                     DeviceBuffer w, DeviceBuffer ws, uintptr_t xd_, uintptr_t yd_, list out,
+                     dict plans):
+        """Note [Graph results checked], on the records ``out`` of size ``b`` (in place)."""
+        stats = self.graph_stats
+        cand = sorted((i for i, rec in enumerate(out) if rec[1] == 0),
+                      key=lambda i: (out[i][2], out[i][3]))
+        if not cand:
+            return
+        region = self._check_region()
+        cdef uintptr_t dev = 0
+        ref = None
+        if region is not None:
+            role, count = region
+            dev = <uintptr_t>(y.p if role == "y" else (x.p if role == "x" else w.p))
+            ref = self._legacy_reference(handle, xd_, yd_, x, y, w, dev,
+                                         count * self.k.elem_size)
+        if ref is None:
+            stats["unchecked"] += len(cand)
+            return
+        tol = check_tolerance(self.dtype, self.math)
+        accepted = []           # workspaces of the configs accepted, fastest first
+        for i in cand:
+            _, _, t, wsb, mt, engine = out[i]
+            if any(a <= wsb for a in accepted):
+                continue        # beaten on time and workspace: no plan chooses it
+            err = self._graph_error(handle, plans[engine], x, y, w, ws, dev, ref)
+            stats["checked"] += 1
+            if err <= tol:
+                accepted.append(wsb)
+                continue
+            stats["inaccurate"] += 1
+            out[i] = (GRAPH_ALGO, STATUS_INACCURATE, t, wsb, mt, engine)
+            self.last_graph_error = (f"{self.name}: engine config {engine} at batch {b}: "
+                                     f"relative error {err:.3g} against a legacy algorithm, "
+                                     f"more than {tol:.3g} (Note [Graph results checked])")
 
     # ------------------------------------------------------------------ plan
 

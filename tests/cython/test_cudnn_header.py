@@ -168,3 +168,30 @@ def test_one_benchmark_lock_per_device():
     from ucudnn import _core
     assert _core._device_lock(0) is _core._device_lock(0)
     assert _core._device_lock(1) is not _core._device_lock(0)
+
+
+def test_graph_results_are_compared_in_each_dtype():
+    """Note [Graph results checked]: the host comparison reads float32, float64, float16 and
+    bfloat16 (the high half of a float32) as the GPU wrote them, and a NaN fails."""
+    np = pytest.importorskip("numpy")
+    from ucudnn import _core
+    ref = np.array([1.0, -2.0, 0.5, 4.0, 6.1e-05, -3.0e-07])
+    got = ref * (1 + 1e-3)
+    for dtype, np_type in (("float32", np.float32), ("float64", np.float64),
+                           ("float16", np.float16)):
+        err = _core.relative_error(got.astype(np_type).tobytes(),
+                                   ref.astype(np_type).tobytes(), dtype)
+        assert err == pytest.approx(np.abs(got.astype(np_type).astype(np.float64)
+                                           - ref.astype(np_type)).max() / 4.0, rel=1e-6)
+        assert 0 < err < 2e-3, dtype
+    bf = lambda a: (a.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16).tobytes()
+    assert _core.relative_error(bf(ref * 1.02), bf(ref), "bfloat16") == pytest.approx(
+        0.02, abs=0.01)
+    nan = ref.copy()
+    nan[2] = np.nan
+    assert _core.relative_error(nan.tobytes(), ref.tobytes(), "float64") == float("inf")
+    half_nan = np.full(3, 0xFFFF, np.uint16).tobytes()    # what the check's fill leaves
+    assert _core.relative_error(half_nan, bytes(6), "float16") == float("inf")
+    with pytest.raises(_core.InputError, match="relative_error"):
+        _core.relative_error(b"1234", b"12", "float32")
+    assert _core.check_tolerance("float32", "fma") < _core.check_tolerance("float32", "default")

@@ -38,7 +38,9 @@ Note [Plan records]
                             search_rounds: the pruned search's rounds (null: exhaustive)
         benchmark_seconds   where the core's benchmark spent bench_s: {setup (buffers and
                             workspace), warmup_find, find, retime (Note [Re-timing near the
-                            front] in cython/ucudnn/_core.pyx)}; zeros when all was cached
+                            front] in cython/ucudnn/_core.pyx), graph_heuristics, graph_build,
+                            graph_time, and graph_check within it (Note [Graph results
+                            checked])}; zeros when all was cached
 
     ``kind: "kernel"`` -- one per plan a kernel is given; the last of a kernel is the plan it
     runs::
