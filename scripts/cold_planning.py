@@ -9,12 +9,14 @@ Appends one row per (net, policy, search) to a CSV with the predicted convolutio
 plans (every kernel times its group calls and identical layers):
 
     net,policy,search,limit_bytes,gpus,repeats,cold_s,warm_s,sizes_benchmarked,predicted_ms,
-    setup_s,warmup_find_s,find_s,retime_s,graph_heuristics_s,graph_build_s,graph_time_s,engines
+    setup_s,warmup_find_s,find_s,retime_s,graph_heuristics_s,graph_build_s,graph_time_s,
+    graph_check_s,engines
 
 The ``_s`` parts say where the cold pass's benchmarks spent their time, summed over kernels
 (and GPUs): buffers and workspace, warm-up Finds, Finds, re-timing with CUDA events, and for
 the graph family (``--engines graph`` or ``both``) the heuristics' queries, the plan builds
-and timing the engine configs.
+and timing the engine configs, and of that time the check of their results (Note [Graph
+results checked] in cython/ucudnn/_core.pyx).
 
 With ``--devices 0,1`` the cold pass is spread over the GPUs the way ``ucudnn bench
 --devices`` spreads a net (Note [Benchmarks over several GPUs]): one child process per GPU
@@ -39,7 +41,7 @@ from pathlib import Path
 from ucudnn.vocab import ENGINES, SEARCHES
 
 PARTS = ("setup", "warmup_find", "find", "retime", "graph_heuristics", "graph_build",
-         "graph_time")
+         "graph_time", "graph_check")
 FIELDS = ["net", "policy", "search", "limit_bytes", "gpus", "repeats", "cold_s", "warm_s",
           "sizes_benchmarked", "predicted_ms"] + [f"{p}_s" for p in PARTS] + ["engines"]
 
@@ -222,6 +224,13 @@ def main(argv=None):
            "sizes_benchmarked": sizes, "predicted_ms": round(predicted, 3),
            **{f"{p}_s": round(v, 2) for p, v in parts.items()}, "engines": args.engines}
     new = not os.path.exists(args.csv)
+    if not new:
+        with open(args.csv, newline="") as f:
+            header = next(csv.reader(f), None)
+        if header != FIELDS:
+            print(f"cold_planning: {args.csv}: its columns are not this script's (an older "
+                  "version wrote it); give another --csv", file=sys.stderr)
+            return 2
     with open(args.csv, "a", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS)
         if new:
