@@ -139,9 +139,9 @@ def test_set_param_round_trips_through_settings_of():
         params.set_param(p, {"speed": 1})
 
 
-def test_engines_field_reaches_the_settings_and_defaults_to_legacy():
+def test_engines_field_reaches_the_settings_and_defaults_to_both():
     got = params.net_settings("engines: GRAPH", {"c": None, "d": "engines: BOTH"},
                               dtypes={"c": "float32", "d": "float32"}, net="n")
     assert (got["c"].engines, got["d"].engines) == ("graph", "both")
     assert params.net_settings("", {"c": None}, dtypes={"c": "float32"},
-                               net="n")["c"].engines == "legacy"
+                               net="n")["c"].engines == "both"

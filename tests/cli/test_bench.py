@@ -21,7 +21,7 @@ def test_bench_and_plan_with_a_gpu(fake_core, tmp_path, capsys):
     then finds it there. (The fake core's model: 1 MiB per sample for the fast algorithm.)"""
     cache, out = tmp_path / "c.sqlite", tmp_path / "o.csv"
     assert main(["bench", "--net", "alexnet", "--cache", str(cache), "--csv", str(out),
-                 "--repeats", "2", "--workspace-cap", "1GiB"]) == 0
+                 "--repeats", "2", "--workspace-cap", "1GiB", "--engines", "legacy"]) == 0
     assert len(fake_core.calls) == 14                 # 5 layers x 3 ops, conv1 without bwd_data
     assert all(c.sizes == (1, 2, 4, 8, 16, 32, 64, 128, 256) and c.repeats == 2
                and c.workspace_cap == 1 << 30 for c in fake_core.calls)
@@ -30,11 +30,11 @@ def test_bench_and_plan_with_a_gpu(fake_core, tmp_path, capsys):
     assert len(read_table(out)) == 14 * 9 * 2
     # everything is cached now (for a cap of at most 1 GiB); --force measures again
     assert main(["bench", "--net", "alexnet", "--cache", str(cache), "--workspace-cap",
-                 "1GiB"]) == 0
+                 "1GiB", "--engines", "legacy"]) == 0
     assert len(fake_core.calls) == 14
     assert "[14/14] conv5 bwd_filter: 9 sizes cached" in capsys.readouterr().err
     assert main(["bench", "--net", "alexnet", "--cache", str(cache), "--ops", "fwd",
-                 "--sizes", "4,256", "--force"]) == 0
+                 "--sizes", "4,256", "--force", "--engines", "legacy"]) == 0
     assert [c.sizes for c in fake_core.calls[14:]] == [(4, 256)] * 5
     # plan benchmarks what the default cache lacks, then finds it there
     capsys.readouterr()
@@ -85,7 +85,8 @@ def test_bench_shards_and_devices(fake_core, tmp_path, monkeypatch, capsys):
     assert shard_kernels(layers, ("fwd", "bwd_data", "bwd_filter"), sizes_of, 2) == shards
 
     cache = tmp_path / "c.sqlite"
-    assert main(["bench", "--net", "alexnet", "--cache", str(cache), "--shard", "0/2"]) == 0
+    assert main(["bench", "--net", "alexnet", "--cache", str(cache), "--shard", "0/2",
+                 "--engines", "legacy"]) == 0
     first = len(fake_core.calls)
     assert 0 < first < 14
 
@@ -101,7 +102,7 @@ def test_bench_shards_and_devices(fake_core, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("subprocess.Popen", popen)
     out = tmp_path / "t.csv"
     assert main(["bench", "--net", "alexnet", "--cache", str(cache), "--devices", "2,3",
-                 "--csv", str(out)]) == 0
+                 "--csv", str(out), "--engines", "legacy"]) == 0
     assert children == [("2", "0/2"), ("3", "1/2")]
     assert len(fake_core.calls) == 14                      # shard 0 was cached: shard 1 only
     assert len(read_table(out)) == 14 * 9 * 2             # read back, nothing measured
@@ -122,7 +123,7 @@ def test_bench_pruned_search(fake_core, tmp_path, capsys):
     from ucudnn.cli import main
     cache = tmp_path / "c.sqlite"
     args = ["bench", "--net", "alexnet", "--cache", str(cache), "--policy", "all",
-            "--search", "pruned", "--limit", "64MiB"]
+            "--search", "pruned", "--limit", "64MiB", "--engines", "legacy"]
     assert main(args) == 0
     sizes = [len(c.sizes) for c in fake_core.calls]
     assert sizes and sum(sizes) < 0.25 * 14 * 256

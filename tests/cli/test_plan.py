@@ -149,16 +149,19 @@ def test_plan_prototxt_asking_for_graph_engines_says_where_they_are_planned(no_g
 
 def test_plan_prototxt_asking_for_both_families_plans_the_legacy_one_and_says_so(no_gpu,
                                                                                  tmp_path):
+    """BOTH is the default; one layer asking for LEGACY leaves four that plan BOTH from the
+    legacy data, with the same totals."""
     text = (NETS / "alexnet.prototxt").read_text()
     variant = tmp_path / "b.prototxt"
     variant.write_text(text.replace('name: "conv2"\n', 'name: "conv2"\n'
-                                    '  ucudnn_param { engines: BOTH }\n', 1))
-    both = json.loads(run(tmp_path, "plan", "--prototxt", variant, "--json").stdout)
+                                    '  ucudnn_param { engines: LEGACY }\n', 1))
+    mixed = json.loads(run(tmp_path, "plan", "--prototxt", variant, "--json").stdout)
     plain = json.loads(run(tmp_path, "plan", "--prototxt", NETS / "alexnet.prototxt",
                            "--json").stdout)
-    assert any("engines BOTH (1 of 5 layers): planned from the legacy family" in n
-               for n in both["notes"]), both["notes"]
-    assert both["totals"] == plain["totals"]
+    assert any("engines BOTH (4 of 5 layers): planned from the legacy family" in n
+               for n in mixed["notes"]), mixed["notes"]
+    assert any("engines BOTH (5 of 5 layers)" in n for n in plain["notes"]), plain["notes"]
+    assert mixed["totals"] == plain["totals"]
 
 
 def test_plan_refuses_shipped_data_that_does_not_match(no_gpu, tmp_path):

@@ -108,7 +108,10 @@ def test_kernel_record_fields(fake_core):
     assert rec["policy"] is None and rec["limit_bytes"] is None
     k.settings = PlanSettings(policy="all", optimizer="ilp", limit=7, sizes=(2, 8))
     assert rw.settings_fields(k) == {"policy": "all", "optimizer": "ilp", "limit_bytes": 7,
-                                     "micro_batch_sizes": [2, 8]}
+                                     "micro_batch_sizes": [2, 8], "engines": "both"}
+    # legacy is what a record without the field means: not written
+    k.settings = PlanSettings(engines="legacy")
+    assert "engines" not in rw.settings_fields(k)
 
 
 # ------------------------------------------------------------------ the runtime writes them

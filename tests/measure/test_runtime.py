@@ -20,6 +20,13 @@ from ucudnn.plan.settings import PlanSettings
 from ucudnn.plan.table import AlgoPerf, group_by_kernel, parse_table
 from ucudnn.vocab import InputError, PlanError
 
+
+def legacy(**kw) -> PlanSettings:
+    """Settings planning the legacy family: the fake core's models here are legacy algorithms
+    (both families, the default: test_engines.py)."""
+    return PlanSettings(engines="legacy", **kw)
+
+
 SHAPE = ConvShape(16, 8, 8, 16, 3, 3, 1, 1)
 MiB = 1 << 20
 
@@ -37,7 +44,7 @@ def test_runtime_records_dp_plan_bench_and_replan(fake_core, records_file, caplo
     # a kernel of the same shape measured size 1 before: the cache serves it
     bench.measure(fake_core.Kernel(SHAPE, "bwd_filter", 8, name="twin"), [1])
     with caplog.at_level(logging.INFO, logger="ucudnn"):
-        runtime.prepare_kernel(k, PlanSettings(limit=4096))
+        runtime.prepare_kernel(k, legacy(limit=4096))
         runtime.replan_kernel(k, 0)
     assert [c.sizes for c in fake_core.calls] == [(1,), (2, 4, 8)]
     bench_r, dp, replan = rr.read_records(records_file)
@@ -65,7 +72,7 @@ def test_runtime_records_dp_plan_bench_and_replan(fake_core, records_file, caplo
     # people read cuDNN's names; the C API's describe() keeps algoN
     assert any("ALGO_1" in m for m in caplog.messages)
     assert k.plan.describe() == "8x1:algo0"
-    assert k.settings == PlanSettings(limit=4096) and k.bench_record["sizes"] == 4
+    assert k.settings == legacy(limit=4096) and k.bench_record["sizes"] == 4
     assert set(k.timing) == {"bench_s", "plan_s"}
 
 
@@ -74,7 +81,7 @@ def test_prepare_kernel_plans_one_kernel_with_the_dp_only(fake_core, caplog):
         k = fake_core.Kernel(SHAPE, "fwd", 8, name="c")
         with pytest.raises(InputError, match=rf"layer 'c': field 'optimizer': {optimizer} plans "
                                              "a net's kernels together"):
-            runtime.prepare_kernel(k, PlanSettings(optimizer=optimizer))
+            runtime.prepare_kernel(k, legacy(optimizer=optimizer))
     assert fake_core.calls == []
     with pytest.raises(PlanError, match="layer 'c': kernel was never benchmarked"):
         runtime.replan_kernel(fake_core.Kernel(SHAPE, "fwd", 8, name="c"), 0)
@@ -82,7 +89,7 @@ def test_prepare_kernel_plans_one_kernel_with_the_dp_only(fake_core, caplog):
     # the command line refuses such sizes instead), with a warning
     with caplog.at_level(logging.WARNING, logger="ucudnn"):
         k = runtime.prepare_kernel(fake_core.Kernel(SHAPE, "fwd", 8, name="c"),
-                                   PlanSettings(sizes=(4, 16)))
+                                   legacy(sizes=(4, 16)))
     assert "layer 'c': micro_batch_size 16 above the mini-batch 8 left out" in caplog.text
     assert sorted(k.bench) == [4, 8] and k.settings.sizes == (4,)
 
@@ -90,10 +97,10 @@ def test_prepare_kernel_plans_one_kernel_with_the_dp_only(fake_core, caplog):
 def test_exclude_winograd_leaves_those_algorithms_out(fake_core):
     fake_core.model = lambda kern, b: [AlgoPerf(0, 1.0 * b, 0), AlgoPerf(7, 0.1 * b, 0)]
     k = fake_core.Kernel(SHAPE, "fwd", 8, name="c")
-    runtime.prepare_kernel(k, PlanSettings(exclude_winograd=True))
+    runtime.prepare_kernel(k, legacy(exclude_winograd=True))
     assert {c.algo for c in k.plan.chunks} == {0}
     k = fake_core.Kernel(SHAPE, "fwd", 8, name="c")
-    runtime.prepare_kernel(k, PlanSettings())                   # from the cache now
+    runtime.prepare_kernel(k, legacy())     # from the cache now
     assert {c.algo for c in k.plan.chunks} == {7} and len(fake_core.calls) == 1
 
 
@@ -105,7 +112,7 @@ def test_a_plan_cudnn_rejects_falls_back(fake_core, caplog):
     k = fake_core.Kernel(SHAPE, "fwd", 8, name="c")
     fake_core.unsupported.add(("c", "fwd", 4, 1))
     with caplog.at_level(logging.WARNING, logger="ucudnn"):
-        runtime.prepare_kernel(k, PlanSettings(limit=4096))
+        runtime.prepare_kernel(k, legacy(limit=4096))
     assert any("layer 'c' fwd: dropping micro-batch 4 algorithm IMPLICIT_PRECOMP_GEMM (1): "
                "c: workspace size of algorithm 1 at batch 4: CUDNN_STATUS_NOT_SUPPORTED" in m
                for m in caplog.messages)
@@ -148,7 +155,7 @@ def test_pruned_search_at_run_time(fake_core, tmp_path, records_file, monkeypatc
     monkeypatch.delenv(runtime.SEARCH_ENV, raising=False)     # pruned is the default
     assert runtime.search_mode() == "pruned"
     k = fake_core.Kernel(shape, "fwd", 256, name="l1_3x3")
-    runtime.prepare_kernel(k, PlanSettings(policy="all", limit=limit,
+    runtime.prepare_kernel(k, legacy(policy="all", limit=limit,
                                            cache_path=str(tmp_path / "pruned.sqlite")))
     assert full.time_ms <= k.plan.time_ms <= 1.01 * full.time_ms
     cold = k.plan
@@ -163,7 +170,7 @@ def test_pruned_search_at_run_time(fake_core, tmp_path, records_file, monkeypatc
     # warm: the same search again reads the cache only
     n = len(fake_core.calls)
     again = fake_core.Kernel(shape, "fwd", 256, name="l1_3x3")
-    runtime.prepare_kernel(again, PlanSettings(policy="all", limit=limit,
+    runtime.prepare_kernel(again, legacy(policy="all", limit=limit,
                                                cache_path=str(tmp_path / "pruned.sqlite")))
     assert len(fake_core.calls) == n and again.plan == cold
     assert again.bench_record["sizes_benchmarked"] == 0
@@ -171,7 +178,7 @@ def test_pruned_search_at_run_time(fake_core, tmp_path, records_file, monkeypatc
     fake_core.calls.clear()
     monkeypatch.setenv(runtime.SEARCH_ENV, "exhaustive")
     k = fake_core.Kernel(shape, "fwd", 256, name="l1_3x3")
-    runtime.prepare_kernel(k, PlanSettings(policy="all", limit=limit,
+    runtime.prepare_kernel(k, legacy(policy="all", limit=limit,
                                            cache_path=str(tmp_path / "exhaustive.sqlite")))
     assert sorted(asked()) == list(range(1, 257)) and k.plan.time_ms == full.time_ms
     assert k.held == []                   # one benchmark call: nothing to keep
@@ -179,7 +186,7 @@ def test_pruned_search_at_run_time(fake_core, tmp_path, records_file, monkeypatc
     fake_core.calls.clear()               # the ILP needs every limit's optimum: all sizes
     monkeypatch.setenv(runtime.SEARCH_ENV, "pruned")
     k = fake_core.Kernel(shape, "fwd", 256, name="l1_3x3")
-    runtime.measure_for_plan(k, PlanSettings(policy="all", optimizer="ilp", limit=limit,
+    runtime.measure_for_plan(k, legacy(policy="all", optimizer="ilp", limit=limit,
                                              cache_path=str(tmp_path / "ilp.sqlite")))
     assert sorted(asked()) == list(range(1, 257)) and k.bench_record["search"] == "exhaustive"
 
@@ -189,14 +196,14 @@ def test_pruned_search_at_run_time(fake_core, tmp_path, records_file, monkeypatc
     fake_core.model = broken
     k = fake_core.Kernel(shape, "fwd", 256, name="l1_3x3")
     with pytest.raises(CoreError, match="EXECUTION_FAILED"):
-        runtime.prepare_kernel(k, PlanSettings(policy="all", limit=limit,
+        runtime.prepare_kernel(k, legacy(policy="all", limit=limit,
                                                cache_path=str(tmp_path / "broken.sqlite")))
     assert k.held == [True, False]
 
     monkeypatch.setenv(runtime.SEARCH_ENV, "fastest")
     with pytest.raises(InputError, match="UCUDNN_SEARCH: unknown search 'fastest'"):
         runtime.prepare_kernel(fake_core.Kernel(SHAPE, "fwd", 8, name="c"),
-                               PlanSettings(policy="all", limit=limit))
+                               legacy(policy="all", limit=limit))
     # the settings' own search wins over the environment
     assert runtime.search_mode("exhaustive") == "exhaustive"
 
@@ -237,11 +244,11 @@ def _summary(plan):
 
 
 SETTINGS = {
-    "dp": {n: PlanSettings(limit=40_000) for n in ("c1", "c2", "c3")},
-    "ilp": {n: PlanSettings(optimizer="ilp", limit=30_000) for n in ("c1", "c2", "c3")},
-    "shared": {n: PlanSettings(optimizer="shared", budget=200_000) for n in ("c1", "c2", "c3")},
-    "mixed": {"c1": PlanSettings(limit=20_000), "c2": PlanSettings(optimizer="ilp", limit=9000),
-              "c3": PlanSettings(optimizer="shared", budget=60_000, policy="all")},
+    "dp": {n: legacy(limit=40_000) for n in ("c1", "c2", "c3")},
+    "ilp": {n: legacy(optimizer="ilp", limit=30_000) for n in ("c1", "c2", "c3")},
+    "shared": {n: legacy(optimizer="shared", budget=200_000) for n in ("c1", "c2", "c3")},
+    "mixed": {"c1": legacy(limit=20_000), "c2": legacy(optimizer="ilp", limit=9000),
+              "c3": legacy(optimizer="shared", budget=60_000, policy="all")},
 }
 
 
@@ -320,5 +327,5 @@ def test_plan_net_refuses_what_a_live_net_cannot_be(fake_core):
     with pytest.raises(InputError, match="layer 'x': field 'count': a live net describes each "
                                          "layer once, got 2"):
         runtime.plan_net([LayerSpec("x", 8, 3, 8, 8, 4, 3, 3, count=2)],
-                         {"x": PlanSettings()})
+                         {"x": legacy()})
     assert fake_core.calls == []

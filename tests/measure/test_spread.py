@@ -53,8 +53,8 @@ def two_gpus(fake_core, tmp_path, monkeypatch):
 
 
 def _measured(core):
-    """(shape, op, settings-relevant identity) of each benchmark call."""
-    return [(c.shape, c.op, c.n, c.sizes, c.math) for c in core.calls]
+    """(shape, op, settings-relevant identity, family) of each benchmark call."""
+    return [(c.shape, c.op, c.n, c.sizes, c.math, c.families) for c in core.calls]
 
 
 def test_each_kernel_is_measured_once_over_both_gpus_into_one_cache(two_gpus, tmp_path,
@@ -63,9 +63,11 @@ def test_each_kernel_is_measured_once_over_both_gpus_into_one_cache(two_gpus, tm
     monkeypatch.setenv(ENV, "0,1")
     live = runtime.plan_net(layers, settings, name="small")
     calls = list(two_gpus.calls)
-    # 11 kernels, 8 distinct: conv3b is conv3 for the cache; each measured once
+    # 11 kernels, 8 distinct: conv3b is conv3 for the cache; each measured once per family
+    # (engines BOTH, the default: each family its own cache entry)
     assert len(live.kernels) == 11
-    assert len(calls) == 8 and len(set(_measured(two_gpus))) == 8
+    assert len(calls) == 16 and len(set(_measured(two_gpus))) == 16
+    assert {c.families for c in calls} == {("legacy",), ("graph",)}
     # both GPUs measured: each benchmark ran with its thread's device current
     assert {c.device for c in calls} == {0, 1}
     assert not any(t.name.startswith("ucudnn-bench") for t in threading.enumerate())

@@ -46,9 +46,9 @@ def add_parser(sub) -> None:
                    "[Find repeats] in ucudnn/measure/bench.py)")
     s.add_argument("--math", default="default", help="math mode: " + ", ".join(MATH_MODES))
     s.add_argument("--dtype", default="float32", help="data type: " + ", ".join(DTYPES))
-    s.add_argument("--engines", default="legacy", help="families of choices to measure: "
-                   "legacy (cuDNN's algorithms), graph (the graph API's engine configs) or both; "
-                   "each family is its own cache entry")
+    s.add_argument("--engines", default="both", help="families of choices to measure: "
+                   "legacy (cuDNN's algorithms), graph (the graph API's engine configs) or both "
+                   "(the default, as ucudnn_param's); each family is its own cache entry")
     s.add_argument("--workspace-cap", metavar="SIZE", help="largest workspace offered to cuDNN "
                    "(default: unlimited)")
     s.add_argument("--cache", metavar="PATH", help="benchmark cache (default: $UCUDNN_CACHE or "

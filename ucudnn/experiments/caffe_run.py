@@ -61,8 +61,7 @@ def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Op
         else:
             set_param(net.ucudnn_param, {"policy": point.policy, "optimizer": "dp",
                                          "limit": point.limit})
-        if point.engines != "legacy":
-            set_param(net.ucudnn_param, {"engines": point.engines})
+        set_param(net.ucudnn_param, {"engines": point.engines})
         if cache_path:
             net.ucudnn_param.cache_path = cache_path
     dest.parent.mkdir(parents=True, exist_ok=True)

@@ -449,8 +449,8 @@ def gather_net(layers, settings, *, tables: Optional[Sequence] = None, cache_pat
     #     measurements only; the graph family is measured and planned where the net runs
     #     (the C API's ucudnn_net_plan, scripts/bench_engines.py). A layer asking for GRAPH
     #     alone is refused: no plan of this data is one Caffe could run. A layer asking for
-    #     BOTH is planned from the legacy family, and the notes say so: Caffe's plan can
-    #     only be as fast or faster, each size taking the faster family.
+    #     BOTH (ucudnn_param's default) is planned from the legacy family, and the notes say
+    #     so: Caffe's plan can only be as fast or faster, each size taking the faster family.
     graph = sorted(l.name for l in layers if settings[l.name].engines == "graph")
     if graph:
         raise InputError(f"layer {graph[0]!r}: field 'ucudnn_param.engines': GRAPH is planned "
