@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import enum
 import re
-from typing import Dict, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 __all__ = [
     "OPS", "OP_CODES", "OPERANDS", "POLICIES", "POLICY_CODES", "OPTIMIZERS", "OPTIMIZER_CODES",
     "NETWIDE_OPTIMIZERS", "SEARCHES", "ENGINES", "LAYOUTS", "DTYPES", "DTYPE_CODES",
     "MATH_MODES", "MATH_NAMES", "UNLIMITED", "CAFFE_COMMIT", "ALGO_NAMES", "algo_name",
     "Choices", "GRAPH_ALGO", "WINOGRAD_NOTES", "NUMERICAL_NOTES", "note_names", "FAMILIES",
-    "ENGINE_FAMILIES", "engine_text", "parse_engine", "choice_name", "POLICY", "OPTIMIZER",
+    "ENGINE_FAMILIES", "engine_text", "parse_engine", "focus_configs", "choice_name", "POLICY", "OPTIMIZER",
     "MATH", "SEARCH", "ENGINE", "LAYOUT", "DTYPE", "normalise_policy", "parse_size",
     "format_size", "Status", "UcudnnError", "InputError", "PlanError",
 ]
@@ -142,6 +142,21 @@ def parse_engine(text: str) -> Tuple[int, Tuple[Tuple[int, int], ...]]:
     knobs = tuple((int(t), int(v)) for t, v in
                   (kv[1:].split("=") for kv in m.group(2).split(","))) if m.group(2) else ()
     return int(m.group(1)), knobs
+
+
+def focus_configs(proposed: Sequence[str], focus: Optional[Iterable[str]]) -> list:
+    """Of the engine configs ``proposed`` at one size (in the heuristics' order), those to
+    try under ``focus`` (Note [Graph focus in the pruned search]): the ones ``focus`` names;
+    where there are none, those of an engine it names; where there are none either (or no
+    focus), all."""
+    if not focus:
+        return list(proposed)
+    focus = set(focus)
+    exact = [e for e in proposed if e in focus]
+    if exact:
+        return exact
+    engines = {parse_engine(e)[0] for e in focus}
+    return [e for e in proposed if parse_engine(e)[0] in engines] or list(proposed)
 
 
 def choice_name(op: str, algo: int, math: int = 0, engine: str = "") -> str:

@@ -138,7 +138,7 @@ cdef class Kernel:
     cdef object _engine_notes           # engine index -> numerical notes (engine_notes)
     cdef readonly int device
     cdef public int instances   # runs of this kernel per pass, each on its own workspace
-    cdef public object graph_focus      # None, or the engines (global indices) to try: Note
+    cdef public object graph_focus      # None, or the engine configs (texts) to try: Note
                                         # [Graph focus in the pruned search] (runtime.py)
     cdef public int max_graph_configs   # engine configs tried per size (0: all; Note [Graph
                                         # choices tried])

@@ -47,7 +47,7 @@ from time import perf_counter
 
 from ucudnn.vocab import (DTYPES, ENGINE_FAMILIES, GRAPH_ALGO, LAYOUTS, MATH_MODES,
                           NUMERICAL_NOTES, OP_CODES, OPS, InputError, PlanError, Status,
-                          UcudnnError, engine_text, parse_engine)
+                          UcudnnError, engine_text, focus_configs, parse_engine)
 
 cdef extern from *:
     """
@@ -514,8 +514,8 @@ cdef class _Events:
 #     reduced precision (the kernel promises float accumulation). ``max_graph_configs`` > 0
 #     (default GRAPH_CONFIGS_DEFAULT) keeps the first that many (a pruned search: heuristics
 #     rank their proposals; a later mode is not queried once the earlier ones gave that
-#     many). ``graph_focus`` keeps only the configs of the engines it names, where the
-#     heuristics propose any (Note [Graph focus in the pruned search] in
+#     many). ``graph_focus`` keeps only the configs it names, else those of their engines,
+#     where the heuristics propose any (Note [Graph focus in the pruned search] in
 #     ucudnn/measure/runtime.py). Each one left is built into a plan (cudnnBackendFinalize of
 #     the execution plan, where runtime-compiled engines compile) and timed with CUDA events:
 #     a warm-up and one timed run each, then the median of back-to-back runs for those near
@@ -1110,6 +1110,8 @@ cdef class Kernel:
             for _, mode in HEUR_MODES:
                 if focus is None and 0 < self.max_graph_configs <= len(seen):
                     break           # the later modes' configs would be cut off below
+                if focus and any(e in focus for e in seen):
+                    break           # Note [Graph focus in the pruned search] (runtime.py)
                 with nogil:
                     st = ucg_heuristics(&gp.g, mode, cfgs, UCG_MAX_CONFIGS, &got, msg, sizeof(msg))
                 for i in range(got):
@@ -1117,8 +1119,7 @@ cdef class Kernel:
                         continue
                     seen.setdefault(_config_text(&cfgs[i]), cfgs[i].behavior_notes)
             if focus:           # Note [Graph focus in the pruned search] (runtime.py)
-                kept = {e: b for e, b in seen.items() if parse_engine(e)[0] in focus}
-                seen = kept or seen
+                seen = {e: seen[e] for e in focus_configs(list(seen), focus)}
             if self.max_graph_configs > 0:
                 seen = dict(list(seen.items())[:self.max_graph_configs])
             if not seen:

@@ -192,7 +192,7 @@ class _Kernel:
         self.device = self._core.current_device()
         self.last_benchmark_workspace = 0
         self.held: List[bool] = []          # the hold_benchmark_buffers calls, in order
-        self.graph_focus = None             # as the core's: engines tried, where proposed
+        self.graph_focus = None             # as the core's: engine configs tried
         self.focus_seen: List = []          # graph_focus at each benchmark call
         self._ws = 0
 
@@ -230,11 +230,11 @@ class _Kernel:
         for b in sizes:
             perfs = [p for p in core.perfs(self, b)
                      if ("graph" if p.engine else "legacy") in families]
-            if self.graph_focus:
-                from ucudnn.vocab import parse_engine
-                kept = [p for p in perfs
-                        if not p.engine or parse_engine(p.engine)[0] in self.graph_focus]
-                perfs = kept if any(p.engine for p in kept) else perfs
+            if self.graph_focus:        # as the core's _graph_configs
+                from ucudnn.vocab import focus_configs
+                kept = set(focus_configs([p.engine for p in perfs if p.engine],
+                                         self.graph_focus))
+                perfs = [p for p in perfs if not p.engine or p.engine in kept]
             # an algorithm that needs more than was offered is reported failed (status 3)
             out[b] = [(p.algo, 0 if p.ws_bytes <= offered else 3, p.time_ms, p.ws_bytes, p.math,
                        p.engine) for p in perfs]

@@ -106,13 +106,18 @@ _log_from_environment()
 #     ucudnn/plan/search.py) with every engine config the core tries (Note [Graph choices
 #     tried]); timing them took 77.5 of the 80.7 s of ResNet-18's cold search with the graph family on the
 #     H200 (2219 sizes, results/h200/engines/cold_planning.csv). Every later round measures
-#     sizes between those, where the engines that win are the ones that won around them:
-#     so from the second round on the core tries only the configs, among those the
-#     heuristics propose at each size, of the engines on the (time, workspace) front of some
-#     size measured so far (``plan.search.front_engines``; ``Kernel.graph_focus``), and all
-#     of them where the heuristics propose none of those. The cache then holds fewer graph
-#     choices at those sizes than a full measurement would; their plans are valid, and a
-#     policy that is not ``all`` never reads them.
+#     sizes between those, where the configs that win are the ones that won around them:
+#     so from the second round on the core tries, among the configs the heuristics propose
+#     at each size, only those on the (time, workspace) front of some size measured so far
+#     (``plan.search.front_configs``; ``Kernel.graph_focus``); where the heuristics propose
+#     none of them, the configs of their engines; where none of those either, all
+#     (``plan.search.focus_configs``). The core stops asking the heuristics' later modes
+#     once a mode proposed a config of the focus. Focusing on whole engines (every knob
+#     setting of a front engine) instead still took 93.8 s for ResNet-18 on the H200: the
+#     heuristics were asked all three modes at every size (27.5 s) and each size still timed
+#     most of its configs. The cache then holds fewer graph choices at those sizes than a
+#     full measurement would; their plans are valid, and a policy that is not ``all`` never
+#     reads them.
 
 
 def _focused(kern, measure, graph: bool):
@@ -120,12 +125,12 @@ def _focused(kern, measure, graph: bool):
     engines of the front so far (Note [Graph focus in the pruned search])."""
     if not graph:
         return measure
-    from ..plan.search import front_engines
+    from ..plan.search import front_configs
     seen: Dict[int, list] = {}
 
     def run(want):
         if seen:
-            kern.graph_focus = front_engines(seen) or None
+            kern.graph_focus = front_configs(seen) or None
         got = measure(want)
         seen.update(got)
         return got

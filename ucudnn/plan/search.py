@@ -206,8 +206,8 @@ def _measure(measure: Measure, sizes: Iterable[int], bench: Dict[int, List[AlgoP
     return want
 
 
-def front_engines(bench: Mapping[int, Sequence[AlgoPerf]]) -> frozenset:
-    """The engines (global indices) of the graph choices on the (time, workspace) front of
+def front_configs(bench: Mapping[int, Sequence[AlgoPerf]]) -> frozenset:
+    """The engine configs (their text) of the graph choices on the (time, workspace) front of
     some size of ``bench``: faster than every choice that needs no more workspace (Note
     [Graph focus in the pruned search] in ucudnn/measure/runtime.py)."""
     out = set()
@@ -217,7 +217,7 @@ def front_engines(bench: Mapping[int, Sequence[AlgoPerf]]) -> frozenset:
             if least is None or p.ws_bytes < least:
                 least = p.ws_bytes
                 if p.engine:
-                    out.add(parse_engine(p.engine)[0])
+                    out.add(p.engine)
     return frozenset(out)
 
 
