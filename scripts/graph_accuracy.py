@@ -7,7 +7,8 @@ For every choice the core's benchmark finds at each micro-batch size (graph engi
 cuDNN's algorithms too), the kernel runs its whole mini-batch as micro-batches of that size
 with that choice, and the result is compared with PyTorch's float64 convolution of the same
 inputs, relative to the largest reference value. ``--beta 1`` runs as Caffe's backward-filter
-does (gradients added to what the output held). ``--groups G`` runs as Caffe's grouped layers
+does (gradients added to what the output held). The configs the benchmark's own check refused
+(Note [Graph results checked] in cython/ucudnn/_core.pyx) are listed after the others. ``--groups G`` runs as Caffe's grouped layers
 do (Note [Grouped layers] in ucudnn/plan/conv.py): the blobs hold G times the shape's channels,
 and the kernel runs once per group on a strided view into them; with ``--concurrent`` each
 group runs on its own stream, cuDNN handle and workspace, at once, as Caffe's cuDNN layer
@@ -120,8 +121,10 @@ def main(argv=None):
     streams = [torch.cuda.Stream() for _ in range(G)] if args.concurrent else [main_stream] * G
     handles = [_core.Handle(st.cuda_stream) for st in streams] if args.concurrent else [handle] * G
     sizes = sizes_dividing(n)
-    bench = {s: _perfs(r) for s, r in
-             kern.benchmark(sizes, 1, None, None, 5, tuple(args.families)).items()}
+    raw = kern.benchmark(sizes, 1, None, None, 5, tuple(args.families))
+    bench = {s: _perfs(r) for s, r in raw.items()}
+    # the configs the benchmark's own check refused (Note [Graph results checked])
+    refused = {s: [r for r in recs if r[1] == _core.STATUS_INACCURATE] for s, recs in raw.items()}
     scale = max(1e-30, ref.abs().max().item())
     init = torch.randn(like.shape, device="cuda", generator=g) if args.beta else None
     bad = 0
@@ -155,7 +158,12 @@ def main(argv=None):
             notes = ",".join(note_names(kern.engine_notes(p.engine))) if p.engine else ""
             print(f"  {s:4d} x{n // s:<4d} {choice_name(args.op, p.algo, p.math, p.engine):28s}"
                   f" error {err:9.3g} {'ok ' if ok else 'OFF'} {p.time_ms:8.3f} ms  {notes}")
-    print(f"{bad} choice(s) off by more than {args.tolerance:g}")
+    for s in sizes:
+        for r in refused[s]:
+            print(f"  {s:4d} x{n // s:<4d} {r[5]:28s} refused by the benchmark's check "
+                  f"{r[2]:8.3f} ms")
+    print(f"{bad} choice(s) off by more than {args.tolerance:g}; the benchmark's check "
+          f"refused {sum(map(len, refused.values()))} ({kern.graph_stats})")
     return 1 if bad else 0
 
 
