@@ -74,5 +74,8 @@ with BenchCache(s["cache"]) as cache:
 
 def split_setting(cache_path: Path, limit: int, strict: str) -> str:
     """The ucudnn_param fields (text format) of a powerOfTwo plan within ``limit`` from the
-    cache at ``cache_path``; ``strict``: more fields (math, Winograd)."""
-    return f'policy: POWER_OF_TWO workspace_limit: {limit} {strict} cache_path: "{cache_path}"'
+    cache at ``cache_path``; ``strict``: more fields (math, Winograd). The cache holds the
+    legacy family only, so the plan takes that family alone (the default, both, would
+    measure the graph family's configs and could take them instead of the seeded split)."""
+    return (f'policy: POWER_OF_TWO engines: LEGACY workspace_limit: {limit} {strict} '
+            f'cache_path: "{cache_path}"')
