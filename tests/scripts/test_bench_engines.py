@@ -44,7 +44,7 @@ def test_a_sum_missing_a_kernel_is_marked_incomplete():
 def test_figure_is_drawn_again_from_the_committed_points(tmp_path):
     m = _module()
     rows = m.read_points(POINTS)
-    assert {r["suite"] for r in rows} == {"resnet18", "resnet50", "deepbench"}
+    assert {r["suite"] for r in rows} == {"alexnet", "resnet18", "resnet50", "deepbench"}
     assert len(rows) > 3000
     assert m.main(["--replot", str(POINTS), "--out", str(tmp_path / "fig")]) == 0
     png = (tmp_path / "fig" / "engines.png").read_bytes()
