@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ucudnn.measure.cache import schema
 from ucudnn.measure.cache import (APPLICATION_ID, DEFAULT_WORKSPACE_CAP, UNKNOWN_CAP, BenchCache,
                                  CacheError, CacheKey, default_cache_path, shape_from_key,
                                  timing_name)
@@ -48,8 +49,8 @@ def test_persistence_across_instances(tmp_path):
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
-    assert dict(conn.execute("SELECT key, value FROM meta"))["schema_version"] == "3"
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert dict(conn.execute("SELECT key, value FROM meta"))["schema_version"] == "4"
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
     conn.close()
 
 
@@ -461,9 +462,9 @@ def test_schema_1_is_migrated_and_never_used_for_planning(tmp_path, caplog):
         assert calls == [[1]] and got == {1: PERFS[:1]} and len(c) == 3
         assert c.drop_legacy() == 2 and c.keys() == [KEY] and len(c) == 1
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
     meta = dict(conn.execute("SELECT key, value FROM meta"))
-    assert meta["schema_version"] == "3" and meta["migrated_from_schema"] == "1"
+    assert meta["schema_version"] == "4" and meta["migrated_from_schema"] == "1"
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
     # the foreign key follows the renamed table: deleting an entry deletes its perfs
     conn.execute("PRAGMA foreign_keys = ON")
@@ -507,14 +508,14 @@ def test_schema_1_read_only_is_refused_with_what_to_do(tmp_path):
 
 
 def test_newer_schema_is_refused_untouched(tmp_path):
-    path = tmp_path / "v4.sqlite"
+    path = tmp_path / "v5.sqlite"
     _v1_file(path)
     conn = sqlite3.connect(path)
-    conn.execute("PRAGMA user_version = 4")
+    conn.execute("PRAGMA user_version = 5")
     conn.commit()
     conn.close()
     before = path.read_bytes()
-    with pytest.raises(CacheError, match="schema version 4, this ucudnn reads version 3"):
+    with pytest.raises(CacheError, match="schema version 5, this ucudnn reads version 4"):
         BenchCache(path)
     assert path.read_bytes() == before
 
@@ -660,7 +661,7 @@ def test_schema_2_is_migrated_with_nothing_lost(tmp_path):
     path = tmp_path / "v2.sqlite"
     _v2_file(path)
     with BenchCache(path) as c:
-        assert c.schema == 3
+        assert c.schema == 4
         assert c.get_many(KEY, [1, 2]) == {1: _sorted(PERFS), 2: _sorted(PERFS)}
         assert len(c) == 2
     conn = sqlite3.connect(path)
@@ -689,6 +690,56 @@ def test_families_are_separate_entries_and_engines_round_trip(tmp_path):
     with BenchCache(tmp_path / "merged.sqlite") as m:
         assert m.import_cache(copy).stored == 2
         assert m.get(GRAPH_KEY, 4) == sorted(GRAPH_PERFS, key=lambda p: p.time_ms)
+
+
+# -- schema 3: graph entries measured before their results were checked -------------------------
+
+def _v3_file(path):
+    """A cache as ucudnn wrote it before the check of graph results (schema 3): the legacy and
+    the graph family of one kernel at batches 1 and 2."""
+    _v2_file(path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.executescript(schema._MIGRATE_2_3)
+    conn.execute("PRAGMA user_version = 3")
+    conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    for b in (1, 2):
+        cur = conn.execute("INSERT INTO entries (gpu, cudnn_version, dtype, math, op, shape, "
+                           "family, timing, workspace_cap, batch, repeats, created) "
+                           "VALUES (?, ?, ?, ?, ?, ?, 'graph', ?, ?, ?, 1, 0)",
+                           KEY.kernel_columns()[:6] + (KEY.timing, KEY.workspace_cap, b))
+        conn.executemany("INSERT INTO perfs VALUES (?, ?, ?, ?, ?, ?)",
+                         [(cur.lastrowid, p.algo, p.time_ms, p.ws_bytes, p.math, p.engine)
+                          for p in GRAPH_PERFS])
+    conn.close()
+
+
+def test_schema_3_graph_entries_are_dropped_by_the_migration(tmp_path):
+    path = tmp_path / "v3.sqlite"
+    _v3_file(path)
+    with BenchCache(path) as c:
+        assert c.schema == 4
+        assert c.get_many(KEY, [1, 2]) == {1: _sorted(PERFS), 2: _sorted(PERFS)}
+        assert c.get_many(GRAPH_KEY, [1, 2]) == {} and c.keys() == [KEY] and len(c) == 2
+    conn = sqlite3.connect(path)
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    assert meta["migrated_from_schema"] == "3" and meta["migrated_entries"] == "4"
+    assert conn.execute("SELECT COUNT(*) FROM perfs").fetchone()[0] == 2 * len(PERFS)
+    conn.close()
+
+
+def test_schema_3_read_only_hides_its_graph_entries(tmp_path, caplog):
+    path = tmp_path / "v3.sqlite"
+    _v3_file(path)
+    before = path.read_bytes()
+    with BenchCache(path, readonly=True) as c:
+        assert c.schema == 3
+        assert c.get_many(KEY, [1, 2]) == {1: _sorted(PERFS), 2: _sorted(PERFS)}
+        assert c.get_many(GRAPH_KEY, [1, 2]) == {} and c.batches(GRAPH_KEY) == []
+        assert c.keys() == [KEY]
+    assert "graph-family entries predate the check" in caplog.text
+    with BenchCache(tmp_path / "merged.sqlite") as m:
+        assert m.import_cache(path).stored == 2 and m.keys() == [KEY]
+    assert path.read_bytes() == before
 
 
 def test_cache_key_names_an_unknown_family():

@@ -201,6 +201,11 @@ class CacheFile:
         conn.execute("PRAGMA busy_timeout = 0")            # _retry waits
         self._conn, self._has_tables = conn, version != 0
         self.schema = version or SCHEMA_VERSION
+        if version == 3 and self._warn and conn.execute(
+                "SELECT COUNT(*) FROM entries WHERE family = 'graph'").fetchone()[0]:
+            log.warning("%s: schema 3, read-only: its graph-family entries predate the check "
+                        "of their results and are not read (Note [Schema migration])",
+                        self._where)
         if immutable:
             self.readonly_reason += ("; read as immutable: a WAL-mode file whose -shm this "
                                      "user may not create")

@@ -66,10 +66,11 @@ class CacheReads(CacheFile):
     def keys(self, *, include_legacy: bool = True) -> List[CacheKey]:
         """Every key with at least one entry (each cap and timing its own key), in a stable
         order; ``include_legacy=False`` leaves out the schema-1 entries of unknown cap."""
-        family = columns(self.schema)[0]
+        family, _, _, visible = columns(self.schema)
         rows = self._read("SELECT DISTINCT gpu, cudnn_version, dtype, math, op, shape, "
                           f"workspace_cap, timing, {family} AS fam FROM entries "
-                          + ("" if include_legacy else f"WHERE workspace_cap != {UNKNOWN_CAP} ")
+                          f"WHERE {visible} "
+                          + ("" if include_legacy else f"AND workspace_cap != {UNKNOWN_CAP} ")
                           + "ORDER BY gpu, cudnn_version, dtype, math, op, shape, fam, "
                           "timing, workspace_cap")
         return [CacheKey(g, v, d, m, op, shape_from_key(s), cap, t, f)

@@ -20,6 +20,14 @@ Note [Schema migration]
     algorithms, so the migration gives it ``family = 'legacy'`` and its perfs ``engine = ''``:
     nothing is lost or measured again. A schema-2 file opened read-only (a cache on shared
     storage) is read as it is, through the same columns as literals (:func:`columns`).
+
+    Schema 4 has schema 3's tables; its graph-family entries were measured with the check of
+    Note [Graph results checked] (cython/ucudnn/_core.pyx), which refuses engine configs whose
+    results are off. A schema-3 file's graph entries predate it (one config of AlexNet's conv2
+    backward-filter, 1e-3 to 1.6e-2 off, is the fastest there), so the migration deletes them,
+    and they are measured again when a plan needs them; the legacy entries stay. A schema-3
+    file opened read-only is read without its graph entries (``visible`` of
+    :func:`columns`).
 """
 from __future__ import annotations
 
@@ -37,7 +45,7 @@ log = logging.getLogger("ucudnn")
 
 #: ``PRAGMA application_id`` of ucudnn caches ("ucNN").
 APPLICATION_ID = 0x75634E4E
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 APP_NAME = "ucudnn-bench-cache"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _OUR_TABLES = {"meta", "entries", "perfs"}
@@ -95,22 +103,29 @@ ALTER TABLE entries_v3 RENAME TO entries;
 ALTER TABLE perfs_v3 RENAME TO perfs;
 CREATE INDEX perfs_entry ON perfs(entry)
 """
-_MIGRATIONS = {1: _MIGRATE_1_2, 2: _MIGRATE_2_3}
+# Schema 3 -> 4: the graph entries measured before their results were checked go.
+_MIGRATE_3_4 = """
+DELETE FROM perfs WHERE entry IN (SELECT id FROM entries WHERE family = 'graph');
+DELETE FROM entries WHERE family = 'graph'
+"""
+_MIGRATIONS = {1: _MIGRATE_1_2, 2: _MIGRATE_2_3, 3: _MIGRATE_3_4}
 
 _KERNEL_COLUMNS = ("gpu", "cudnn_version", "dtype", "math", "op", "shape", "family")
 
 
 def columns(version: int, entries: str = "", perfs: str = ""):
-    """``(family, engine, kernel_where)``: how SQL reads the schema-3 columns ``family`` and
+    """``(family, engine, kernel_where, visible)``: how SQL reads the columns ``family`` and
     ``engine`` from a file of ``version`` (of a schema-2 file, read-only: the values every one
-    of its entries has), and the condition selecting one kernel's entries (parameters:
-    :meth:`CacheKey.kernel_columns`). ``entries``, ``perfs``: the tables' aliases with their
-    dot (``"e."``), where a statement joins them."""
+    of its entries has), the condition selecting one kernel's entries (parameters:
+    :meth:`CacheKey.kernel_columns`), and the condition on the entries that may be read at all
+    (a schema-3 file's graph entries may not: Note [Schema migration]). ``entries``,
+    ``perfs``: the tables' aliases with their dot (``"e."``), where a statement joins them."""
     family = f"{entries}family" if version >= 3 else "'legacy'"
     engine = f"{perfs}engine" if version >= 3 else "''"
+    visible = f"{entries}family != 'graph'" if version == 3 else "1"
     where = " AND ".join(f"{family if c == 'family' else entries + c} = ?"
-                         for c in _KERNEL_COLUMNS)
-    return family, engine, where
+                         for c in _KERNEL_COLUMNS) + f" AND {visible}"
+    return family, engine, where, visible
 
 
 #: The entries of one kernel in this schema (parameters: :meth:`CacheKey.kernel_columns`).
@@ -123,7 +138,7 @@ class CacheError(InputError):
 
 
 def check_ours(conn: sqlite3.Connection, where: str) -> bool:
-    """True if initialised by us with a schema this ucudnn reads or migrates (1 or
+    """True if initialised by us with a schema this ucudnn reads or migrates (1 to
     ``SCHEMA_VERSION``), False if an empty SQLite database; else CacheError."""
     app_id = conn.execute("PRAGMA application_id").fetchone()[0]
     tables = {r[0] for r in conn.execute(
@@ -138,9 +153,9 @@ def check_ours(conn: sqlite3.Connection, where: str) -> bool:
         raise CacheError(f"{where}: a ucudnn cache lacking table(s) "
                          f"{sorted(_OUR_TABLES - tables)}; the file was left untouched")
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version not in (1, 2, SCHEMA_VERSION):
+    if version not in (1, 2, 3, SCHEMA_VERSION):
         raise CacheError(f"{where}: cache schema version {version}, this ucudnn reads "
-                         f"version {SCHEMA_VERSION} (and migrates versions 1 and 2); the file "
+                         f"version {SCHEMA_VERSION} (and migrates versions 1 to 3); the file "
                          "was left untouched -- use another --cache file or a newer ucudnn")
     return True
 

@@ -139,12 +139,13 @@ class CacheTransfer(CacheWrites):
         if src.exists() and self.path.exists() and os.path.samefile(src, self.path):
             raise CacheError(f"{self._where}: importing the cache into itself")
         with CacheTransfer(src, readonly=True, warn=False) as other:
-            family, engine, _ = columns(other.schema, entries="e.", perfs="p.")
+            family, engine, _, visible = columns(other.schema, entries="e.", perfs="p.")
             rows = other._read(
                 "SELECT e.id, e.gpu, e.cudnn_version, e.dtype, e.math, e.op, e.shape, "
                 "e.timing, e.workspace_cap, e.batch, e.repeats, e.created, p.algo, p.time_ms, "
                 f"p.ws_bytes, p.algo_math, {family}, {engine} "
-                "FROM entries e LEFT JOIN perfs p ON p.entry = e.id ORDER BY e.id")
+                f"FROM entries e LEFT JOIN perfs p ON p.entry = e.id WHERE {visible} "
+                "ORDER BY e.id")
         entries: Dict[int, list] = {}
         legacy = set()
         for (eid, g, v, d, m, op, shape, timing, cap, batch, repeats, created,
