@@ -64,7 +64,8 @@ def test_ids_follow_the_next_available_comments(proto_dir):
     assert "optional UcudnnParameter ucudnn_param = 149;" in text
     assert "LayerParameter next available layer-specific ID: 150 (last added: ucudnn_param)" in text
     assert "optional UcudnnParameter ucudnn_param = 9;" in text
-    assert "NetParameter next available ID: 10 (last added: ucudnn_param)" in text
+    assert "optional bool share_diffs = 10 [default = false];" in text
+    assert "NetParameter next available ID: 11 (last added: share_diffs)" in text
 
 
 @pytest.mark.parametrize("net", ["alexnet", "resnet18", "resnet50", "cifar10"])
