@@ -294,3 +294,12 @@ def test_full_build(capsys):
     ldd = subprocess.run(["ldd", str(testbin)], stdout=subprocess.PIPE,
                          text=True, timeout=60)
     assert "not found" not in ldd.stdout, ldd.stdout
+
+    # 0007: shared activation gradients change no loss and no parameter gradient (CPU mode)
+    check = subprocess.run([str(build / "tools" / "net_share_diffs_check"),
+                            str(Path(__file__).parent / "data" / "share_diffs_cpu.prototxt")],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                           timeout=300, env={**os.environ, "GLOG_minloglevel": "2"})
+    assert check.returncode == 0 and check.stdout.rstrip().endswith("IDENTICAL"), check.stdout
+    rounds = [l for l in check.stdout.splitlines() if l.startswith("round ")]
+    assert len(rounds) == 3 and all("difference 0," in l for l in rounds), check.stdout
