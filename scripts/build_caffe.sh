@@ -2,7 +2,8 @@
 # Fetch, patch and build BVLC Caffe (pinned commit) for ucudnn on CUDA 13 / cuDNN 9.
 #
 # Pipeline:  fetch pristine source -> verify -> copy + apply caffe_patch/*.patch
-#            -> cmake configure -> build (libcaffe, caffe tool, pycaffe, test.testbin)
+#            -> cmake configure -> build (libcaffe, caffe tool, pycaffe, test.testbin,
+#               the check tools)
 #
 # Everything goes under third_party/caffe/ (git-ignored) unless --prefix is given:
 #   PREFIX/downloads/   source tarball (Debian orig tarball) / apt work files
@@ -891,7 +892,8 @@ configure_and_build() {
     return 0
   fi
 
-  local targets=(caffe caffe.bin)
+  # tools/net_share_diffs_check: share_diffs (0007) against stock Caffe, in CPU mode
+  local targets=(caffe caffe.bin net_share_diffs_check)
   # tools/ucudnn_compare: results with ucudnn_param against stock or another setting
   [[ $WITH_UCUDNN -eq 1 ]] && targets+=(ucudnn_compare)
   [[ $WITH_PYTHON -eq 1 ]] && targets+=(pycaffe)
