@@ -735,7 +735,7 @@ def test_schema_3_read_only_hides_its_graph_entries(tmp_path, caplog):
         assert c.schema == 3
         assert c.get_many(KEY, [1, 2]) == {1: _sorted(PERFS), 2: _sorted(PERFS)}
         assert c.get_many(GRAPH_KEY, [1, 2]) == {} and c.batches(GRAPH_KEY) == []
-        assert c.keys() == [KEY]
+        assert c.keys() == [KEY] and len(c) == 2
     assert "graph-family entries predate the check" in caplog.text
     with BenchCache(tmp_path / "merged.sqlite") as m:
         assert m.import_cache(path).stored == 2 and m.keys() == [KEY]

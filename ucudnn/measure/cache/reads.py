@@ -87,5 +87,6 @@ class CacheReads(CacheFile):
         return rows[0][0] if rows else 0
 
     def __len__(self) -> int:
-        rows = self._read("SELECT COUNT(*) FROM entries")
+        """Entries that may be read (what :meth:`entries` lists)."""
+        rows = self._read(f"SELECT COUNT(*) FROM entries WHERE {columns(self.schema)[3]}")
         return rows[0][0] if rows else 0
