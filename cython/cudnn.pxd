@@ -96,6 +96,10 @@ cdef extern from "cudnn.h" nogil:
         cudnnTensorDescriptor_t desc, cudnnDataType_t dtype, int n, int c, int h, int w,
         int nStride, int cStride, int hStride, int wStride)
 
+    cudnnStatus_t cudnnTransformTensor(
+        cudnnHandle_t handle, const void* alpha, cudnnTensorDescriptor_t xDesc, const void* x,
+        const void* beta, cudnnTensorDescriptor_t yDesc, void* y)
+
     cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t* desc)
     cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t desc)
     cudnnStatus_t cudnnSetFilter4dDescriptor(

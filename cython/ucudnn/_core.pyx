@@ -541,11 +541,14 @@ BEHAVIOR_RUNTIME_COMPILATION = 1 << 0
 #     plan could choose at a size (one that no config already accepted there beats on both time
 #     and workspace) runs once more on the first slice, and its output is compared with a
 #     legacy algorithm's on the same inputs (algorithm 0, then 1, with FMA math and no
-#     workspace): the first CHECK_ELEMENTS values of one sample of y or dx, or of the filter
+#     workspace; for float16 and bfloat16 in float32 on float32 copies of the inputs, since
+#     cuDNN's half-precision backward-filter algorithms round partial sums: against their
+#     own, the check refused every graph config of ResNet-18's backward-filter at batch 256
+#     on the H200): the first CHECK_ELEMENTS values of one sample of y or dx, or of the filter
 #     for dw, relative to the largest reference value there, within ``check_tolerance`` of the
 #     kernel's dtype and math: 1e-4 for float32 under FMA (the configs accepted were within
 #     7e-6), 5e-3 with TF32 allowed (the reference has none), and for float16 and bfloat16
-#     twice the GPU tests' 8 units in the last place, since the reference rounds as well. The
+#     twice the GPU tests' 8 units in the last place. The
 #     output is first filled with NaN (beta 0) or zeros (backward-filter's beta-1 plan), so an
 #     engine that leaves it unwritten fails too. A config outside the tolerance gets status
 #     STATUS_INACCURATE and is never planned (its time stays in the record, for reports), and
@@ -570,13 +573,19 @@ def check_tolerance(dtype, math):
     return {"float64": 1e-10, "float16": 16 * 2.0 ** -11, "bfloat16": 16 * 2.0 ** -8}[dtype]
 
 
-def relative_error(bytes got, bytes ref, dtype):
-    """The comparison of Note [Graph results checked] on host copies of two tensors of
-    ``dtype``: max |got - ref| / max |ref|, infinite where ``got`` holds a NaN."""
-    if dtype not in DTYPES or len(got) != len(ref) or len(got) % DTYPES[dtype][1]:
-        raise InputError(f"relative_error: two {dtype} tensors of one size expected")
-    code, size = DTYPES[dtype]
-    return _relative_error(got, ref, len(got) // size, code)
+def relative_error(bytes got, bytes ref, dtype, ref_dtype=None):
+    """The comparison of Note [Graph results checked] on host copies of two tensors, ``got``
+    of ``dtype`` and ``ref`` of ``ref_dtype`` (default the same): max |got - ref| / max |ref|,
+    infinite where ``got`` holds a NaN."""
+    ref_dtype = ref_dtype or dtype
+    if dtype not in DTYPES or ref_dtype not in DTYPES:
+        raise InputError(f"relative_error: unknown dtype {dtype!r} or {ref_dtype!r}")
+    (code, size), (rcode, rsize) = DTYPES[dtype], DTYPES[ref_dtype]
+    n = len(got) // size
+    if len(got) % size or len(ref) != n * rsize:
+        raise InputError(f"relative_error: a {dtype} and a {ref_dtype} tensor of one number of "
+                         "elements expected")
+    return _relative_error(got, code, ref, rcode, n)
 
 
 cdef inline double _host_value(const char* p, size_t i, int dtype) noexcept nogil:
@@ -601,13 +610,15 @@ cdef inline double _host_value(const char* p, size_t i, int dtype) noexcept nogi
     return -f if h & 0x8000 else f
 
 
-cdef double _relative_error(const char* got, const char* ref, size_t n, int dtype) noexcept nogil:
-    """max |got - ref| / max |ref| over ``n`` elements; infinite where ``got`` holds a NaN."""
+cdef double _relative_error(const char* got, int got_dtype, const char* ref, int ref_dtype,
+                            size_t n) noexcept nogil:
+    """max |got - ref| / max |ref| over ``n`` elements (each of its cudnnDataType_t);
+    infinite where ``got`` holds a NaN."""
     cdef double scale = 1e-30, worst = 0.0, r, d
     cdef size_t i
     for i in range(n):
-        r = _host_value(ref, i, dtype)
-        d = fabs(_host_value(got, i, dtype) - r)
+        r = _host_value(ref, i, ref_dtype)
+        d = fabs(_host_value(got, i, got_dtype) - r)
         if d != d:
             return INFINITY
         if fabs(r) > scale:
@@ -680,6 +691,115 @@ cdef int _as_int4(object v, int* out, what) except -1:
     for i in range(4):
         out[i] = v[i]
     return 0
+
+
+cdef class _FloatCopies:
+    """float32 copies, packed in the kernel's layout, of what a half-precision kernel reads at
+    ``b`` samples (one for forward and backward-data, whose outputs are compared on one
+    sample; all for backward-filter), with float32 descriptors and an FMA convolution: the
+    reference of Note [Graph results checked]. ``base`` is NULL where there is no memory for
+    them (in the benchmark's workspace, else a buffer of their own)."""
+    cdef char* base
+    cdef char* x
+    cdef char* y
+    cdef char* w
+    cdef dnn.cudnnTensorDescriptor_t xd, yd, hx, hy, hw, fw
+    cdef dnn.cudnnFilterDescriptor_t wd
+    cdef dnn.cudnnConvolutionDescriptor_t conv
+    cdef object own
+
+    def __cinit__(self):
+        self.base = NULL
+        self.xd = self.yd = self.hx = self.hy = self.hw = self.fw = NULL
+        self.wd = NULL
+        self.conv = NULL
+        self.own = None
+
+    def __init__(self, Kernel kern, Handle handle, int b, DeviceBuffer x, DeviceBuffer y,
+                 DeviceBuffer w, DeviceBuffer ws):
+        s = kern.shape
+        cdef int n = b if kern.k.op == UCUDNN_BWD_FILTER else 1
+        cdef int cg = s.c // s.groups
+        cdef float one = 1.0, zero = 0.0
+        cdef dnn.cudnnTensorFormat_t fmt = (dnn.CUDNN_TENSOR_NCHW if kern.layout == "NCHW"
+                                            else dnn.CUDNN_TENSOR_NHWC)
+        lay = kern.layout
+        fx = _packed_strides(s.c, s.h, s.w, lay)
+        fy = _packed_strides(s.k, s.out_h, s.out_w, lay)
+        ws_ = s.filter_strides()
+        up = lambda e: (e + 63) // 64 * 64         # 256-byte aligned regions
+        nx, ny = up(n * s.c * s.h * s.w), up(n * s.k * s.out_h * s.out_w)
+        nw = up(s.k * cg * s.r * s.s)
+        total = 4 * (nx + ny + nw)
+        if ws.nbytes >= total:
+            self.base = <char*>ws.p
+        else:
+            try:
+                self.own = DeviceBuffer(total)
+            except CudaError:
+                return
+            self.base = <char*>(<DeviceBuffer>self.own).p
+        self.x, self.y, self.w = self.base, self.base + 4 * nx, self.base + 4 * (nx + ny)
+        cdef dnn.cudnnDataType_t dt = <dnn.cudnnDataType_t>kern.k.dtype
+        cdef dnn.cudnnDataType_t f32 = dnn.CUDNN_DATA_FLOAT
+        check_cudnn(dnn.cudnnCreateTensorDescriptor(&self.xd), "cudnnCreateTensorDescriptor")
+        check_cudnn(dnn.cudnnCreateTensorDescriptor(&self.yd), "cudnnCreateTensorDescriptor")
+        check_cudnn(dnn.cudnnCreateTensorDescriptor(&self.hx), "cudnnCreateTensorDescriptor")
+        check_cudnn(dnn.cudnnCreateTensorDescriptor(&self.hy), "cudnnCreateTensorDescriptor")
+        check_cudnn(dnn.cudnnCreateTensorDescriptor(&self.hw), "cudnnCreateTensorDescriptor")
+        check_cudnn(dnn.cudnnCreateTensorDescriptor(&self.fw), "cudnnCreateTensorDescriptor")
+        check_cudnn(dnn.cudnnCreateFilterDescriptor(&self.wd), "cudnnCreateFilterDescriptor")
+        check_cudnn(dnn.cudnnCreateConvolutionDescriptor(&self.conv),
+                    "cudnnCreateConvolutionDescriptor")
+        xs, ys = kern.x_strides, kern.y_strides
+        check_cudnn(dnn.cudnnSetTensor4dDescriptorEx(self.hx, dt, n, s.c, s.h, s.w, xs[0], xs[1],
+                                                     xs[2], xs[3]), "reference: x")
+        check_cudnn(dnn.cudnnSetTensor4dDescriptorEx(self.xd, f32, n, s.c, s.h, s.w, fx[0],
+                                                     fx[1], fx[2], fx[3]), "reference: x")
+        check_cudnn(dnn.cudnnSetTensor4dDescriptorEx(self.hy, dt, n, s.k, s.out_h, s.out_w,
+                                                     ys[0], ys[1], ys[2], ys[3]), "reference: y")
+        check_cudnn(dnn.cudnnSetTensor4dDescriptorEx(self.yd, f32, n, s.k, s.out_h, s.out_w,
+                                                     fy[0], fy[1], fy[2], fy[3]), "reference: y")
+        check_cudnn(dnn.cudnnSetTensor4dDescriptorEx(self.hw, dt, s.k, cg, s.r, s.s, ws_[0],
+                                                     ws_[1], ws_[2], ws_[3]), "reference: w")
+        check_cudnn(dnn.cudnnSetTensor4dDescriptorEx(self.fw, f32, s.k, cg, s.r, s.s, ws_[0],
+                                                     ws_[1], ws_[2], ws_[3]), "reference: w")
+        check_cudnn(dnn.cudnnSetFilter4dDescriptor(self.wd, f32, fmt, s.k, cg, s.r, s.s),
+                    "reference: filter")
+        check_cudnn(dnn.cudnnSetConvolution2dDescriptor(
+            self.conv, s.pad_h, s.pad_w, s.stride_h, s.stride_w, s.dil_h, s.dil_w,
+            dnn.CUDNN_CROSS_CORRELATION, f32), "reference: convolution")
+        check_cudnn(dnn.cudnnSetConvolutionMathType(self.conv, dnn.CUDNN_FMA_MATH),
+                    "reference: math")
+        check_cudnn(dnn.cudnnSetConvolutionGroupCount(self.conv, s.groups), "reference: groups")
+        # the inputs of the op, converted (the output is written by the reference run)
+        if kern.k.op != UCUDNN_BWD_DATA:
+            check_cudnn(dnn.cudnnTransformTensor(handle.h, &one, self.hx, x.p, &zero, self.xd,
+                                                 self.x), "reference: x to float")
+        if kern.k.op != UCUDNN_FWD:
+            check_cudnn(dnn.cudnnTransformTensor(handle.h, &one, self.hy, y.p, &zero, self.yd,
+                                                 self.y), "reference: dy to float")
+        if kern.k.op != UCUDNN_BWD_FILTER:
+            check_cudnn(dnn.cudnnTransformTensor(handle.h, &one, self.hw, w.p, &zero, self.fw,
+                                                 self.w), "reference: w to float")
+
+    def __dealloc__(self):
+        if self.xd != NULL: dnn.cudnnDestroyTensorDescriptor(self.xd)
+        if self.yd != NULL: dnn.cudnnDestroyTensorDescriptor(self.yd)
+        if self.hx != NULL: dnn.cudnnDestroyTensorDescriptor(self.hx)
+        if self.hy != NULL: dnn.cudnnDestroyTensorDescriptor(self.hy)
+        if self.hw != NULL: dnn.cudnnDestroyTensorDescriptor(self.hw)
+        if self.fw != NULL: dnn.cudnnDestroyTensorDescriptor(self.fw)
+        if self.wd != NULL: dnn.cudnnDestroyFilterDescriptor(self.wd)
+        if self.conv != NULL: dnn.cudnnDestroyConvolutionDescriptor(self.conv)
+
+
+def _packed_strides(c, h, w, layout):
+    """Packed strides of an N x c x h x w tensor (NCHW order) in ``layout`` (as
+    ucudnn.plan.conv's, which the core does not import)."""
+    if layout == "NCHW":
+        return (c * h * w, h * w, w, 1)
+    return (h * w * c, 1, w * c, c)
 
 
 cdef class Kernel:
@@ -1222,10 +1342,14 @@ cdef class Kernel:
             return None
         return role, min(CHECK_ELEMENTS, c * h * w)
 
-    def _legacy_reference(self, Handle handle, uintptr_t xd_, uintptr_t yd_, DeviceBuffer x,
-                          DeviceBuffer y, DeviceBuffer w, uintptr_t out_, size_t nbytes):
-        """Note [Graph results checked]: the first ``nbytes`` of a legacy algorithm's output
-        (algorithm 0, else 1; FMA math, no workspace) as bytes, or None where neither runs."""
+    def _reference(self, Handle handle, int b, uintptr_t xd_, uintptr_t yd_, DeviceBuffer x,
+                   DeviceBuffer y, DeviceBuffer w, DeviceBuffer ws, role, size_t count):
+        """Note [Graph results checked]: the first ``count`` values of a legacy algorithm's
+        output at ``b`` samples (algorithm 0, else 1; FMA math, no workspace) as
+        ``(bytes, cudnnDataType_t)``, or None where neither runs. float32 and float64 run on
+        the benchmark's buffers; float16 and bfloat16 on float32 copies of them (one sample,
+        or all ``b`` for backward-filter), since cuDNN's half-precision backward-filter
+        algorithms round partial sums (the GPU tests' note on bfloat16's algorithm 0)."""
         cdef float one_f = 1.0, zero_f = 0.0
         cdef double one_d = 1.0, zero_d = 0.0
         cdef const void* one = <const void*>&one_d if self.k.dtype == 1 else <const void*>&one_f
@@ -1233,29 +1357,47 @@ cdef class Kernel:
         cdef dnn.cudnnStatus_t st = dnn.CUDNN_STATUS_NOT_SUPPORTED
         cdef int algo
         cdef char* host
-        cdef void* out = <void*>out_
+        cdef char* out
+        cdef dnn.cudnnTensorDescriptor_t xd = <dnn.cudnnTensorDescriptor_t>xd_
+        cdef dnn.cudnnTensorDescriptor_t yd = <dnn.cudnnTensorDescriptor_t>yd_
+        cdef dnn.cudnnFilterDescriptor_t wd = self.k.wdesc
+        cdef dnn.cudnnConvolutionDescriptor_t conv = self.k.conv[3]
+        cdef char* px = <char*>x.p
+        cdef char* py = <char*>y.p
+        cdef char* pw = <char*>w.p
+        cdef int ref_dtype = self.k.dtype
+        cdef _FloatCopies copies = None
+        if self.k.dtype in (2, 9):
+            copies = _FloatCopies(self, handle, b, x, y, w, ws)
+            if copies.base == NULL:
+                return None
+            xd, yd, wd, conv = copies.xd, copies.yd, copies.wd, copies.conv
+            px, py, pw = copies.x, copies.y, copies.w
+            ref_dtype = 0
         for algo in range(2):
             with nogil:
-                st = conv_call(self.k.op, handle.h, algo, self.k.conv[3], one, zero,
-                               <dnn.cudnnTensorDescriptor_t>xd_, x.p, self.k.wdesc, w.p,
-                               <dnn.cudnnTensorDescriptor_t>yd_, y.p, NULL, 0)
+                st = conv_call(self.k.op, handle.h, algo, conv, one, zero, xd, px, wd, pw,
+                               yd, py, NULL, 0)
             if st == dnn.CUDNN_STATUS_SUCCESS:
                 break
         if st != dnn.CUDNN_STATUS_SUCCESS:
             return None
+        out = py if role == "y" else (px if role == "x" else pw)
+        nbytes = count * (4 if ref_dtype == 0 else self.k.elem_size)
         ref = bytes(nbytes)
         host = ref
         check_cuda(rt.cudaStreamSynchronize(<rt.cudaStream_t>handle.stream),
                    f"{self.name}: reference run")
         check_cuda(rt.cudaMemcpy(host, out, nbytes, rt.cudaMemcpyDeviceToHost),
                    f"{self.name}: reference copy")
-        return ref
+        return ref, ref_dtype
 
     def _graph_error(self, Handle handle, GraphPlan gp, DeviceBuffer x, DeviceBuffer y,
-                     DeviceBuffer w, DeviceBuffer ws, uintptr_t out_, bytes ref):
+                     DeviceBuffer w, DeviceBuffer ws, uintptr_t out_, size_t count, bytes ref,
+                     int ref_dtype):
         """Note [Graph results checked]: one run of ``gp`` on the first slice, its relative
-        error against ``ref``."""
-        cdef size_t nbytes = len(ref)
+        error over the first ``count`` values against ``ref`` (of ``ref_dtype``)."""
+        cdef size_t nbytes = count * self.k.elem_size
         cdef const char* r = ref
         cdef char* host = <char*>malloc(nbytes)
         cdef void* out = <void*>out_
@@ -1278,7 +1420,7 @@ cdef class Kernel:
             check_cuda(rt.cudaMemcpy(host, out, nbytes, rt.cudaMemcpyDeviceToHost),
                        f"{self.name}: check copy")
             with nogil:
-                err = _relative_error(host, r, nbytes // self.k.elem_size, self.k.dtype)
+                err = _relative_error(host, self.k.dtype, r, ref_dtype, count)
             return err
         finally:
             free(host)
@@ -1294,15 +1436,15 @@ cdef class Kernel:
             return
         region = self._check_region()
         cdef uintptr_t dev = 0
-        ref = None
+        got = None
         if region is not None:
             role, count = region
             dev = <uintptr_t>(y.p if role == "y" else (x.p if role == "x" else w.p))
-            ref = self._legacy_reference(handle, xd_, yd_, x, y, w, dev,
-                                         count * self.k.elem_size)
-        if ref is None:
+            got = self._reference(handle, b, xd_, yd_, x, y, w, ws, role, count)
+        if got is None:
             stats["unchecked"] += len(cand)
             return
+        ref, ref_dtype = got
         tol = check_tolerance(self.dtype, self.math)
         accepted = []           # workspaces of the configs accepted, fastest first
         refused = self._refused_engines
@@ -1313,7 +1455,8 @@ cdef class Kernel:
                 continue
             if any(a <= wsb for a in accepted):
                 continue        # beaten on time and workspace: no plan chooses it
-            err = self._graph_error(handle, plans[engine], x, y, w, ws, dev, ref)
+            err = self._graph_error(handle, plans[engine], x, y, w, ws, dev, count, ref,
+                                    ref_dtype)
             stats["checked"] += 1
             if err <= tol:
                 accepted.append(wsb)

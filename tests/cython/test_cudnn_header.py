@@ -192,6 +192,13 @@ def test_graph_results_are_compared_in_each_dtype():
     assert _core.relative_error(nan.tobytes(), ref.tobytes(), "float64") == float("inf")
     half_nan = np.full(3, 0xFFFF, np.uint16).tobytes()    # what the check's fill leaves
     assert _core.relative_error(half_nan, bytes(6), "float16") == float("inf")
+    # a half-precision result against a float32 reference (Note [Graph results checked])
+    half = np.array([1.0, 2.0, 3.0], np.float16)
+    exact = np.array([1.0, 2.0, 3.001], np.float32)
+    assert _core.relative_error(half.tobytes(), exact.tobytes(), "float16", "float32") == \
+        pytest.approx(0.001 / 3.001, rel=1e-4)
     with pytest.raises(_core.InputError, match="relative_error"):
         _core.relative_error(b"1234", b"12", "float32")
+    with pytest.raises(_core.InputError, match="relative_error"):
+        _core.relative_error(half.tobytes(), half.tobytes(), "float16", "float32")
     assert _core.check_tolerance("float32", "fma") < _core.check_tolerance("float32", "default")
