@@ -147,8 +147,11 @@ cdef class Kernel:
     cdef readonly object benchmark_seconds   # where benchmark calls spent their time (sums)
     cdef readonly object graph_stats    # engine configs tried, built, runtime-compiled, failed
     cdef readonly object last_graph_error   # why the graph family had no choice, or None
-    cdef object _refused_engines        # engines refused at some size: Note [Graph results
-                                        # checked]
+    cdef object _refused_engines        # engine index -> why it was refused at some size:
+                                        # Note [Graph results checked]
+    cdef object _accepted_at            # batch -> engines whose configs the check accepted
+    cdef readonly object last_unchecked_sizes   # sizes of the last benchmark call whose
+                                        # front an engine refused later in it had shadowed
     cdef bint _holding          # hold_benchmark_buffers(True): keep them between calls
     cdef object _held           # (samples, cap, x, y, w, workspace) kept, or None
     cdef bint _warm             # a Find already ran on the held buffers

@@ -560,6 +560,13 @@ BEHAVIOR_RUNTIME_COMPILATION = 1 << 0
 #     configs stay unchecked (graph_stats "unchecked"). Configs that an accepted one beats
 #     cannot be chosen, so they are not run again: the check costs one run and one copy of at
 #     most CHECK_ELEMENTS values per config on the (time, workspace) front.
+#     So a refusal also reaches back: at a size where a config of an engine refused later was
+#     accepted, the configs it beat were never checked. ``last_unchecked_sizes`` names the
+#     sizes of the last call where that happened, and ``refused_engines`` the engines with
+#     why; the benchmark cache keeps the refusals of a kernel and treats an entry holding a
+#     config of a refused engine as absent, so ``ucudnn.measure.bench`` measures such sizes
+#     again, and a new Kernel starts from the refusals stored (``refuse_engines``): Note
+#     [Refused engines] in ucudnn/measure/cache/schema.py.
 CHECK_ELEMENTS = 1 << 18
 #: a record's status for an engine config whose results Note [Graph results checked] refused
 STATUS_INACCURATE = -2
@@ -723,12 +730,16 @@ cdef class _FloatCopies:
         cdef float one = 1.0, zero = 0.0
         cdef dnn.cudnnTensorFormat_t fmt = (dnn.CUDNN_TENSOR_NCHW if kern.layout == "NCHW"
                                             else dnn.CUDNN_TENSOR_NHWC)
+        # element counts as C integers: pointer arithmetic with a Python int would make
+        # Cython read the device pointer as a C string
+        cdef size_t nx, ny, nw, total
         lay = kern.layout
         fx = _packed_strides(s.c, s.h, s.w, lay)
         fy = _packed_strides(s.k, s.out_h, s.out_w, lay)
         ws_ = s.filter_strides()
         up = lambda e: (e + 63) // 64 * 64         # 256-byte aligned regions
-        nx, ny = up(n * s.c * s.h * s.w), up(n * s.k * s.out_h * s.out_w)
+        nx = up(n * s.c * s.h * s.w)
+        ny = up(n * s.k * s.out_h * s.out_w)
         nw = up(s.k * cg * s.r * s.s)
         total = 4 * (nx + ny + nw)
         if ws.nbytes >= total:
@@ -842,7 +853,9 @@ cdef class Kernel:
                              f"(expected one of {', '.join(LAYOUTS)})")
         self._graph_plans = {}
         self._engine_notes = {}
-        self._refused_engines = set()
+        self._refused_engines = {}
+        self._accepted_at = {}
+        self.last_unchecked_sizes = []
         self.last_graph_error = None
         self.max_graph_configs = GRAPH_CONFIGS_DEFAULT
         self.graph_focus = None
@@ -1081,12 +1094,28 @@ cdef class Kernel:
                 dnn.cudnnDestroyTensorDescriptor(xd)
             if yd != NULL:
                 dnn.cudnnDestroyTensorDescriptor(yd)
-        if self._refused_engines:       # refused at a later size: Note [Graph results checked]
+        refused = self._refused_engines
+        if refused:                     # refused at a later size: Note [Graph results checked]
             for b, records in result.items():
                 result[b] = [r[:1] + (STATUS_INACCURATE,) + r[2:]
-                             if r[5] and r[1] == 0 and parse_engine(r[5])[0] in
-                             self._refused_engines else r for r in records]
+                             if r[5] and r[1] == 0 and parse_engine(r[5])[0] in refused
+                             else r for r in records]
+        self.last_unchecked_sizes = sorted(
+            b for b in result if any(e in refused for e in self._accepted_at.get(b, ())))
         return result
+
+    @property
+    def refused_engines(self):
+        """``{engine index: why}`` of the engines Note [Graph results checked] refused for
+        this kernel, by its own benchmarks or :meth:`refuse_engines`."""
+        return dict(self._refused_engines)
+
+    def refuse_engines(self, reasons):
+        """Refuse the engines of ``{engine index: why}`` (refused before, e.g. by another
+        process: the benchmark cache keeps them) as if this kernel's own check had: their
+        configs get STATUS_INACCURATE from the next benchmark on."""
+        for engine, why in dict(reasons).items():
+            self._refused_engines.setdefault(int(engine), str(why))
 
     cdef list _find_c(self, Handle handle, uintptr_t xd_, uintptr_t yd_, DeviceBuffer x,
                       DeviceBuffer y, DeviceBuffer w, DeviceBuffer ws):
@@ -1430,6 +1459,7 @@ cdef class Kernel:
                      dict plans):
         """Note [Graph results checked], on the records ``out`` of size ``b`` (in place)."""
         stats = self.graph_stats
+        accepted_engines = self._accepted_at[b] = set()     # this call's, at this size
         cand = sorted((i for i, rec in enumerate(out) if rec[1] == 0),
                       key=lambda i: (out[i][2], out[i][3]))
         if not cand:
@@ -1460,13 +1490,14 @@ cdef class Kernel:
             stats["checked"] += 1
             if err <= tol:
                 accepted.append(wsb)
+                accepted_engines.add(parse_engine(engine)[0])
                 continue
             stats["inaccurate"] += 1
-            refused.add(parse_engine(engine)[0])
             out[i] = (GRAPH_ALGO, STATUS_INACCURATE, t, wsb, mt, engine)
             self.last_graph_error = (f"{self.name}: engine config {engine} at batch {b}: "
                                      f"relative error {err:.3g} against a legacy algorithm, "
                                      f"more than {tol:.3g} (Note [Graph results checked])")
+            refused[parse_engine(engine)[0]] = self.last_graph_error
 
     # ------------------------------------------------------------------ plan
 

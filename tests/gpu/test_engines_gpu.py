@@ -197,3 +197,27 @@ def test_graph_plans_of_a_grouped_5x5_backward_filter_are_exact_under_fma():
         torch.cuda.synchronize()
         err = _err(out.double() - init.double(), ref)
         assert err <= 1e-4, f"{policy} plan {plan.describe()}: relative error {err:.3g}"
+
+
+def test_engines_refused_before_are_refused_and_their_sizes_measured_again():
+    """Note [Refused engines]: a kernel given the refusal of an engine (as the cache gives
+    another process's) marks its configs refused at every size and never accepts them;
+    ``measure_kernel`` returns no config of a refused engine, and measures again the sizes
+    whose front a refusal later in a call had hidden (``last_unchecked_sizes``)."""
+    from ucudnn.measure.bench import holds_refused, measure_kernel
+    shape, *_ = _case("3x3", "NCHW", "float32")
+    kern = _core.Kernel(shape, "fwd", N, "float32", "fma", "probe")
+    first = kern.benchmark([8, 16], 1, None, None, 5, ("graph",))
+    fastest = min((r for r in first[16] if r[1] == 0), key=lambda r: r[2])
+    engine = parse_engine(fastest[5])[0]
+    again = _core.Kernel(shape, "fwd", N, "float32", "fma", "probe")
+    again.refuse_engines({engine: "refused elsewhere"})
+    assert again.refused_engines == {engine: "refused elsewhere"}
+    assert kern.refused_engines.get(engine) is None
+    raw = again.benchmark([8, 16], 1, None, None, 5, ("graph",))
+    mine = [r for recs in raw.values() for r in recs if parse_engine(r[5])[0] == engine]
+    assert mine and all(r[1] == _core.STATUS_INACCURATE for r in mine), mine
+    assert any(r[1] == 0 for recs in raw.values() for r in recs)
+    got = measure_kernel(again, [4, 8, 16, 32], engines="graph")
+    assert got and not any(holds_refused(p, again.refused_engines) for p in got.values())
+    assert again.last_unchecked_sizes == []
