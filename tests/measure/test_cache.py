@@ -49,8 +49,8 @@ def test_persistence_across_instances(tmp_path):
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
-    assert dict(conn.execute("SELECT key, value FROM meta"))["schema_version"] == "4"
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert dict(conn.execute("SELECT key, value FROM meta"))["schema_version"] == "5"
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
     conn.close()
 
 
@@ -462,9 +462,9 @@ def test_schema_1_is_migrated_and_never_used_for_planning(tmp_path, caplog):
         assert calls == [[1]] and got == {1: PERFS[:1]} and len(c) == 3
         assert c.drop_legacy() == 2 and c.keys() == [KEY] and len(c) == 1
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
     meta = dict(conn.execute("SELECT key, value FROM meta"))
-    assert meta["schema_version"] == "4" and meta["migrated_from_schema"] == "1"
+    assert meta["schema_version"] == "5" and meta["migrated_from_schema"] == "1"
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
     # the foreign key follows the renamed table: deleting an entry deletes its perfs
     conn.execute("PRAGMA foreign_keys = ON")
@@ -508,14 +508,14 @@ def test_schema_1_read_only_is_refused_with_what_to_do(tmp_path):
 
 
 def test_newer_schema_is_refused_untouched(tmp_path):
-    path = tmp_path / "v5.sqlite"
+    path = tmp_path / "v6.sqlite"
     _v1_file(path)
     conn = sqlite3.connect(path)
-    conn.execute("PRAGMA user_version = 5")
+    conn.execute("PRAGMA user_version = 6")
     conn.commit()
     conn.close()
     before = path.read_bytes()
-    with pytest.raises(CacheError, match="schema version 5, this ucudnn reads version 4"):
+    with pytest.raises(CacheError, match="schema version 6, this ucudnn reads version 5"):
         BenchCache(path)
     assert path.read_bytes() == before
 
@@ -559,6 +559,7 @@ class _FakeKernel:
         self.calls = []
         self.free = 100 * GiB
         self.last_benchmark_workspace = None
+        self.last_unchecked_sizes = []          # the core's check: nothing measured again
 
     def benchmark(self, sizes, repeats, cap, progress, time_iters, families=("legacy",)):
         self.calls.append((list(sizes), repeats, cap, time_iters))
@@ -661,7 +662,7 @@ def test_schema_2_is_migrated_with_nothing_lost(tmp_path):
     path = tmp_path / "v2.sqlite"
     _v2_file(path)
     with BenchCache(path) as c:
-        assert c.schema == 4
+        assert c.schema == 5
         assert c.get_many(KEY, [1, 2]) == {1: _sorted(PERFS), 2: _sorted(PERFS)}
         assert len(c) == 2
     conn = sqlite3.connect(path)
@@ -717,7 +718,7 @@ def test_schema_3_graph_entries_are_dropped_by_the_migration(tmp_path):
     path = tmp_path / "v3.sqlite"
     _v3_file(path)
     with BenchCache(path) as c:
-        assert c.schema == 4
+        assert c.schema == 5
         assert c.get_many(KEY, [1, 2]) == {1: _sorted(PERFS), 2: _sorted(PERFS)}
         assert c.get_many(GRAPH_KEY, [1, 2]) == {} and c.keys() == [KEY] and len(c) == 2
     conn = sqlite3.connect(path)
@@ -746,3 +747,34 @@ def test_cache_key_names_an_unknown_family():
     with pytest.raises(ValueError, match="cache key field 'family': 'fast' is not one of "
                                          "legacy, graph"):
         dataclasses.replace(KEY, family="fast")
+
+
+# -- schema 4: before the table of refused engines ---------------------------------------------
+
+def _v4_file(path):
+    """A cache as ucudnn wrote it before Note [Refused engines] (schema 4)."""
+    with BenchCache(path) as c:
+        c.put(KEY, 1, PERFS)
+        c.put(GRAPH_KEY, 1, GRAPH_PERFS)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("DROP TABLE refused")
+    conn.execute("PRAGMA user_version = 4")
+    conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    conn.close()
+
+
+def test_schema_4_is_migrated_with_nothing_lost_and_read_only_read_as_it_is(tmp_path):
+    path = tmp_path / "v4.sqlite"
+    _v4_file(path)
+    before = path.read_bytes()
+    with BenchCache(path, readonly=True) as c:
+        assert c.schema == 4 and c.refusals(GRAPH_KEY) == {} and len(c) == 2
+        assert c.get(GRAPH_KEY, 1) == sorted(GRAPH_PERFS, key=lambda p: p.time_ms)
+    assert path.read_bytes() == before
+    with BenchCache(path) as c:
+        assert c.schema == 5 and len(c) == 2
+        assert c.get(GRAPH_KEY, 1) == sorted(GRAPH_PERFS, key=lambda p: p.time_ms)
+        c.refuse(GRAPH_KEY, {12: "off"})
+        assert c.get(GRAPH_KEY, 1) is None and c.get(KEY, 1) == _sorted(PERFS)
+    meta = dict(sqlite3.connect(path).execute("SELECT key, value FROM meta"))
+    assert meta["migrated_from_schema"] == "4" and meta["migrated_entries"] == "2"

@@ -53,7 +53,7 @@ def test_export_then_import_round_trip(tmp_path):
     # the copy is a cache; merged into an empty one, it gives the same entries
     dest = tmp_path / "dest.sqlite"
     with BenchCache(dest) as c:
-        assert c.import_cache(copy) == (4, 0, 0)
+        assert c.import_cache(copy) == (4, 0, 0, 0)
     assert _rows(dest) == _rows(src)
 
 
@@ -100,7 +100,7 @@ def test_import_skips_legacy_entries(tmp_path):
     conn.commit()
     conn.close()
     with BenchCache(tmp_path / "dest.sqlite") as c:
-        assert c.import_cache(src) == (2, 0, 2) and c.legacy_count() == 0
+        assert c.import_cache(src) == (2, 0, 2, 0) and c.legacy_count() == 0
 
 
 def test_import_refuses_foreign_files_and_itself(tmp_path):

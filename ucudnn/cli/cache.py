@@ -95,7 +95,10 @@ def _whole_cache(args) -> int:
                 if got.kept_newer else "")
         legacy = (f"; skipped {got.legacy_skipped} schema-1 entries of unknown workspace cap"
                   if got.legacy_skipped else "")
-        c.say(f"imported {got.stored} entries from {args.table} into {cache.path}{kept}{legacy}")
+        refused = (f"; {got.refusals} engine refusals (Note [Refused engines])"
+                   if got.refusals else "")
+        c.say(f"imported {got.stored} entries from {args.table} into {cache.path}{kept}{legacy}"
+              f"{refused}")
     return 0
 
 

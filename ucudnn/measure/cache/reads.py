@@ -1,5 +1,5 @@
 """Lookups: the entries that answer a key (Note [Workspace cap and timing in the key]), the
-stored keys and batch sizes, counts. Each lookup is one SQL statement (one snapshot)."""
+stored keys and batch sizes, counts, a kernel's refused engines (Note [Refused engines]). Each lookup is one SQL statement (one snapshot)."""
 from __future__ import annotations
 
 from typing import Dict, Iterable, List, Optional, Tuple
@@ -7,7 +7,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 from ...plan.table import AlgoPerf
 from .file import CacheFile
 from .key import UNKNOWN_CAP, CacheKey, shape_from_key
-from .schema import columns
+from .schema import REFUSED_WHERE, columns
 
 __all__ = ["CacheReads"]
 
@@ -20,7 +20,8 @@ class CacheReads(CacheFile):
         cap and timing in the key]); ``exact``: only the entries stored under ``key`` itself."""
         if not isinstance(key, CacheKey):
             raise ValueError(f"cache key expected, got {key!r}")
-        cond = f"{columns(self.schema)[2]} AND timing = ? AND workspace_cap "
+        cols = columns(self.schema)
+        cond = f"{cols.kernel_where} AND {cols.usable} AND timing = ? AND workspace_cap "
         cond += "= ?" if exact or key.legacy else ">= ?"
         return cond, key.columns()
 
@@ -37,7 +38,7 @@ class CacheReads(CacheFile):
         if not wanted:
             return {}
         cond, params = self._match(key, exact)
-        engine = columns(self.schema)[1]
+        engine = columns(self.schema).engine
         out: Dict[int, List[AlgoPerf]] = {}
         for i in range(0, len(wanted), 500):        # stay below SQLite's parameter limit
             part = wanted[i:i + 500]
@@ -66,10 +67,10 @@ class CacheReads(CacheFile):
     def keys(self, *, include_legacy: bool = True) -> List[CacheKey]:
         """Every key with at least one entry (each cap and timing its own key), in a stable
         order; ``include_legacy=False`` leaves out the schema-1 entries of unknown cap."""
-        family, _, _, visible = columns(self.schema)
+        cols = columns(self.schema)
         rows = self._read("SELECT DISTINCT gpu, cudnn_version, dtype, math, op, shape, "
-                          f"workspace_cap, timing, {family} AS fam FROM entries "
-                          f"WHERE {visible} "
+                          f"workspace_cap, timing, {cols.family} AS fam FROM entries "
+                          f"WHERE {cols.usable} "
                           + ("" if include_legacy else f"AND workspace_cap != {UNKNOWN_CAP} ")
                           + "ORDER BY gpu, cudnn_version, dtype, math, op, shape, fam, "
                           "timing, workspace_cap")
@@ -88,5 +89,13 @@ class CacheReads(CacheFile):
 
     def __len__(self) -> int:
         """Entries that may be read (what :meth:`entries` lists)."""
-        rows = self._read(f"SELECT COUNT(*) FROM entries WHERE {columns(self.schema)[3]}")
+        rows = self._read(f"SELECT COUNT(*) FROM entries WHERE {columns(self.schema).usable}")
         return rows[0][0] if rows else 0
+
+    def refusals(self, key: CacheKey) -> Dict[int, str]:
+        """``{engine index: why}`` of the engines refused for ``key``'s kernel (Note [Refused
+        engines]); none for the legacy family, or in a file older than schema 5."""
+        if key.family != "graph" or self.schema < 5 or not self._has_tables:
+            return {}
+        return dict(self._read(f"SELECT engine, reason FROM refused WHERE {REFUSED_WHERE} "
+                               "ORDER BY engine", key.kernel_columns()[:6]))

@@ -28,24 +28,43 @@ Note [Schema migration]
     and they are measured again when a plan needs them; the legacy entries stay. A schema-3
     file opened read-only is read without its graph entries (``visible`` of
     :func:`columns`).
+
+    Schema 5 adds the table ``refused``: the engines whose results Note [Refused engines]
+    refused, per kernel. Nothing else changes, so the migration creates it and loses nothing.
+    A schema-4 file opened read-only has no refusals to read.
+
+Note [Refused engines]
+    The check of Note [Graph results checked] (cython/ucudnn/_core.pyx) can refuse an engine
+    at one micro-batch size after it was accepted at others: such an error grows with the
+    reduction, so a small micro-batch passes where a larger one does not. The engine is then
+    refused for the whole kernel -- at every size, in every later process -- and the table
+    ``refused`` keeps it (gpu, cuDNN version, dtype, math, op, shape, engine index, why).
+    An entry of that kernel holding a config of a refused engine is treated as absent by
+    every lookup (``usable`` of :func:`columns`): dropping the config alone would not do,
+    since the configs it beat on time and workspace were never checked there. Such a size is
+    measured again when a plan needs it, by a kernel that starts from the stored refusals
+    (``Kernel.refuse_engines``), so its check reaches the configs beyond the refused one.
+    ``ucudnn.measure.bench.measure`` seeds the kernel, stores what it refused and measures
+    again, at once, the sizes it had read or measured before the refusal.
 """
 from __future__ import annotations
 
 import logging
 import sqlite3
 import time
+from typing import NamedTuple
 
 from ...vocab import InputError
 from .key import UNKNOWN_CAP
 
 __all__ = ["CacheError", "APPLICATION_ID", "SCHEMA_VERSION", "APP_NAME", "SQLITE_MAGIC",
-           "KERNEL_WHERE", "columns", "check_ours", "initialise"]
+           "KERNEL_WHERE", "REFUSED_WHERE", "Columns", "columns", "check_ours", "initialise"]
 
 log = logging.getLogger("ucudnn")
 
 #: ``PRAGMA application_id`` of ucudnn caches ("ucNN").
 APPLICATION_ID = 0x75634E4E
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 APP_NAME = "ucudnn-bench-cache"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _OUR_TABLES = {"meta", "entries", "perfs"}
@@ -68,9 +87,18 @@ CREATE TABLE {perfs} (
 # Schema 2, the source of the 2 -> 3 migration (and the target of 1 -> 2).
 _TABLES_2 = (_TABLES.replace(" family TEXT NOT NULL,", "").replace(" family,", "")
              .replace(", engine TEXT NOT NULL", ""))
+# Note [Refused engines]: one row per engine refused for a kernel (graph family).
+_REFUSED = """
+CREATE TABLE refused (
+    gpu TEXT NOT NULL, cudnn_version INTEGER NOT NULL, dtype TEXT NOT NULL,
+    math TEXT NOT NULL, op TEXT NOT NULL, shape TEXT NOT NULL, engine INTEGER NOT NULL,
+    reason TEXT NOT NULL, created REAL NOT NULL,
+    UNIQUE (gpu, cudnn_version, dtype, math, op, shape, engine)
+)
+"""
 _SCHEMA = ("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
            + _TABLES.format(entries="entries", perfs="perfs")
-           + "CREATE INDEX perfs_entry ON perfs(entry);")
+           + "CREATE INDEX perfs_entry ON perfs(entry);" + _REFUSED)
 
 # Schema 1 -> 2 (Note [Schema migration]): new tables, rows copied with their ids, old tables
 # dropped (perfs first: no cascade), new ones renamed (SQLite rewrites the foreign key).
@@ -108,28 +136,47 @@ _MIGRATE_3_4 = """
 DELETE FROM perfs WHERE entry IN (SELECT id FROM entries WHERE family = 'graph');
 DELETE FROM entries WHERE family = 'graph'
 """
-_MIGRATIONS = {1: _MIGRATE_1_2, 2: _MIGRATE_2_3, 3: _MIGRATE_3_4}
+# Schema 4 -> 5: the table of refused engines, empty.
+_MIGRATE_4_5 = _REFUSED
+_MIGRATIONS = {1: _MIGRATE_1_2, 2: _MIGRATE_2_3, 3: _MIGRATE_3_4, 4: _MIGRATE_4_5}
 
 _KERNEL_COLUMNS = ("gpu", "cudnn_version", "dtype", "math", "op", "shape", "family")
 
 
-def columns(version: int, entries: str = "", perfs: str = ""):
-    """``(family, engine, kernel_where, visible)``: how SQL reads the columns ``family`` and
-    ``engine`` from a file of ``version`` (of a schema-2 file, read-only: the values every one
-    of its entries has), the condition selecting one kernel's entries (parameters:
-    :meth:`CacheKey.kernel_columns`), and the condition on the entries that may be read at all
-    (a schema-3 file's graph entries may not: Note [Schema migration]). ``entries``,
-    ``perfs``: the tables' aliases with their dot (``"e."``), where a statement joins them."""
+class Columns(NamedTuple):
+    """How SQL reads a file of one schema (:func:`columns`)."""
+    family: str         # the column ``family`` (a schema-2 file: the value all entries have)
+    engine: str         # the column ``engine`` of perfs (likewise)
+    kernel_where: str   # one kernel's entries (parameters: CacheKey.kernel_columns())
+    visible: str        # the entries that may be read at all (not a schema-3 graph entry)
+    usable: str         # visible, and holding no config of a refused engine
+
+
+def columns(version: int, entries: str = "", perfs: str = "") -> Columns:
+    """:class:`Columns` of a file of ``version``: a schema-2 file (read-only) reads the values
+    every one of its entries has; a schema-3 file's graph entries are not visible (Note
+    [Schema migration]); in schema 5 an entry holding a config of an engine refused for its
+    kernel is not usable (Note [Refused engines]). ``entries``, ``perfs``: the tables'
+    aliases with their dot (``"e."``), where a statement joins them."""
     family = f"{entries}family" if version >= 3 else "'legacy'"
     engine = f"{perfs}engine" if version >= 3 else "''"
     visible = f"{entries}family != 'graph'" if version == 3 else "1"
     where = " AND ".join(f"{family if c == 'family' else entries + c} = ?"
                          for c in _KERNEL_COLUMNS) + f" AND {visible}"
-    return family, engine, where, visible
+    usable = visible
+    if version >= 5:
+        e = entries or "entries."
+        same = " AND ".join(f"r.{c} = {e}{c}" for c in _KERNEL_COLUMNS if c != "family")
+        usable = (f"({e}family != 'graph' OR NOT EXISTS (SELECT 1 FROM perfs q JOIN refused r "
+                  f"ON {same} WHERE q.entry = {e}id AND (q.engine = 'eng' || r.engine OR "
+                  "q.engine LIKE 'eng' || r.engine || '[%')))")
+    return Columns(family, engine, where, visible, usable)
 
 
 #: The entries of one kernel in this schema (parameters: :meth:`CacheKey.kernel_columns`).
-KERNEL_WHERE = columns(SCHEMA_VERSION)[2]
+KERNEL_WHERE = columns(SCHEMA_VERSION).kernel_where
+#: The refusals of one kernel (parameters: the first six of :meth:`CacheKey.kernel_columns`).
+REFUSED_WHERE = " AND ".join(f"{c} = ?" for c in _KERNEL_COLUMNS if c != "family")
 
 
 class CacheError(InputError):
@@ -149,14 +196,15 @@ def check_ours(conn: sqlite3.Connection, where: str) -> bool:
         raise CacheError(f"{where}: an SQLite database of another application "
                          f"(application_id {app_id:#x}, tables {sorted(tables)}), "
                          "not a ucudnn benchmark cache; the file was left untouched")
-    if not _OUR_TABLES <= tables:
-        raise CacheError(f"{where}: a ucudnn cache lacking table(s) "
-                         f"{sorted(_OUR_TABLES - tables)}; the file was left untouched")
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version not in (1, 2, 3, SCHEMA_VERSION):
+    if version not in (1, 2, 3, 4, SCHEMA_VERSION):
         raise CacheError(f"{where}: cache schema version {version}, this ucudnn reads "
-                         f"version {SCHEMA_VERSION} (and migrates versions 1 to 3); the file "
+                         f"version {SCHEMA_VERSION} (and migrates versions 1 to 4); the file "
                          "was left untouched -- use another --cache file or a newer ucudnn")
+    needed = _OUR_TABLES | ({"refused"} if version >= 5 else set())
+    if not needed <= tables:
+        raise CacheError(f"{where}: a ucudnn cache lacking table(s) "
+                         f"{sorted(needed - tables)}; the file was left untouched")
     return True
 
 
@@ -193,5 +241,5 @@ def initialise(conn: sqlite3.Connection, where: str) -> None:
                         "and an unknown workspace cap; they are not used for planning and "
                         "are measured again when needed (Note [Schema migration])", where, n)
         else:
-            log.info("%s: migrated from schema %d: %d entries kept as measurements of the "
-                     "legacy family (Note [Schema migration])", where, first, n)
+            log.info("%s: migrated from schema %d to %d: %d entries before (Note [Schema "
+                     "migration])", where, first, SCHEMA_VERSION, n)

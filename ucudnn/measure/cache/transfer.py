@@ -25,6 +25,7 @@ class Imported(NamedTuple):
     stored: int             # copied (new, or replacing an older entry)
     kept_newer: int         # this cache's entry was measured later: kept
     legacy_skipped: int     # schema-1 entries of unknown cap: never plan, not copied
+    refusals: int = 0       # engine refusals new here (Note [Refused engines])
 
 
 class CacheTransfer(CacheWrites):
@@ -134,18 +135,24 @@ class CacheTransfer(CacheWrites):
         """Merge the entries of the cache file ``src`` (another cache, or a copy made by
         :meth:`export_cache`) into this one, in one transaction. An entry replaces this
         cache's entry of the same key, cap, timing and batch unless that one was measured
-        later; entries keep their creation time and repeats. ``src`` is only read."""
+        later; entries keep their creation time and repeats. The engines ``src`` refused are
+        refused here too (Note [Refused engines]), and its entries that hold one are left out.
+        ``src`` is only read."""
         src = Path(src).expanduser()
         if src.exists() and self.path.exists() and os.path.samefile(src, self.path):
             raise CacheError(f"{self._where}: importing the cache into itself")
         with CacheTransfer(src, readonly=True, warn=False) as other:
-            family, engine, _, visible = columns(other.schema, entries="e.", perfs="p.")
+            cols = columns(other.schema, entries="e.", perfs="p.")
+            family, engine = cols.family, cols.engine
             rows = other._read(
                 "SELECT e.id, e.gpu, e.cudnn_version, e.dtype, e.math, e.op, e.shape, "
                 "e.timing, e.workspace_cap, e.batch, e.repeats, e.created, p.algo, p.time_ms, "
                 f"p.ws_bytes, p.algo_math, {family}, {engine} "
-                f"FROM entries e LEFT JOIN perfs p ON p.entry = e.id WHERE {visible} "
+                f"FROM entries e LEFT JOIN perfs p ON p.entry = e.id WHERE {cols.usable} "
                 "ORDER BY e.id")
+            refused = (other._read("SELECT gpu, cudnn_version, dtype, math, op, shape, engine, "
+                                   "reason FROM refused ORDER BY rowid")
+                       if other.schema >= 5 and other._has_tables else [])
         entries: Dict[int, list] = {}
         legacy = set()
         for (eid, g, v, d, m, op, shape, timing, cap, batch, repeats, created,
@@ -161,8 +168,10 @@ class CacheTransfer(CacheWrites):
                 entries[eid] = [key, batch, [], repeats, created]
             if algo is not None:
                 entries[eid][2].append(AlgoPerf(algo, t, ws, am, eng or ""))
+        new: List[int] = []
         try:
-            stored = self._store([tuple(e) for e in entries.values()], keep_newer=True)
+            stored = self._store([tuple(e) for e in entries.values()], keep_newer=True,
+                                 refusals=refused, counted=new)
         except ValueError as e:
             raise CacheError(f"benchmark cache {src}: {e}") from None
-        return Imported(stored, len(entries) - stored, len(legacy))
+        return Imported(stored, len(entries) - stored, len(legacy), sum(new))

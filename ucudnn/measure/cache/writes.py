@@ -1,11 +1,12 @@
-"""Storing entries: put, fill (measure what is missing, store it), dropping legacy entries.
+"""Storing entries: put, fill (measure what is missing, store it), refusing engines, dropping
+legacy entries.
 Every call is one transaction (Note [Cache file safety])."""
 from __future__ import annotations
 
 import logging
 import time
 from dataclasses import replace
-from typing import Callable, Dict, Iterable, List, Mapping, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ...plan.table import AlgoPerf
 from ...vocab import format_size
@@ -35,6 +36,26 @@ class CacheWrites(CacheReads):
             raise ValueError(f"repeats must be a positive integer, got {repeats!r}")
         now = time.time()
         self._store([(key, b, list(p), repeats, now) for b, p in results.items()])
+
+    def refuse(self, key: CacheKey, reasons: Mapping[int, str]) -> int:
+        """Store the refusal of the engines ``{engine index: why}`` for ``key``'s kernel, in
+        one transaction (Note [Refused engines]); from then on no lookup uses an entry of the
+        kernel that holds a config of one of them. A refusal already stored keeps its first
+        reason. Returns how many were new; on a read-only cache none are stored (a warning)."""
+        if key.family != "graph":
+            raise ValueError("cache key field 'family': engines are refused in the graph "
+                             f"family, got {key.family!r}")
+        rows = [(int(e), str(why)) for e, why in sorted(dict(reasons).items())]
+        if not rows:
+            return 0
+        if self.readonly:
+            log.warning("benchmark cache %s is read-only (%s): the refusal of engine(s) %s "
+                        "not stored", self.path, self.readonly_reason,
+                        ", ".join(str(e) for e, _ in rows))
+            return 0
+        new: List[int] = []
+        self._store([], refusals=[key.kernel_columns()[:6] + row for row in rows], counted=new)
+        return new[0]
 
     def drop_legacy(self) -> int:
         """Delete the schema-1 entries of unknown cap; returns how many there were."""
@@ -84,10 +105,12 @@ class CacheWrites(CacheReads):
             have.update(fresh)
         return {b: have[b] for b in sizes if b in have}
 
-    def _store(self, entries: Sequence[Entry], *, keep_newer: bool = False) -> int:
+    def _store(self, entries: Sequence[Entry], *, keep_newer: bool = False,
+               refusals: Sequence[tuple] = (), counted: Optional[List[int]] = None) -> int:
         """Store ``entries`` in one transaction, each replacing the entry of its exact key,
-        cap, timing and batch -- unless that one was created later, with ``keep_newer``.
-        Returns how many were stored."""
+        cap, timing and batch -- unless that one was created later, with ``keep_newer`` --
+        and the ``refusals`` (rows of the table ``refused`` less their time; ``counted`` gets
+        how many were new). Returns how many entries were stored."""
         for key, batch, perfs, repeats, created in entries:
             if not isinstance(key, CacheKey):
                 raise ValueError(f"cache key expected, got {key!r}")
@@ -109,6 +132,7 @@ class CacheWrites(CacheReads):
 
         def body(conn):
             stored.clear()
+            new.clear()
             exact = f"{KERNEL_WHERE} AND timing = ? AND workspace_cap = ? AND batch = ?"
             for key, batch, perfs, repeats, created in entries:
                 cols = key.columns() + (batch,)
@@ -127,5 +151,15 @@ class CacheWrites(CacheReads):
                     [(cur.lastrowid, p.algo, float(p.time_ms), int(p.ws_bytes), p.math,
                       p.engine) for p in perfs])
                 stored.append(1)
+            now = time.time()
+            for row in refusals:
+                cur = conn.execute(
+                    "INSERT OR IGNORE INTO refused (gpu, cudnn_version, dtype, math, op, shape, "
+                    "engine, reason, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    tuple(row) + (now,))
+                new.append(cur.rowcount)
+        new: List[int] = []
         self._write(body)
+        if counted is not None:
+            counted.append(sum(new))
         return len(stored)
