@@ -131,3 +131,112 @@ def test_focus_takes_the_front_configs_else_their_engines_else_all():
     assert focus_configs(proposed, {"eng1[k2=12]", "eng7"}) == ["eng1[k2=12]"]
     assert focus_configs(proposed, {"eng1[k2=3]"}) == ["eng1[k2=6]", "eng1[k2=12]"]
     assert focus_configs(proposed, {"eng5"}) == proposed
+
+
+# -- Note [Refused engines]: a refusal reaches the sizes measured before it ----------------------
+
+def shadowing(kern, b):
+    """:func:`with_engine_configs` and eng9, which eng7 beats on time and workspace at every
+    size: while eng7 is accepted, the check never runs eng9."""
+    from ucudnn.plan.table import AlgoPerf
+    return with_engine_configs(kern, b) + [AlgoPerf(-1, 0.2 * b + 0.05, 3 * b * MiB, 0, "eng9")]
+
+
+def _every_config_checked_or_beaten(kern, bench):
+    """Each graph config of ``bench`` at a size was accepted by the check there, or is beaten
+    on time and workspace by one that was; none is of a refused engine."""
+    for b, perfs in bench.items():
+        accepted = [p for p in perfs if p.engine in kern.accepted_configs.get(b, ())]
+        for p in perfs:
+            if not p.engine:
+                continue
+            assert parse_engine(p.engine)[0] not in kern.refused_engines, (b, p)
+            assert p in accepted or any(a.time_ms <= p.time_ms and a.ws_bytes <= p.ws_bytes
+                                        for a in accepted), (b, p)
+
+
+@pytest.mark.parametrize("eng9_bad", [False, True])
+def test_an_engine_refused_later_in_a_call_has_its_earlier_sizes_measured_again(fake_core,
+                                                                               eng9_bad):
+    fake_core.model = shadowing
+    fake_core.inaccurate_at = {7: {5}, **({9: set(range(1, 9))} if eng9_bad else {})}
+    k = fake_core.Kernel(SHAPE, "fwd", 8, name="conv1")
+    got = bench.measure_kernel(k, range(1, 9), engines="graph")
+    assert [c.sizes for c in fake_core.calls] == [tuple(range(1, 9)), (1, 2, 3, 4)]
+    assert set(k.refused_engines) == ({7, 9} if eng9_bad else {7})
+    _every_config_checked_or_beaten(k, got)
+    engines = {p.engine for perfs in got.values() for p in perfs}
+    assert engines == ({"eng0"} if eng9_bad else {"eng0", "eng9"})
+
+
+def test_a_refusal_is_kept_in_the_cache_and_reaches_its_earlier_entries(fake_core, tmp_path):
+    fake_core.model = shadowing
+    cache = str(tmp_path / "c.sqlite")
+    k = fake_core.Kernel(SHAPE, "fwd", 8, name="conv1")
+    first = bench.measure(k, [1, 2, 4], cache_path=cache, engines="graph")
+    assert all("eng7[k3=1]" in {p.engine for p in perfs} for perfs in first.values())
+    # another process: eng7 fails at 8, after it was accepted at 1, 2 and 4 (in the cache)
+    fake_core.inaccurate_at = {7: {8}}
+    k2 = fake_core.Kernel(SHAPE, "fwd", 8, name="conv1")
+    got = bench.measure(k2, [1, 2, 4, 8], cache_path=cache, engines="graph")
+    assert [c.sizes for c in fake_core.calls] == [(1, 2, 4), (8,), (1, 2, 4)]
+    assert set(k2.refused_engines) == {7}
+    _every_config_checked_or_beaten(k2, got)
+    key = bench.cache_key(SHAPE, "fwd", family="graph")
+    with BenchCache(cache) as c:
+        assert set(c.refusals(key)) == {7} and "eng7[k3=1] at batch 8" in c.refusals(key)[7]
+        stored = c.get_many(key, [1, 2, 4, 8])
+    assert stored == got
+    # a third process starts from the refusal: what the cache lacks is measured with it
+    fake_core.inaccurate_at = {}
+    k3 = fake_core.Kernel(SHAPE, "fwd", 8, name="conv1")
+    got3 = bench.measure(k3, [3, 4], cache_path=cache, engines="graph")
+    assert fake_core.calls[-1].sizes == (3,) and set(k3.refused_engines) == {7}
+    assert all("eng7[k3=1]" not in {p.engine for p in perfs} for perfs in got3.values())
+
+
+def test_an_entry_holding_a_refused_engine_is_absent_to_every_lookup(tmp_path):
+    from ucudnn.plan.table import AlgoPerf
+    from ucudnn.measure.cache import CacheKey
+    key = CacheKey("GPU", 91400, "float32", "default", "fwd", SHAPE, family="graph")
+    with BenchCache(tmp_path / "c.sqlite") as c:
+        c.put(key, 1, [AlgoPerf(-1, 1.0, 0, 0, "eng12[k3=1]"), AlgoPerf(-1, 2.0, 0, 0, "eng1")])
+        c.put(key, 2, [AlgoPerf(-1, 2.0, 0, 0, "eng1")])
+        c.put(key, 3, [AlgoPerf(-1, 2.0, 0, 0, "eng120")])     # another engine: eng120
+        assert c.refuse(key, {12: "off"}) == 1 and c.refuse(key, {12: "again"}) == 0
+        assert c.refusals(key) == {12: "off"}
+        assert sorted(c.get_many(key, [1, 2, 3])) == [2, 3] and c.batches(key) == [2, 3]
+        assert len(c) == 2 and c.entries() == [(key, [2, 3])]
+        other = CacheKey("GPU", 91400, "float32", "fma", "fwd", SHAPE, family="graph")
+        assert c.refusals(other) == {}                       # per kernel: math is part of it
+        c.put(key, 1, [AlgoPerf(-1, 2.0, 0, 0, "eng1")])     # measured again: usable
+        assert sorted(c.get_many(key, [1, 2, 3])) == [1, 2, 3]
+        with pytest.raises(ValueError, match="engines are refused in the graph family"):
+            c.refuse(CacheKey("GPU", 91400, "float32", "default", "fwd", SHAPE), {1: "x"})
+        c.put(key, 4, [AlgoPerf(-1, 1.0, 0, 0, "eng12")])
+        c.export_cache(tmp_path / "copy.sqlite")
+    with BenchCache(tmp_path / "merged.sqlite") as m:
+        got = m.import_cache(tmp_path / "copy.sqlite")
+        assert got.stored == 3 and got.refusals == 1          # the entry at 4 is left out
+        assert m.refusals(key) == {12: "off"} and m.batches(key) == [1, 2, 3]
+
+
+def test_a_pruned_search_runs_again_when_a_later_round_refuses_an_engine(fake_core, tmp_path):
+    from ucudnn.plan.search import start_sizes
+    fake_core.model = shadowing
+    settings = PlanSettings(limit=64 * MiB, engines="graph", policy="all", search="pruned")
+    k = fake_core.Kernel(SHAPE, "fwd", 64, name="conv1")
+    runtime.prepare_kernel(k, settings.replace(cache_path=str(tmp_path / "probe")))
+    later = sorted(set(k.bench) - set(start_sizes(64)))
+    assert later and {c.engine for c in k.plan.chunks} == {"eng7[k3=1]"}
+    # eng7 passes every start size and fails at a size only a later round asks for
+    fake_core.calls.clear()
+    fake_core.inaccurate_at = {7: {later[0]}}
+    k = fake_core.Kernel(SHAPE, "fwd", 64, name="conv1")
+    runtime.prepare_kernel(k, settings.replace(cache_path=str(tmp_path / "c")))
+    assert set(k.refused_engines) == {7}
+    _every_config_checked_or_beaten(k, k.bench)
+    assert "eng7[k3=1]" not in {c.engine for c in k.plan.chunks}
+    assert set(start_sizes(64)) <= set(k.bench)
+    again = [b for c in fake_core.calls[1:] for b in c.sizes if b in fake_core.calls[0].sizes]
+    assert again                         # the start sizes were measured again

@@ -2,8 +2,9 @@
 
 :class:`FakeCore` has the core's interface as ucudnn's Python uses it -- ``Kernel(shape, op, n,
 dtype, math, name, instances)`` with ``benchmark``, ``hold_benchmark_buffers``, ``set_plan``,
-``workspace_for``, ``workspace_size``, ``last_benchmark_workspace``, ``benchmark_seconds`` and
-the attributes the runtime sets; ``device_count()``, ``device_info()``, ``set_device()`` (per
+``workspace_for``, ``workspace_size``, ``last_benchmark_workspace``, ``benchmark_seconds``, the
+check of graph results (``refused_engines``, ``refuse_engines``, ``last_unchecked_sizes``, over
+``FakeCore.inaccurate_at``) and the attributes the runtime sets; ``device_count()``, ``device_info()``, ``set_device()`` (per
 thread, as CUDA's current device), ``cudnn_version()``, ``CoreError``; and for the scripts
 ``Handle``, ``DeviceBuffer`` and ``time_run``. :func:`install` puts it where production looks the
 core up (``sys.modules["ucudnn._core"]`` and the package's attribute) and forgets the device
@@ -24,7 +25,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Mapping, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Sequence, Set, Tuple
 
 from ucudnn.plan.table import AlgoPerf
 from ucudnn.vocab import DTYPES, MATH_MODES, OPS, InputError, PlanError, UcudnnError
@@ -99,6 +100,9 @@ class FakeCore:
         self.time_factor = 1.0          # time_run: measured = predicted x this
         #: engine index -> its numerical notes (Kernel.engine_notes; absent: none)
         self.engine_notes: Dict[int, int] = {}
+        #: engine index -> the micro-batch sizes at which the check of Note [Graph results
+        #: checked] refuses its configs (absent: none)
+        self.inaccurate_at: Dict[int, Set[int]] = {}
         self._local = threading.local()
         self._lock = threading.Lock()
         core = self
@@ -194,6 +198,10 @@ class _Kernel:
         self.held: List[bool] = []          # the hold_benchmark_buffers calls, in order
         self.graph_focus = None             # as the core's: engine configs tried
         self.focus_seen: List = []          # graph_focus at each benchmark call
+        self.last_unchecked_sizes: List[int] = []
+        #: batch -> the engine configs the check ran and accepted there (last time)
+        self.accepted_configs: Dict[int, set] = {}
+        self._refused: Dict[int, str] = {}
         self._ws = 0
 
     # the scripts' buffers
@@ -238,10 +246,46 @@ class _Kernel:
             # an algorithm that needs more than was offered is reported failed (status 3)
             out[b] = [(p.algo, 0 if p.ws_bytes <= offered else 3, p.time_ms, p.ws_bytes, p.math,
                        p.engine) for p in perfs]
+            if "graph" in families:
+                self._check(b, out[b])
             if progress is not None:
                 progress(b)
         self.benchmark_seconds["find"] += time.perf_counter() - t0
+        refused = self._refused      # as the core: refused at a later size, refused at all
+        for b, recs in out.items():
+            out[b] = [r[:1] + (-2,) + r[2:] if r[5] and r[1] == 0 and _index(r[5]) in refused
+                      else r for r in recs]
+        self.last_unchecked_sizes = sorted(
+            b for b in out if any(_index(e) in refused for e in self.accepted_configs.get(b, ())))
         return out
+
+    def _check(self, b, recs):
+        """The core's Note [Graph results checked] over ``core.inaccurate_at``: each config on
+        the (time, workspace) front of those accepted so far is checked, fastest first."""
+        self.accepted_configs[b] = set()
+        accepted = []
+        for i in sorted((i for i, r in enumerate(recs) if r[5] and r[1] == 0),
+                        key=lambda i: (recs[i][2], recs[i][3])):
+            engine, ws = recs[i][5], recs[i][3]
+            if _index(engine) in self._refused:
+                recs[i] = recs[i][:1] + (-2,) + recs[i][2:]
+                continue
+            if any(a <= ws for a in accepted):
+                continue
+            if b not in self._core.inaccurate_at.get(_index(engine), ()):
+                accepted.append(ws)
+                self.accepted_configs[b].add(engine)
+                continue
+            recs[i] = recs[i][:1] + (-2,) + recs[i][2:]
+            self._refused[_index(engine)] = f"{self.name}: engine config {engine} at batch {b}"
+
+    @property
+    def refused_engines(self):
+        return dict(self._refused)
+
+    def refuse_engines(self, reasons):
+        for engine, why in dict(reasons).items():
+            self._refused.setdefault(int(engine), str(why))
 
     def hold_benchmark_buffers(self, hold):
         self.held.append(bool(hold))
@@ -280,6 +324,11 @@ class _Kernel:
     @property
     def workspace_size(self):
         return self._ws
+
+
+def _index(engine: str) -> int:
+    from ucudnn.vocab import parse_engine
+    return parse_engine(engine)[0]
 
 
 def install(monkeypatch, core: FakeCore) -> FakeCore:

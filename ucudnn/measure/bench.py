@@ -22,11 +22,11 @@ from typing import Callable, Iterable, List, Optional, Sequence
 from ..plan.conv import ConvShape
 from ..plan.settings import FIND_REPEATS
 from ..plan.table import AlgoPerf, KernelBench
-from ..vocab import ENGINE, ENGINE_FAMILIES, Status, UcudnnError
+from ..vocab import ENGINE, ENGINE_FAMILIES, Status, UcudnnError, parse_engine
 
 __all__ = ["NoGpuError", "core", "device_info", "set_device", "driver_version", "cache_key",
-           "benchmark_kernel", "measure_kernel", "measure", "merge_families", "Measured",
-           "TIME_ITERS"]
+           "benchmark_kernel", "measure_kernel", "measure", "merge_families", "holds_refused",
+           "Measured", "TIME_ITERS"]
 
 #: The core's default re-timing: median of 5 CUDA-event runs (timing ``"events5"``).
 TIME_ITERS = 5
@@ -160,10 +160,22 @@ def measure_kernel(kern, sizes, *, repeats=FIND_REPEATS, workspace_cap=None, pro
     sizes = list(sizes)
     timing = timing_name(time_iters)
     cap = DEFAULT_WORKSPACE_CAP if workspace_cap is None else int(workspace_cap)
-    raw = kern.benchmark(sizes, repeats, cap, progress, time_iters,
-                         ENGINE_FAMILIES[ENGINE(engines, "engines")])
-    return Measured({b: _perfs(recs) for b, recs in raw.items()},
-                    int(kern.last_benchmark_workspace), timing)
+    families = ENGINE_FAMILIES[ENGINE(engines, "engines")]
+    results, offered = {}, None
+    while sizes:
+        raw = kern.benchmark(sizes, repeats, cap, progress, time_iters, families)
+        results.update((b, _perfs(recs)) for b, recs in raw.items())
+        got = int(kern.last_benchmark_workspace)
+        offered = got if offered is None else min(offered, got)
+        # the sizes whose front an engine refused later in the call had hidden: measured
+        # again, now with it refused (Note [Graph results checked])
+        sizes = list(kern.last_unchecked_sizes)
+    return Measured(results, offered, timing)
+
+
+def holds_refused(perfs: Iterable[AlgoPerf], refused) -> bool:
+    """Whether ``perfs`` hold a config of an engine of ``refused`` (engine indices)."""
+    return any(p.engine and parse_engine(p.engine)[0] in refused for p in perfs)
 
 
 def merge_families(parts: Sequence[KernelBench]) -> KernelBench:
@@ -192,14 +204,31 @@ def measure(kern, sizes: Iterable[int], *, repeats: int = FIND_REPEATS, cache_pa
     from .cache import BenchCache
     sizes = list(sizes)
 
+    def family_fill(c, family):
+        key = cache_key(kern.shape, kern.op, kern.math, kern.dtype, workspace_cap=workspace_cap,
+                        time_iters=time_iters, family=family)
+
+        def run(missing):
+            return measure_kernel(kern, missing, repeats=repeats, workspace_cap=workspace_cap,
+                                  progress=progress, time_iters=time_iters, engines=family)
+        if family != "graph":
+            return c.fill(key, sizes, run, repeats)
+        # Note [Refused engines] in ucudnn/measure/cache/schema.py
+        stored = c.refusals(key)
+        kern.refuse_engines(stored)
+        got = c.fill(key, sizes, run, repeats)
+        refused = kern.refused_engines
+        new = {e: why for e, why in refused.items() if e not in stored}
+        if new:
+            c.refuse(key, new)
+            stale = [b for b, perfs in got.items() if holds_refused(perfs, refused)]
+            if stale:
+                got.update(c.fill(key, stale, run, repeats, force=True))
+        return got
+
     def fill(c):
-        return merge_families([
-            c.fill(cache_key(kern.shape, kern.op, kern.math, kern.dtype,
-                             workspace_cap=workspace_cap, time_iters=time_iters, family=family),
-                   sizes, lambda missing, family=family: measure_kernel(
-                       kern, missing, repeats=repeats, workspace_cap=workspace_cap,
-                       progress=progress, time_iters=time_iters, engines=family), repeats)
-            for family in ENGINE_FAMILIES[ENGINE(engines, "engines")]])
+        return merge_families([family_fill(c, family)
+                               for family in ENGINE_FAMILIES[ENGINE(engines, "engines")]])
     if cache is not None:
         return fill(cache)
     with BenchCache(cache_path) as c:

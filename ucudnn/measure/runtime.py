@@ -37,6 +37,12 @@ Note [Pruned search at run time]
     at once the bounds ask for one more), it is abandoned and the search runs as cold,
     measuring what it asks for: a warm run never benchmarks what its cold run did not.
 
+    An engine that the check of graph results refuses in a later round (Note [Refused
+    engines] in ucudnn/measure/cache/schema.py) is already among the earlier rounds'
+    measurements, and in the sizes they made the search ask for: the search then runs again,
+    from the cache, where the refusal made those sizes' entries absent, so they are measured
+    again with the engine refused.
+
 Note [Falling back]
     A plan can fail to resolve (cuDNN rejects an algorithm for this exact descriptor, or needs
     more workspace than the cache said). The failing (size, algorithm) is then dropped from the
@@ -189,11 +195,18 @@ def measure_for_plan(kern, settings: PlanSettings, *,
                 keys = [cache_key(kern.shape, kern.op, kern.math, kern.dtype,
                                   workspace_cap=workspace_cap, family=family)
                         for family in ENGINE_FAMILIES[settings.engines]]
-                res = _search_cached(cache, keys, kern.n, settings.limit, usable, where)
-                if res is None:
-                    res = pruned_sizes(_focused(kern, lambda want: usable(
-                        measure_sizes(want, cache)), settings.engines != "legacy"),
-                        kern.n, [settings.limit], name=where)
+                graph = settings.engines != "legacy"
+                while True:
+                    refused = len(kern.refused_engines) if graph else 0
+                    res = _search_cached(cache, keys, kern.n, settings.limit, usable, where)
+                    if res is None:
+                        res = pruned_sizes(_focused(kern, lambda want: usable(
+                            measure_sizes(want, cache)), graph), kern.n, [settings.limit],
+                            name=where)
+                    # an engine refused in a later round was planned from in the earlier
+                    # ones: search again (Note [Refused engines] in the cache's schema.py)
+                    if not graph or len(kern.refused_engines) == refused:
+                        break
         finally:
             kern.hold_benchmark_buffers(False)
             if settings.engines != "legacy":
