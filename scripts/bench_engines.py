@@ -44,7 +44,7 @@ from ucudnn.paths import net_names, net_prototxt
 from ucudnn.plan.conv import ConvShape
 from ucudnn.plan.dp import plan_kernel
 from ucudnn.plan.settings import candidate_sizes
-from ucudnn.vocab import DTYPES, UNLIMITED, PlanError, format_size, parse_size
+from ucudnn.vocab import DTYPES, UNLIMITED, PlanError, default_math, format_size, parse_size
 
 COLUMNS = ("suite", "kernel", "op", "family", "layout", "dtype", "limit_bytes", "policy",
            "predicted_ms", "measured_ms", "workspace_bytes", "choice", "count", "benchmark_s")
@@ -83,7 +83,8 @@ def measure(core, kern_spec, op, family, layout, dtype, args, log):
     if layout != "NCHW":        # a grouped layer's group as a packed tensor (module docstring)
         shape = dataclasses.replace(shape, x_strides=None, y_strides=None)
     name = f"{kern_spec.name}/{op}"
-    kern = core.Kernel(shape, op, kern_spec.n, dtype, args.math, name)
+    math = default_math(dtype) if args.math == "auto" else args.math
+    kern = core.Kernel(shape, op, kern_spec.n, dtype, math, name)
     kern.max_graph_configs = args.max_configs
     sizes = candidate_sizes("powerOfTwo", kern_spec.n)
     t0 = time.perf_counter()
@@ -202,7 +203,9 @@ def main(argv=None):
     ap.add_argument("--layouts", nargs="+", default=["NCHW", "NHWC"])
     ap.add_argument("--dtypes", nargs="+", default=["float32"])
     ap.add_argument("--limits", nargs="+", default=["8MiB", "64MiB", "512MiB"])
-    ap.add_argument("--math", default="default")
+    ap.add_argument("--math", default="auto",
+                    help="cuDNN math mode (default auto: tensor_op for float16 and bfloat16, "
+                    "default otherwise; ucudnn.vocab.default_math)")
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--max-configs", type=int, default=16,
                     help="engine configs tried per size (0: every one heuristics propose; "
@@ -256,7 +259,9 @@ def main(argv=None):
     summary = summarise(rows)
     meta = {"command": " ".join(sys.argv), "device": info, "python": platform.python_version(),
             "seconds": round(time.perf_counter() - t0, 1), "max_configs": args.max_configs,
-            "iters": args.iters, "math": args.math}
+            "iters": args.iters,
+            "math": {d: default_math(d) if args.math == "auto" else args.math
+                     for d in args.dtypes}}
     print_summary(summary)
     if args.out:
         with open(os.path.join(args.out, "summary.json"), "w") as f:

@@ -86,3 +86,10 @@ def test_numerical_notes_by_name():
     assert note_names(WINOGRAD_NOTES) == ("WINOGRAD", "WINOGRAD_TILE_4x4", "WINOGRAD_TILE_6x6",
                                           "WINOGRAD_TILE_13x13")
     assert note_names(1 << 12) == ("note 12",)
+
+
+def test_half_precision_defaults_to_tensor_op_math():
+    from ucudnn.vocab import MATH_MODES, default_math
+    assert default_math("float16") == default_math("bfloat16") == "tensor_op"
+    assert default_math("float32") == default_math("float64") == "default"
+    assert all(default_math(d) in MATH_MODES for d in ("float16", "float32"))
