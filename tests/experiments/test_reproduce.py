@@ -680,3 +680,16 @@ def test_pytorch_runs_a_net_at_its_batch(tmp_path, monkeypatch):
     assert "--batch" not in seen[1]
     assert doc["pytorch"]["resnet50@256"]["median_ms"] == 40.0
     assert doc["pytorch"]["resnet18"]["status"] == "ok"
+
+
+def test_variant_prototxt_writes_share_diffs_only_when_asked(tmp_path):
+    from ucudnn.caffe.proto import load_caffe_pb2, read_net
+    pb2 = load_caffe_pb2()
+    src = NETS / "resnet18.prototxt"
+    for asked in (False, True):
+        dest = tmp_path / f"{asked}.prototxt"
+        caffe_run.variant_prototxt(pb2, src, grid.Point("resnet18", "shared", 64 * MIB), dest,
+                                   None, "powerOfTwo", share_diffs=asked)
+        net = read_net(pb2, str(dest))
+        assert net.HasField("share_diffs") == asked and net.share_diffs == asked
+    assert rp.Options(out=tmp_path).to_json()["share_diffs"] is False

@@ -374,3 +374,52 @@ def test_pycaffes_own_suite_passes(pycaffe):
     assert ran and int(ran.group(1)) >= 40, out[-3000:]
     for skipped in re.findall(r"\.\.\. skipped '([^']*)'", out):
         assert "pydot" in skipped or "nccl" in skipped.lower() or "GPU" in skipped, skipped
+
+
+# Note [Shared activation gradients] (caffe_patch/0007) on the GPU: an in-place chain with
+# FUSED BatchNorm, Scale and ReLU (the folding the sharing must leave room for), a Split and an
+# Eltwise, ucudnn's convolutions. (BVLC's Accuracy layer has no GPU backward, which
+# force_backward would call: the branch whose gradient is never written is checked in CPU
+# mode, tests/caffe_patch/data/share_diffs_cpu.prototxt.)
+SHARED_NET = """\
+name: "share_gpu"
+force_backward: true
+share_diffs: {share}
+ucudnn_param {{ {ucudnn} }}
+{inputs}
+layer {{ name: "conv1" type: "Convolution" bottom: "data" top: "conv1"
+  convolution_param {{ num_output: 64 kernel_size: 3 pad: 1
+    weight_filler {{ type: "msra" }} bias_filler {{ type: "constant" value: 0.1 }} }} }}
+layer {{ name: "bn1" type: "BatchNorm" bottom: "conv1" top: "conv1"
+  batch_norm_param {{ engine: FUSED }} }}
+layer {{ name: "scale1" type: "Scale" bottom: "conv1" top: "conv1"
+  scale_param {{ bias_term: true filler {{ type: "constant" value: 1.5 }} }} }}
+layer {{ name: "relu1" type: "ReLU" bottom: "conv1" top: "conv1" }}
+layer {{ name: "conv2a" type: "Convolution" bottom: "conv1" top: "conv2a"
+  convolution_param {{ num_output: 64 kernel_size: 3 pad: 1 weight_filler {{ type: "msra" }} }} }}
+layer {{ name: "relu2a" type: "ReLU" bottom: "conv2a" top: "conv2a" }}
+layer {{ name: "conv2b" type: "Convolution" bottom: "conv2a" top: "conv2b"
+  convolution_param {{ num_output: 64 kernel_size: 3 pad: 1 weight_filler {{ type: "msra" }} }} }}
+layer {{ name: "res" type: "Eltwise" bottom: "conv1" bottom: "conv2b" top: "res" }}
+layer {{ name: "relu_res" type: "ReLU" bottom: "res" top: "res" }}
+layer {{ name: "pool" type: "Pooling" bottom: "res" top: "pool"
+  pooling_param {{ pool: MAX kernel_size: 4 stride: 4 }} }}
+layer {{ name: "fc" type: "InnerProduct" bottom: "pool" top: "fc"
+  inner_product_param {{ num_output: 10 weight_filler {{ type: "xavier" }} }} }}
+layer {{ name: "loss" type: "SoftmaxWithLoss" bottom: "fc" bottom: "label" top: "loss" }}
+"""
+
+
+def test_shared_activation_gradients_give_the_same_results_on_the_gpu(pycaffe):
+    """``share_diffs: true`` on the GPU: every blob's data, the data's gradient and every
+    parameter gradient equal the same net's without it (same weights, inputs and plans),
+    within Note [pycaffe comparisons]' RTOL (cuDNN's backward algorithms may sum in
+    another order from run to run)."""
+    weights = pycaffe["dir"] / "share.caffemodel"
+    got = {}
+    for share in ("false", "true"):
+        model = pycaffe["dir"] / f"share_{share}.prototxt"
+        model.write_text(SHARED_NET.format(share=share, ucudnn=POW2_64M, inputs=INPUTS))
+        out, got[share] = _run_pycaffe(pycaffe, {"model": str(model), "weights": str(weights)})
+    assert float(got["true"]["loss"]) == pytest.approx(float(got["false"]["loss"]), rel=RTOL)
+    _compare(got["false"], got["true"], "share_diffs true vs false")

@@ -44,6 +44,9 @@ def add_parser(sub) -> None:
     s.add_argument("--predict", action="store_true",
                    help="plan from the shipped H200 data instead of running Caffe")
     s.add_argument("--no-pytorch", action="store_true", help="skip the PyTorch comparison")
+    s.add_argument("--share-diffs", action="store_true",
+                   help="run every Caffe point with the net's share_diffs: true (activation "
+                   "gradients whose lives do not overlap share memory; caffe_patch/0007)")
     s.add_argument("--engines", default="legacy",
                    help="families of convolution choices of ucudnn's points, each a point of "
                    "its own: legacy (cuDNN's algorithms), graph (the graph API's engine "
@@ -100,7 +103,7 @@ def run(args) -> int:
         stock=not args.no_stock, shared=not args.no_shared, iterations=args.iterations, repeats=args.repeats, gpu=args.gpu,
         timeout=args.timeout, caffe=None if predict else caffe, cache_path=args.cache,
         retry_failed=args.retry_failed, predict=predict, pytorch=not args.no_pytorch,
-        bn_engines=bn_engines, engines=engines,
+        bn_engines=bn_engines, engines=engines, share_diffs=args.share_diffs,
         argv=["ucudnn", "reproduce", *getattr(args, "argv", [])])
     try:
         doc = rp.run(opts, say=lambda m: print(m, flush=True))

@@ -28,12 +28,15 @@ PACKAGE_ROOT = PACKAGE.parent
 
 
 def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Optional[str],
-                     ilp_policy: str, bn_engine_field: bool = False) -> Dict[str, str]:
+                     ilp_policy: str, bn_engine_field: bool = False,
+                     share_diffs: bool = False) -> Dict[str, str]:
     """Write ``source`` with the point's net-wide ``ucudnn_param`` (its families of choices
     included) and BatchNorm engine to
     ``dest``; returns its layers' types by name, in the net's order. ``bn_engine_field``: the Caffe
     binary knows ``batch_norm_param.engine`` (caffe_patch/0004), so the engine is written on
-    every BatchNorm layer even where it is BVLC's (Note [BatchNorm engines])."""
+    every BatchNorm layer even where it is BVLC's (Note [BatchNorm engines]). ``share_diffs``:
+    the net's ``share_diffs: true`` (caffe_patch/0007, Note [Shared activation gradients] in
+    Caffe's net.cpp), for every point alike."""
     from ..caffe.params import set_param
     from ..caffe.proto import read_net, write_net
     net = read_net(pb2, str(source))
@@ -42,6 +45,8 @@ def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Op
     if batch is not None:
         set_batch(net, batch, source)
     net.ClearField("ucudnn_param")
+    if share_diffs:
+        net.share_diffs = True
     for layer in net.layer:
         layer.ClearField("ucudnn_param")
     if point.bn != "caffe" and not bn_engine_field:

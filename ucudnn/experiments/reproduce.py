@@ -75,6 +75,7 @@ class Options:
     repeats: int = 3
     bn_engines: Sequence[str] = ("caffe", "fused")
     engines: Sequence[str] = ("legacy",)
+    share_diffs: bool = False           # every point's net with share_diffs (caffe_patch/0007)
     argv: Optional[Sequence[str]] = None
 
     @property
@@ -268,7 +269,8 @@ def run_point(opts: Options, pb2, p: Point, doc: dict, rec: Optional[dict]) -> d
             types = variant_prototxt(pb2, opts.nets_dir / f"{parse_net(p.net)[0]}.prototxt",
                                      p, model,
                                      opts.cache_path, opts.ilp_policy,
-                                     bn_engine_field=has_cudnn_batchnorm(doc["meta"]))
+                                     bn_engine_field=has_cudnn_batchnorm(doc["meta"]),
+                                     share_diffs=opts.share_diffs)
             convs = [name for name, t in types.items() if t == "Convolution"]
             new = run_caffe_time(opts.caffe, model, opts.iterations, opts.gpu,
                                  out / "logs" / (stem + ".log"), opts.timeout,
