@@ -240,3 +240,58 @@ def test_a_pruned_search_runs_again_when_a_later_round_refuses_an_engine(fake_co
     assert set(start_sizes(64)) <= set(k.bench)
     again = [b for c in fake_core.calls[1:] for b in c.sizes if b in fake_core.calls[0].sizes]
     assert again                         # the start sizes were measured again
+
+
+def test_a_read_only_cache_cannot_hide_a_refusal_from_the_plan(fake_core, tmp_path, caplog,
+                                                                 monkeypatch):
+    """A refusal that a read-only cache cannot store: the sizes it holds with the refused
+    engine are measured again in the process (and not stored), and the plan never uses it."""
+    from ucudnn.measure import cache as cache_module
+    from ucudnn.plan.search import start_sizes
+    fake_core.model = shadowing
+    settings = PlanSettings(limit=64 * MiB, engines="graph", policy="all", search="pruned")
+    probe = fake_core.Kernel(SHAPE, "fwd", 64, name="conv1")
+    runtime.prepare_kernel(probe, settings.replace(cache_path=str(tmp_path / "probe")))
+    later = sorted(set(probe.bench) - set(start_sizes(64)))
+    path = tmp_path / "shared.sqlite"
+    k = fake_core.Kernel(SHAPE, "fwd", 64, name="conv1")
+    bench.measure(k, start_sizes(64), cache_path=str(path), engines="graph")   # eng7 in all
+
+    class ReadOnly(BenchCache):          # as on shared storage this user cannot write
+        def __init__(self, p=None, *args, **kw):
+            super().__init__(p, *args, **{**kw, "readonly": True})
+    monkeypatch.setattr(cache_module, "BenchCache", ReadOnly)
+    before = path.read_bytes()
+    try:
+        fake_core.inaccurate_at = {7: {later[0]}}
+        fake_core.calls.clear()
+        k2 = fake_core.Kernel(SHAPE, "fwd", 64, name="conv1")
+        runtime.prepare_kernel(k2, settings.replace(cache_path=str(path)))
+        assert set(k2.refused_engines) == {7}
+        _every_config_checked_or_beaten(k2, k2.bench)
+        assert "eng7[k3=1]" not in {c.engine for c in k2.plan.chunks}
+        again = {b for c in fake_core.calls for b in c.sizes} & set(start_sizes(64))
+        assert again                     # the cached start sizes were measured again
+        assert "not stored" in caplog.text
+    finally:
+        monkeypatch.setattr(cache_module, "BenchCache", BenchCache)
+    assert path.read_bytes() == before
+    with BenchCache(path) as c:
+        assert c.refusals(bench.cache_key(SHAPE, "fwd", family="graph")) == {}
+
+
+def test_the_cached_search_treats_an_entry_holding_a_refused_engine_as_missing(fake_core,
+                                                                               tmp_path):
+    from ucudnn.plan.search import start_sizes
+    fake_core.model = shadowing
+    path = str(tmp_path / "c.sqlite")
+    k = fake_core.Kernel(SHAPE, "fwd", 8, name="conv1")
+    bench.measure(k, range(1, 9), cache_path=path, engines="graph")
+    key = bench.cache_key(SHAPE, "fwd", family="graph")
+    assert set(start_sizes(8)) <= set(range(1, 9))
+    with BenchCache(path) as c:
+        found = runtime._search_cached(c, [key], 8, 64 * MiB, lambda got: got, "conv1")
+        assert found is not None and any("eng7[k3=1]" in {p.engine for p in perfs}
+                                         for perfs in found.bench.values())
+        assert runtime._search_cached(c, [key], 8, 64 * MiB, lambda got: got, "conv1",
+                                      refused={7: "off"}) is None

@@ -198,7 +198,8 @@ def measure_for_plan(kern, settings: PlanSettings, *,
                 graph = settings.engines != "legacy"
                 while True:
                     refused = len(kern.refused_engines) if graph else 0
-                    res = _search_cached(cache, keys, kern.n, settings.limit, usable, where)
+                    res = _search_cached(cache, keys, kern.n, settings.limit, usable, where,
+                                         refused=kern.refused_engines if graph else ())
                     if res is None:
                         res = pruned_sizes(_focused(kern, lambda want: usable(
                             measure_sizes(want, cache)), graph), kern.n, [settings.limit],
@@ -235,12 +236,13 @@ class _Uncached(Exception):
     """The cache-only search asked for a size the cache lacks."""
 
 
-def _search_cached(cache, keys, n: int, limit: int, usable, where: str):
+def _search_cached(cache, keys, n: int, limit: int, usable, where: str, refused=()):
     """Note [Pruned search at run time]: the pruned search from every size the cache holds
     for all of ``keys`` (one per family of choices), reading the cache only; None where it
-    would have to measure."""
+    would have to measure. A size whose entry holds a config of an engine of ``refused`` (a
+    refusal a read-only cache could not store: Note [Refused engines]) counts as missing."""
     from ..plan.search import pruned_sizes, start_sizes
-    from .bench import merge_families
+    from .bench import holds_refused, merge_families
     known = set.intersection(*({b for b in cache.batches(key) if 1 <= b <= n}
                                for key in keys))
     if not known:
@@ -248,7 +250,8 @@ def _search_cached(cache, keys, n: int, limit: int, usable, where: str):
 
     def cached_only(want):
         parts = [cache.get_many(key, want) for key in keys]
-        if any(len(got) < len(set(want)) for got in parts):
+        if any(len(got) < len(set(want)) for got in parts) or (refused and any(
+                holds_refused(perfs, refused) for got in parts for perfs in got.values())):
             raise _Uncached()
         return usable(merge_families(parts))
     try:
