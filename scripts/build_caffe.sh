@@ -892,8 +892,9 @@ configure_and_build() {
     return 0
   fi
 
-  # tools/net_share_diffs_check: share_diffs (0007) against stock Caffe, in CPU mode
-  local targets=(caffe caffe.bin net_share_diffs_check)
+  # tools/net_share_diffs_check, tools/net_fusion_check: share_diffs (0007) and the
+  # Eltwise + ReLU fusion (0008) against the net without, in CPU mode
+  local targets=(caffe caffe.bin net_share_diffs_check net_fusion_check)
   # tools/ucudnn_compare: results with ucudnn_param against stock or another setting
   [[ $WITH_UCUDNN -eq 1 ]] && targets+=(ucudnn_compare)
   [[ $WITH_PYTHON -eq 1 ]] && targets+=(pycaffe)

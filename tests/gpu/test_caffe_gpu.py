@@ -351,3 +351,21 @@ def test_train_and_test_nets_with_different_batch_sizes(caffe, tmp_path, setting
     assert "Test net output #0:" in out
     batches = {k.batch for k in kernel_plans(recs) if (k.layer, k.op) == ("conv1", "fwd")}
     assert batches == {64, 16}, batches
+
+
+def test_eltwise_relu_fusion_gives_the_same_results_on_the_gpu(caffe):
+    """caffe_patch/0008 on the GPU (Note [Eltwise + ReLU fusion]): ResNet-18 at batch 2, then
+    6, in Caffe's own GPU layers (engine CAFFE: no cuDNN algorithm whose sums change order
+    from run to run), with ``fusion { eltwise_relu: true }`` against false: every blob's
+    data, each loss and every parameter gradient identical (``net_fusion_check --gpu``)."""
+    from repo_paths import REPO
+    tool = caffe["bin"] / "net_fusion_check"
+    if not tool.is_file():
+        pytest.skip(f"no {tool} (scripts/build_caffe.sh builds it)")
+    net = REPO / "results" / "cpu" / "share-diffs" / "resnet18_cpu.prototxt"
+    r = subprocess.run([str(tool), str(net), "--gpu"], stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, text=True, timeout=600,
+                       env=dict(caffe["env"], GLOG_minloglevel="2"))
+    print(r.stdout)
+    assert r.stdout.startswith("8 ReLU layer(s) fused"), r.stdout
+    assert r.returncode == 0 and r.stdout.rstrip().endswith("IDENTICAL"), r.stdout
