@@ -692,4 +692,19 @@ def test_variant_prototxt_writes_share_diffs_only_when_asked(tmp_path):
                                    None, "powerOfTwo", share_diffs=asked)
         net = read_net(pb2, str(dest))
         assert net.HasField("share_diffs") == asked and net.share_diffs == asked
+        assert not net.HasField("fusion")
     assert rp.Options(out=tmp_path).to_json()["share_diffs"] is False
+    dest = tmp_path / "fused.prototxt"
+    caffe_run.variant_prototxt(pb2, src, grid.Point("resnet18", "shared", 64 * MIB), dest,
+                               None, "powerOfTwo", fusions=grid.FUSIONS)
+    assert read_net(pb2, str(dest)).fusion.eltwise_relu is True
+    assert rp.Options(out=tmp_path).to_json()["fusions"] == []
+
+
+def test_an_unknown_fusion_is_refused_naming_the_option(tmp_path, capsys):
+    from ucudnn import cli
+    rc = cli.main(["reproduce", "--out", str(tmp_path), "--nets", "resnet18", "--fusions",
+                   "eltwise_relu,conv_bn", "--no-pytorch", "--predict"])
+    err = capsys.readouterr().err
+    assert rc != 0 and "--fusions: 'conv_bn' is not one of eltwise_relu" in err, err
+    assert not (tmp_path / "reproduce.json").exists()

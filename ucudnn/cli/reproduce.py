@@ -47,6 +47,10 @@ def add_parser(sub) -> None:
     s.add_argument("--share-diffs", action="store_true",
                    help="run every Caffe point with the net's share_diffs: true (activation "
                    "gradients whose lives do not overlap share memory; caffe_patch/0007)")
+    s.add_argument("--fusions", default="",
+                   help="comma-separated fusions to turn on in every Caffe point's net: "
+                   "eltwise_relu (an Eltwise SUM and the in-place ReLU after it as one layer; "
+                   "caffe_patch/0008)")
     s.add_argument("--engines", default="legacy",
                    help="families of convolution choices of ucudnn's points, each a point of "
                    "its own: legacy (cuDNN's algorithms), graph (the graph API's engine "
@@ -61,7 +65,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from ..experiments import reproduce as rp
-    from ..experiments.grid import BN_ENGINES
+    from ..experiments.grid import BN_ENGINES, FUSIONS
     from ..vocab import ENGINE, InputError
     from ..experiments.results import ReproduceError
     from ..experiments.summary import format_summary
@@ -72,6 +76,10 @@ def run(args) -> int:
     limits = [c.size(x, "--limits") for x in c.split_list(args.limits)]
     policies = [c.policy(p, "--policies") for p in c.split_list(args.policies)]
     ilp_policy = c.policy(args.ilp_policy, "--ilp-policy")
+    fusions = c.split_list(args.fusions)
+    for f in fusions:
+        if f not in FUSIONS:
+            raise c.CliError(f"--fusions: {f!r} is not one of {', '.join(FUSIONS)}")
     bn_engines = c.split_list(args.bn_engines)
     for b in bn_engines:
         if b not in BN_ENGINES:
@@ -103,7 +111,7 @@ def run(args) -> int:
         stock=not args.no_stock, shared=not args.no_shared, iterations=args.iterations, repeats=args.repeats, gpu=args.gpu,
         timeout=args.timeout, caffe=None if predict else caffe, cache_path=args.cache,
         retry_failed=args.retry_failed, predict=predict, pytorch=not args.no_pytorch,
-        bn_engines=bn_engines, engines=engines, share_diffs=args.share_diffs,
+        bn_engines=bn_engines, engines=engines, share_diffs=args.share_diffs, fusions=fusions,
         argv=["ucudnn", "reproduce", *getattr(args, "argv", [])])
     try:
         doc = rp.run(opts, say=lambda m: print(m, flush=True))

@@ -76,6 +76,7 @@ class Options:
     bn_engines: Sequence[str] = ("caffe", "fused")
     engines: Sequence[str] = ("legacy",)
     share_diffs: bool = False           # every point's net with share_diffs (caffe_patch/0007)
+    fusions: Sequence[str] = ()         # fields of every point's net's fusion set true (0008)
     argv: Optional[Sequence[str]] = None
 
     @property
@@ -270,7 +271,7 @@ def run_point(opts: Options, pb2, p: Point, doc: dict, rec: Optional[dict]) -> d
                                      p, model,
                                      opts.cache_path, opts.ilp_policy,
                                      bn_engine_field=has_cudnn_batchnorm(doc["meta"]),
-                                     share_diffs=opts.share_diffs)
+                                     share_diffs=opts.share_diffs, fusions=opts.fusions)
             convs = [name for name, t in types.items() if t == "Convolution"]
             new = run_caffe_time(opts.caffe, model, opts.iterations, opts.gpu,
                                  out / "logs" / (stem + ".log"), opts.timeout,
