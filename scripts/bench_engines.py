@@ -77,14 +77,19 @@ def suite_kernels(suite: str, deepbench_limit: int):
                      f"({', '.join(net_names() + ['deepbench'])})")
 
 
+def math_of(args, dtype: str) -> str:
+    """The math mode of ``dtype``'s kernels: ``--math``, where ``auto`` is the dtype's
+    default (``ucudnn.vocab.default_math``)."""
+    return default_math(dtype) if args.math == "auto" else args.math
+
+
 def measure(core, kern_spec, op, family, layout, dtype, args, log):
     """Rows of one kernel x op x setting."""
     shape = dataclasses.replace(kern_spec.shape, layout=layout)
     if layout != "NCHW":        # a grouped layer's group as a packed tensor (module docstring)
         shape = dataclasses.replace(shape, x_strides=None, y_strides=None)
     name = f"{kern_spec.name}/{op}"
-    math = default_math(dtype) if args.math == "auto" else args.math
-    kern = core.Kernel(shape, op, kern_spec.n, dtype, math, name)
+    kern = core.Kernel(shape, op, kern_spec.n, dtype, math_of(args, dtype), name)
     kern.max_graph_configs = args.max_configs
     sizes = candidate_sizes("powerOfTwo", kern_spec.n)
     t0 = time.perf_counter()
@@ -260,8 +265,7 @@ def main(argv=None):
     meta = {"command": " ".join(sys.argv), "device": info, "python": platform.python_version(),
             "seconds": round(time.perf_counter() - t0, 1), "max_configs": args.max_configs,
             "iters": args.iters,
-            "math": {d: default_math(d) if args.math == "auto" else args.math
-                     for d in args.dtypes}}
+            "math": {d: math_of(args, d) for d in args.dtypes}}
     print_summary(summary)
     if args.out:
         with open(os.path.join(args.out, "summary.json"), "w") as f:

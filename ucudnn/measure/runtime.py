@@ -197,16 +197,16 @@ def measure_for_plan(kern, settings: PlanSettings, *,
                         for family in ENGINE_FAMILIES[settings.engines]]
                 graph = settings.engines != "legacy"
                 while True:
-                    refused = len(kern.refused_engines) if graph else 0
+                    refused = kern.refused_engines if graph else {}
                     res = _search_cached(cache, keys, kern.n, settings.limit, usable, where,
-                                         refused=kern.refused_engines if graph else ())
+                                         refused=refused)
                     if res is None:
                         res = pruned_sizes(_focused(kern, lambda want: usable(
                             measure_sizes(want, cache)), graph), kern.n, [settings.limit],
                             name=where)
                     # an engine refused in a later round was planned from in the earlier
                     # ones: search again (Note [Refused engines] in the cache's schema.py)
-                    if not graph or len(kern.refused_engines) == refused:
+                    if not graph or kern.refused_engines.keys() == refused.keys():
                         break
         finally:
             kern.hold_benchmark_buffers(False)

@@ -1,5 +1,6 @@
 """Lookups: the entries that answer a key (Note [Workspace cap and timing in the key]), the
-stored keys and batch sizes, counts, a kernel's refused engines (Note [Refused engines]). Each lookup is one SQL statement (one snapshot)."""
+stored keys and batch sizes, counts, a kernel's refused engines (Note [Refused engines]).
+Each lookup is one SQL statement (one snapshot)."""
 from __future__ import annotations
 
 from typing import Dict, Iterable, List, Optional, Tuple

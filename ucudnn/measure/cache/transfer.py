@@ -168,10 +168,9 @@ class CacheTransfer(CacheWrites):
                 entries[eid] = [key, batch, [], repeats, created]
             if algo is not None:
                 entries[eid][2].append(AlgoPerf(algo, t, ws, am, eng or ""))
-        new: List[int] = []
         try:
-            stored = self._store([tuple(e) for e in entries.values()], keep_newer=True,
-                                 refusals=refused, counted=new)
+            stored, new = self._store([tuple(e) for e in entries.values()], keep_newer=True,
+                                      refusals=refused)
         except ValueError as e:
             raise CacheError(f"benchmark cache {src}: {e}") from None
-        return Imported(stored, len(entries) - stored, len(legacy), sum(new))
+        return Imported(stored, len(entries) - stored, len(legacy), new)

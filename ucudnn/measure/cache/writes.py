@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Sequence, Tuple
 
 from ...plan.table import AlgoPerf
 from ...vocab import format_size
@@ -53,9 +53,7 @@ class CacheWrites(CacheReads):
                         "not stored", self.path, self.readonly_reason,
                         ", ".join(str(e) for e, _ in rows))
             return 0
-        new: List[int] = []
-        self._store([], refusals=[key.kernel_columns()[:6] + row for row in rows], counted=new)
-        return new[0]
+        return self._store([], refusals=[key.kernel_columns()[:6] + row for row in rows])[1]
 
     def drop_legacy(self) -> int:
         """Delete the schema-1 entries of unknown cap; returns how many there were."""
@@ -106,11 +104,11 @@ class CacheWrites(CacheReads):
         return {b: have[b] for b in sizes if b in have}
 
     def _store(self, entries: Sequence[Entry], *, keep_newer: bool = False,
-               refusals: Sequence[tuple] = (), counted: Optional[List[int]] = None) -> int:
+               refusals: Sequence[tuple] = ()) -> Tuple[int, int]:
         """Store ``entries`` in one transaction, each replacing the entry of its exact key,
         cap, timing and batch -- unless that one was created later, with ``keep_newer`` --
-        and the ``refusals`` (rows of the table ``refused`` less their time; ``counted`` gets
-        how many were new). Returns how many entries were stored."""
+        and the ``refusals`` (rows of the table ``refused`` less their time). Returns how many
+        entries were stored and how many refusals were new."""
         for key, batch, perfs, repeats, created in entries:
             if not isinstance(key, CacheKey):
                 raise ValueError(f"cache key expected, got {key!r}")
@@ -128,7 +126,8 @@ class CacheWrites(CacheReads):
                     raise ValueError(f"a {key.family} entry holds "
                                      f"{'engine configs' if key.family == 'graph' else 'algorithms'}"
                                      f" only, got {p!r}")
-        stored = []
+        stored: List[int] = []
+        new: List[int] = []
 
         def body(conn):
             stored.clear()
@@ -158,8 +157,5 @@ class CacheWrites(CacheReads):
                     "engine, reason, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     tuple(row) + (now,))
                 new.append(cur.rowcount)
-        new: List[int] = []
         self._write(body)
-        if counted is not None:
-            counted.append(sum(new))
-        return len(stored)
+        return len(stored), sum(new)
