@@ -893,7 +893,7 @@ configure_and_build() {
   fi
 
   # tools/net_share_diffs_check, tools/net_fusion_check: share_diffs (0007) and the
-  # Eltwise + ReLU fusion (0008) against the net without, in CPU mode
+  # fusions (0008, 0009) against the net without, in CPU mode or on a GPU
   local targets=(caffe caffe.bin net_share_diffs_check net_fusion_check)
   # tools/ucudnn_compare: results with ucudnn_param against stock or another setting
   [[ $WITH_UCUDNN -eq 1 ]] && targets+=(ucudnn_compare)

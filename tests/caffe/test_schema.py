@@ -65,7 +65,9 @@ def test_ids_follow_the_next_available_comments(proto_dir):
     assert "LayerParameter next available layer-specific ID: 150 (last added: ucudnn_param)" in text
     assert "optional UcudnnParameter ucudnn_param = 9;" in text
     assert "optional bool share_diffs = 10 [default = false];" in text
-    assert "NetParameter next available ID: 11 (last added: share_diffs)" in text
+    assert "optional FusionParameter fusion = 11;" in text
+    assert "NetParameter next available ID: 12 (last added: fusion)" in text
+    assert "optional bool batch_norm_relu = 2 [default = true];" in text
 
 
 @pytest.mark.parametrize("net", ["alexnet", "resnet18", "resnet50", "cifar10"])

@@ -353,19 +353,52 @@ def test_train_and_test_nets_with_different_batch_sizes(caffe, tmp_path, setting
     assert batches == {64, 16}, batches
 
 
-def test_eltwise_relu_fusion_gives_the_same_results_on_the_gpu(caffe):
-    """caffe_patch/0008 on the GPU (Note [Eltwise + ReLU fusion]): ResNet-18 at batch 2, then
-    6, in Caffe's own GPU layers (engine CAFFE: no cuDNN algorithm whose sums change order
-    from run to run), with ``fusion { eltwise_relu: true }`` against false: every blob's
-    data, each loss and every parameter gradient identical (``net_fusion_check --gpu``)."""
-    from repo_paths import REPO
+def _fusion_check(caffe, net, *fusions):
+    """``net_fusion_check NET --gpu FUSIONS...``: its exit status and output."""
     tool = caffe["bin"] / "net_fusion_check"
     if not tool.is_file():
         pytest.skip(f"no {tool} (scripts/build_caffe.sh builds it)")
-    net = REPO / "results" / "cpu" / "share-diffs" / "resnet18_cpu.prototxt"
-    r = subprocess.run([str(tool), str(net), "--gpu"], stdout=subprocess.PIPE,
+    r = subprocess.run([str(tool), str(net), "--gpu", *fusions], stdout=subprocess.PIPE,
                        stderr=subprocess.DEVNULL, text=True, timeout=600,
                        env=dict(caffe["env"], GLOG_minloglevel="2"))
     print(r.stdout)
-    assert r.stdout.startswith("8 ReLU layer(s) fused"), r.stdout
-    assert r.returncode == 0 and r.stdout.rstrip().endswith("IDENTICAL"), r.stdout
+    return r.returncode, r.stdout
+
+
+def test_eltwise_relu_fusion_gives_the_same_results_on_the_gpu(caffe):
+    """caffe_patch/0008 on the GPU (Note [Eltwise + ReLU fusion]): ResNet-18 at batch 2, then
+    6, in Caffe's own GPU layers (engine CAFFE: no cuDNN algorithm whose sums change order
+    from run to run), with ``fusion { eltwise_relu: true }`` against every fusion off: every
+    blob's data, each loss and every parameter gradient identical (``net_fusion_check
+    --gpu``)."""
+    from repo_paths import REPO
+    net = REPO / "results" / "cpu" / "share-diffs" / "resnet18_cpu.prototxt"
+    rc, out = _fusion_check(caffe, net, "eltwise_relu")
+    assert out.startswith("8 ReLU layer(s) fused into an Eltwise layer, 0 into"), out
+    assert rc == 0 and out.rstrip().endswith("IDENTICAL"), out
+
+
+@pytest.mark.parametrize("global_stats", [False, True])
+def test_batch_norm_relu_fusion_gives_the_same_results_on_the_gpu(caffe, global_stats):
+    """caffe_patch/0009 on the GPU (Note [BatchNorm + ReLU fusion]): ResNet-18 as above but
+    with FUSED BatchNorm (deterministic: its sums finish in a fixed order), both fusions on
+    against both off: every blob, loss and parameter gradient identical. With
+    ``use_global_stats`` the forward applies the ReLU and the ReLU layer runs its own
+    backward; without, the training backward masks the gradient itself."""
+    from repo_paths import REPO
+    from ucudnn.caffe.proto import read_net, write_net
+    pb2 = caffe["pb2"]
+    net = read_net(pb2, str(REPO / "results" / "cpu" / "share-diffs" / "resnet18_cpu.prototxt"))
+    bns = [l for l in net.layer if l.type == "BatchNorm"]
+    assert len(bns) == 20
+    for layer in bns:
+        layer.batch_norm_param.engine = pb2.BatchNormParameter.FUSED
+        if global_stats:
+            layer.batch_norm_param.use_global_stats = True
+    path = caffe["dir"] / f"resnet18_fused_bn_{global_stats}.prototxt"
+    write_net(net, str(path))
+    rc, out = _fusion_check(caffe, path)
+    # conv1's and the first of each block's BatchNorm + Scale take the ReLU after them
+    assert out.startswith("8 ReLU layer(s) fused into an Eltwise layer, 9 into a BatchNorm "
+                          "layer\n"), out
+    assert rc == 0 and out.rstrip().endswith("IDENTICAL"), out
