@@ -694,11 +694,33 @@ def test_variant_prototxt_writes_share_diffs_only_when_asked(tmp_path):
         assert net.HasField("share_diffs") == asked and net.share_diffs == asked
         assert not net.HasField("fusion")
     assert rp.Options(out=tmp_path).to_json()["share_diffs"] is False
+    assert rp.Options(out=tmp_path).to_json()["fusions"] is None
+
+
+@pytest.mark.parametrize("on", [["eltwise_relu"], ["batch_norm_relu"], [], list(grid.FUSIONS)])
+def test_variant_prototxt_turns_on_the_fusions_asked_and_off_the_others(tmp_path, on):
+    from ucudnn.caffe.proto import load_caffe_pb2, read_net
+    pb2 = load_caffe_pb2()
     dest = tmp_path / "fused.prototxt"
-    caffe_run.variant_prototxt(pb2, src, grid.Point("resnet18", "shared", 64 * MIB), dest,
-                               None, "powerOfTwo", fusions=grid.FUSIONS)
-    assert read_net(pb2, str(dest)).fusion.eltwise_relu is True
-    assert rp.Options(out=tmp_path).to_json()["fusions"] == []
+    caffe_run.variant_prototxt(pb2, NETS / "resnet18.prototxt",
+                               grid.Point("resnet18", "shared", 64 * MIB), dest, None,
+                               "powerOfTwo", fusions=on)
+    net = read_net(pb2, str(dest))
+    assert net.HasField("fusion")
+    for name in grid.FUSIONS:
+        assert net.fusion.HasField(name) and getattr(net.fusion, name) == (name in on), name
+
+
+@pytest.mark.parametrize("arg, recorded", [("none", []), ("all", list(grid.FUSIONS)),
+                                           ("batch_norm_relu", ["batch_norm_relu"])])
+def test_fusions_option_is_recorded(tmp_path, arg, recorded):
+    from ucudnn import cli
+    rc = cli.main(["reproduce", "--out", str(tmp_path), "--nets", "resnet18", "--limits",
+                   "64MiB", "--policies", "", "--no-ilp", "--no-stock", "--fusions", arg,
+                   "--no-pytorch", "--predict"])
+    assert rc == 0
+    doc = json.loads((tmp_path / "reproduce.json").read_text())
+    assert doc["meta"]["options"]["fusions"] == recorded
 
 
 def test_an_unknown_fusion_is_refused_naming_the_option(tmp_path, capsys):
@@ -706,5 +728,6 @@ def test_an_unknown_fusion_is_refused_naming_the_option(tmp_path, capsys):
     rc = cli.main(["reproduce", "--out", str(tmp_path), "--nets", "resnet18", "--fusions",
                    "eltwise_relu,conv_bn", "--no-pytorch", "--predict"])
     err = capsys.readouterr().err
-    assert rc != 0 and "--fusions: 'conv_bn' is not one of eltwise_relu" in err, err
+    assert rc != 0 and ("--fusions: 'conv_bn' is not one of eltwise_relu, batch_norm_relu, "
+                        "or all, or none") in err, err
     assert not (tmp_path / "reproduce.json").exists()

@@ -47,10 +47,12 @@ def add_parser(sub) -> None:
     s.add_argument("--share-diffs", action="store_true",
                    help="run every Caffe point with the net's share_diffs: true (activation "
                    "gradients whose lives do not overlap share memory; caffe_patch/0007)")
-    s.add_argument("--fusions", default="",
-                   help="comma-separated fusions to turn on in every Caffe point's net: "
-                   "eltwise_relu (an Eltwise SUM and the in-place ReLU after it as one layer; "
-                   "caffe_patch/0008)")
+    s.add_argument("--fusions", default=None,
+                   help="the fusions on in every Caffe point's net, the others off: a "
+                   "comma-separated list of eltwise_relu (an Eltwise SUM and the in-place ReLU "
+                   "after it as one layer; caffe_patch/0008) and batch_norm_relu (a FUSED "
+                   "BatchNorm, its Scale and the in-place ReLU after them; 0009), or all, or "
+                   "none (default: the nets' own, Caffe's defaults: all on)")
     s.add_argument("--engines", default="legacy",
                    help="families of convolution choices of ucudnn's points, each a point of "
                    "its own: legacy (cuDNN's algorithms), graph (the graph API's engine "
@@ -76,10 +78,15 @@ def run(args) -> int:
     limits = [c.size(x, "--limits") for x in c.split_list(args.limits)]
     policies = [c.policy(p, "--policies") for p in c.split_list(args.policies)]
     ilp_policy = c.policy(args.ilp_policy, "--ilp-policy")
-    fusions = c.split_list(args.fusions)
-    for f in fusions:
+    fusions = None if args.fusions is None else c.split_list(args.fusions)
+    if fusions == ["all"]:
+        fusions = list(FUSIONS)
+    elif fusions == ["none"]:
+        fusions = []
+    for f in fusions or ():
         if f not in FUSIONS:
-            raise c.CliError(f"--fusions: {f!r} is not one of {', '.join(FUSIONS)}")
+            raise c.CliError(f"--fusions: {f!r} is not one of {', '.join(FUSIONS)}, "
+                             "or all, or none")
     bn_engines = c.split_list(args.bn_engines)
     for b in bn_engines:
         if b not in BN_ENGINES:

@@ -21,7 +21,7 @@ from ..caffe.records import ENV as RECORDS_ENV
 from ..caffe.records import RecordError, read_records, summarize
 from ..paths import PACKAGE
 from .gpu_memory import PeakGpuMemory
-from .grid import Point, parse_net
+from .grid import FUSIONS, Point, parse_net
 
 #: The folder holding the ``ucudnn`` package: Caffe's embedded interpreter imports the same.
 PACKAGE_ROOT = PACKAGE.parent
@@ -29,15 +29,17 @@ PACKAGE_ROOT = PACKAGE.parent
 
 def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Optional[str],
                      ilp_policy: str, bn_engine_field: bool = False,
-                     share_diffs: bool = False, fusions: Sequence[str] = ()) -> Dict[str, str]:
+                     share_diffs: bool = False,
+                     fusions: Optional[Sequence[str]] = None) -> Dict[str, str]:
     """Write ``source`` with the point's net-wide ``ucudnn_param`` (its families of choices
     included) and BatchNorm engine to
     ``dest``; returns its layers' types by name, in the net's order. ``bn_engine_field``: the Caffe
     binary knows ``batch_norm_param.engine`` (caffe_patch/0004), so the engine is written on
     every BatchNorm layer even where it is BVLC's (Note [BatchNorm engines]). ``share_diffs``:
     the net's ``share_diffs: true`` (caffe_patch/0007, Note [Shared activation gradients] in
-    Caffe's net.cpp), for every point alike; ``fusions``: the fields of the net's ``fusion``
-    to set true (caffe_patch/0008: ``eltwise_relu``)."""
+    Caffe's net.cpp), for every point alike; ``fusions``: the fusions to turn on in the net's
+    ``fusion`` (``grid.FUSIONS``, caffe_patch/0008 and 0009), every other one off; None
+    leaves the net's field as it is."""
     from ..caffe.params import set_param
     from ..caffe.proto import read_net, write_net
     net = read_net(pb2, str(source))
@@ -48,8 +50,9 @@ def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Op
     net.ClearField("ucudnn_param")
     if share_diffs:
         net.share_diffs = True
-    for name in fusions:
-        setattr(net.fusion, name, True)
+    if fusions is not None:
+        for name in FUSIONS:
+            setattr(net.fusion, name, name in fusions)
     for layer in net.layer:
         layer.ClearField("ucudnn_param")
     if point.bn != "caffe" and not bn_engine_field:

@@ -38,7 +38,7 @@ from .results import (REPEAT_FIELDS, ReproduceError, conv_ms, load_results, meas
                       stock_workspace, type_ms)
 from .summary import summary_line, write_csv
 
-__all__ = ["Options", "run", "run_point", "run_pytorch", "metadata", "git",
+__all__ = ["Options", "run", "run_point", "run_pytorch", "pytorch_record", "metadata", "git",
            "has_batchnorm", "has_cudnn_batchnorm", "with_stock_budget"]
 
 def default_pytorch_script() -> Path:
@@ -76,7 +76,8 @@ class Options:
     bn_engines: Sequence[str] = ("caffe", "fused")
     engines: Sequence[str] = ("legacy",)
     share_diffs: bool = False           # every point's net with share_diffs (caffe_patch/0007)
-    fusions: Sequence[str] = ()         # fields of every point's net's fusion set true (0008)
+    fusions: Optional[Sequence[str]] = None  # the fusions on in every point's net, the rest
+                                             # off; None: the net's own (Caffe's defaults)
     argv: Optional[Sequence[str]] = None
 
     @property
@@ -301,6 +302,11 @@ def run_point(opts: Options, pb2, p: Point, doc: dict, rec: Optional[dict]) -> d
     return new
 
 
+def pytorch_record(got: dict, name: str) -> dict:
+    """A net's entry of ``doc["pytorch"]`` from scripts/time_pytorch.py's JSON ``got``."""
+    return dict(got["nets"][name], status="ok", meta=got["meta"])
+
+
 def run_pytorch(opts: Options, doc: dict, say: Callable[[str], None]) -> None:
     """The same networks in PyTorch (scripts/time_pytorch.py): eager NCHW, ``channels_last``
     and ``torch.compile``, each in its own processes with NVML's whole-process peak memory,
@@ -328,8 +334,7 @@ def run_pytorch(opts: Options, doc: dict, say: Callable[[str], None]) -> None:
             if r.returncode != 0:
                 rec = {"status": "failed", "error": r.stdout[-2000:]}
             else:
-                got = json.loads(out.read_text(encoding="utf-8"))
-                rec = dict(got["nets"][name], status="ok", meta=got["meta"])
+                rec = pytorch_record(json.loads(out.read_text(encoding="utf-8")), name)
         except (OSError, ValueError, KeyError, subprocess.SubprocessError) as e:
             rec = {"status": "failed", "error": f"{type(e).__name__}: {e}"}
         rec["command"] = " ".join(shlex.quote(c) for c in cmd)
