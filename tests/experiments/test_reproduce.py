@@ -677,9 +677,15 @@ def test_pytorch_runs_a_net_at_its_batch(tmp_path, monkeypatch):
     rp.run_pytorch(rp.Options(out=tmp_path, nets=["resnet50@256", "resnet18"],
                               pytorch_script=script), doc, say=lambda m: None)
     assert seen[0][seen[0].index("--net") + 1] == "resnet50" and seen[0][-2:] == ["--batch", "256"]
-    assert "--batch" not in seen[1]
+    assert "--batch" not in seen[1] and "--profile" in seen[1]
+    assert seen[0][seen[0].index("--processes") + 1] == "3"
     assert doc["pytorch"]["resnet50@256"]["median_ms"] == 40.0
     assert doc["pytorch"]["resnet18"]["status"] == "ok"
+    seen.clear()
+    doc = {"pytorch": {}}
+    rp.run_pytorch(rp.Options(out=tmp_path, nets=["resnet18"], pytorch_script=script,
+                              pytorch_profile=False), doc, say=lambda m: None)
+    assert "--profile" not in seen[0] and doc["pytorch"]["resnet18"]["status"] == "ok"
 
 
 def test_variant_prototxt_writes_share_diffs_only_when_asked(tmp_path):

@@ -44,6 +44,9 @@ def add_parser(sub) -> None:
     s.add_argument("--predict", action="store_true",
                    help="plan from the shipped H200 data instead of running Caffe")
     s.add_argument("--no-pytorch", action="store_true", help="skip the PyTorch comparison")
+    s.add_argument("--no-pytorch-profile", action="store_true",
+                   help="time PyTorch's modes without the profiling process per mode that "
+                   "gives its time by kind of layer (a shorter run)")
     s.add_argument("--share-diffs", action="store_true",
                    help="run every Caffe point with the net's share_diffs: true (activation "
                    "gradients whose lives do not overlap share memory; caffe_patch/0007)")
@@ -118,6 +121,7 @@ def run(args) -> int:
         stock=not args.no_stock, shared=not args.no_shared, iterations=args.iterations, repeats=args.repeats, gpu=args.gpu,
         timeout=args.timeout, caffe=None if predict else caffe, cache_path=args.cache,
         retry_failed=args.retry_failed, predict=predict, pytorch=not args.no_pytorch,
+        pytorch_profile=not args.no_pytorch_profile,
         bn_engines=bn_engines, engines=engines, share_diffs=args.share_diffs, fusions=fusions,
         argv=["ucudnn", "reproduce", *getattr(args, "argv", [])])
     try:

@@ -72,6 +72,7 @@ class Options:
     predict: bool = False
     pytorch: bool = True
     pytorch_script: Optional[Path] = None
+    pytorch_profile: bool = True        # a torch.profiler process per mode: time by kind
     repeats: int = 3
     bn_engines: Sequence[str] = ("caffe", "fused")
     engines: Sequence[str] = ("legacy",)
@@ -310,7 +311,8 @@ def pytorch_record(got: dict, name: str) -> dict:
 def run_pytorch(opts: Options, doc: dict, say: Callable[[str], None]) -> None:
     """The same networks in PyTorch (scripts/time_pytorch.py): eager NCHW, ``channels_last``
     and ``torch.compile``, each in its own processes with NVML's whole-process peak memory,
-    profiled by kind of layer; the fastest mode is the baseline (``vs_pytorch_best``)."""
+    profiled by kind of layer unless ``pytorch_profile`` is false; the fastest mode is the
+    baseline (``vs_pytorch_best``)."""
     script = Path(opts.pytorch_script) if opts.pytorch_script else default_pytorch_script()
     if not script.is_file():
         doc["pytorch"] = {n: {"status": "failed",
@@ -325,7 +327,9 @@ def run_pytorch(opts: Options, doc: dict, say: Callable[[str], None]) -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
         name, batch = parse_net(net)
         cmd = [sys.executable, str(script), "--net", name, "--iterations",
-               str(opts.iterations), "--processes", "3", "--profile", "--json", str(out)]
+               str(opts.iterations), "--processes", "3", "--json", str(out)]
+        if opts.pytorch_profile:
+            cmd.append("--profile")
         if batch is not None:
             cmd += ["--batch", str(batch)]
         try:
