@@ -729,6 +729,14 @@ def test_fusions_option_is_recorded(tmp_path, arg, recorded):
     assert doc["meta"]["options"]["fusions"] == recorded
 
 
+def test_an_empty_fusions_option_is_refused(tmp_path, capsys):
+    from ucudnn import cli
+    rc = cli.main(["reproduce", "--out", str(tmp_path), "--nets", "resnet18", "--fusions", "",
+                   "--no-pytorch", "--predict"])
+    assert rc != 0 and "--fusions: empty" in capsys.readouterr().err
+    assert not (tmp_path / "reproduce.json").exists()
+
+
 def test_an_unknown_fusion_is_refused_naming_the_option(tmp_path, capsys):
     from ucudnn import cli
     rc = cli.main(["reproduce", "--out", str(tmp_path), "--nets", "resnet18", "--fusions",

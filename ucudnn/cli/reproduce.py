@@ -82,6 +82,8 @@ def run(args) -> int:
     policies = [c.policy(p, "--policies") for p in c.split_list(args.policies)]
     ilp_policy = c.policy(args.ilp_policy, "--ilp-policy")
     fusions = None if args.fusions is None else c.split_list(args.fusions)
+    if fusions == []:
+        raise c.CliError("--fusions: empty; name the fusions to turn on, or all, or none")
     if fusions == ["all"]:
         fusions = list(FUSIONS)
     elif fusions == ["none"]:
