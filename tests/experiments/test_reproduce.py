@@ -349,7 +349,7 @@ def test_ratio_to_pytorchs_fastest_mode_beside_eager_and_its_memory(tmp_path):
     """scripts/time_pytorch.py times three modes; the baseline is the fastest
     (``vs_pytorch_best``, ``pytorch_mode``), ``vs_pytorch`` stays eager NCHW's."""
     pt = {"net": "resnet18", "setting": "shared", "limit_bytes": 64 * MIB, "status": "ok",
-          "median_ms": 30.0}
+          "median_ms": 30.0, "peak_gpu_memory_bytes": 13 << 30}
     torch = {"status": "ok", "pytorch_mode": "compile", "pytorch_ms": 25.0, "median_ms": 25.0,
              "peak_gpu_memory_bytes": 10 << 30,
              "modes": {"eager": {"median_ms": 48.0}, "channels_last": {"median_ms": 28.0},
@@ -358,7 +358,10 @@ def test_ratio_to_pytorchs_fastest_mode_beside_eager_and_its_memory(tmp_path):
     assert results.vs_pytorch(doc, pt) == pytest.approx(1.2)
     assert results.vs_pytorch(doc, pt, "eager") == pytest.approx(0.625)
     assert results.vs_pytorch(doc, pt, "channels_last") == pytest.approx(30 / 28)
-    assert "(fastest of its modes: compile)" in summary.format_summary(doc)
+    table = summary.format_summary(doc)
+    assert "(fastest of its modes: compile, peak 10.00 GiB)" in table, table
+    assert "1.20x PyTorch's time, 1.30x its peak memory" in table, table
+    assert "30.00 ms" in table and "peak 13.00 GiB" in table, table
     summary.write_csv(tmp_path, doc)
     with open(tmp_path / "points.csv", newline="") as f:
         (row,) = csv.DictReader(f)

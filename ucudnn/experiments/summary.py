@@ -65,9 +65,16 @@ def write_csv(out: Path, doc: dict) -> None:
                             t.get("backward", "")))
 
 
+def peak(rec: dict) -> str:
+    """``, peak 9.71 GiB`` (NVML, whole process) where the record has it."""
+    b = rec.get("peak_gpu_memory_bytes")
+    return f", peak {b / 2**30:.2f} GiB" if b else ""
+
+
 def format_summary(doc: dict) -> str:
     """A table of the points: median forward-backward time and speedup over undivided
-    (measured), or predicted convolution time (predict mode)."""
+    (measured), or predicted convolution time (predict mode); peak GPU memory beside each
+    measured time, Caffe's and PyTorch's alike."""
     rows = []
     for key in sorted(doc["points"], key=lambda k: (doc["points"][k]["net"],
                                                     point_order(doc["points"][k]))):
@@ -77,7 +84,7 @@ def format_summary(doc: dict) -> str:
             sp, csp = speedup(doc, rec), speedup(doc, rec, "conv_ms")
             val = (f"{rec['median_ms']:10.2f} ms" + (f"  {sp:5.2f}x" if sp else " " * 7)
                    + (f"  conv {rec['conv_ms']:7.2f} ms" if rec.get("conv_ms") else "")
-                   + (f" {csp:5.2f}x" if csp else "") + spread(rec))
+                   + (f" {csp:5.2f}x" if csp else "") + spread(rec) + peak(rec))
         elif rec.get("status") == "predicted":
             sp = speedup(doc, rec, "predicted_conv_ms")
             val = f"{rec['predicted_conv_ms']:10.2f} ms conv (predicted)" + (
@@ -98,9 +105,12 @@ def format_summary(doc: dict) -> str:
                   + ("" if engines_of(best) == "legacy" else f" (engines {engines_of(best)})")
                   + ": "
                   f"{vs_pytorch(doc, best):.2f}x PyTorch's time"
+                  + (f", {best['peak_gpu_memory_bytes'] / rec['peak_gpu_memory_bytes']:.2f}x "
+                     "its peak memory" if best.get("peak_gpu_memory_bytes")
+                     and rec.get("peak_gpu_memory_bytes") else "")
                   if best and best.get("limit_bytes") and not is_unlimited(best["limit_bytes"])
                   else "")
             mode = rec.get("pytorch_mode", "eager")
             rows.append(f"{net:<9} {'pytorch':<11} {'-':>9}  {rec['median_ms']:10.2f} ms "
-                        f"(fastest of its modes: {mode}){vs}")
+                        f"(fastest of its modes: {mode}{peak(rec)}){vs}")
     return "\n".join(rows)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ucudnn.experiments.reproduce import pytorch_record
 from ucudnn.experiments.results import load_results, save_results
-from ucudnn.experiments.summary import write_csv
+from ucudnn.experiments.summary import format_summary, write_csv
 
 HERE = Path(__file__).resolve().parent.parent
 got = json.loads((HERE / "pytorch.json").read_text(encoding="utf-8"))
@@ -20,3 +20,4 @@ for net in ("resnet18", "resnet50"):
     doc["pytorch"][net] = dict(pytorch_record(got, net), command=got["meta"]["command_line"])
 save_results(out / "reproduce.json", doc)
 write_csv(out, doc)
+(out / "summary.txt").write_text(format_summary(doc) + "\n", encoding="utf-8")
