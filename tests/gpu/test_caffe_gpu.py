@@ -378,13 +378,17 @@ def test_eltwise_relu_fusion_gives_the_same_results_on_the_gpu(caffe):
     assert rc == 0 and out.rstrip().endswith("IDENTICAL"), out
 
 
-@pytest.mark.parametrize("global_stats", [False, True])
-def test_batch_norm_relu_fusion_gives_the_same_results_on_the_gpu(caffe, global_stats):
+@pytest.mark.parametrize("global_stats, share_diffs", [(False, False), (True, False),
+                                                      (False, True)])
+def test_batch_norm_relu_fusion_gives_the_same_results_on_the_gpu(caffe, global_stats,
+                                                                  share_diffs):
     """caffe_patch/0009 on the GPU (Note [BatchNorm + ReLU fusion]): ResNet-18 as above but
     with FUSED BatchNorm (deterministic: its sums finish in a fixed order), both fusions on
     against both off: every blob, loss and parameter gradient identical. With
     ``use_global_stats`` the forward applies the ReLU and the ReLU layer runs its own
-    backward; without, the training backward masks the gradient itself."""
+    backward; without, the training backward masks the gradient itself. With
+    ``share_diffs`` (caffe_patch/0007) both nets share activation gradients, as the fastest
+    setting runs them."""
     from repo_paths import REPO
     from ucudnn.caffe.proto import read_net, write_net
     pb2 = caffe["pb2"]
@@ -395,7 +399,8 @@ def test_batch_norm_relu_fusion_gives_the_same_results_on_the_gpu(caffe, global_
         layer.batch_norm_param.engine = pb2.BatchNormParameter.FUSED
         if global_stats:
             layer.batch_norm_param.use_global_stats = True
-    path = caffe["dir"] / f"resnet18_fused_bn_{global_stats}.prototxt"
+    net.share_diffs = share_diffs
+    path = caffe["dir"] / f"resnet18_fused_bn_{global_stats}_{share_diffs}.prototxt"
     write_net(net, str(path))
     rc, out = _fusion_check(caffe, path)
     # conv1's and the first of each block's BatchNorm + Scale take the ReLU after them
