@@ -112,6 +112,9 @@ typedef struct ucudnn_net_layer {
                                      ("policy: ALL workspace_limit: 67108864"); NULL: the
                                      layer has none (the net's applies); "": one with every
                                      field at its default */
+  int layout;                     /* UCUDNN_NCHW (0) or UCUDNN_NHWC: the layout the host
+                                     runs the layer's tensors in (filters KRSC for NHWC;
+                                     Note [NHWC kernels] in ucudnn/plan/conv.py) */
   /* out */
   ucudnn_op_plan plan[3];         /* by op: UCUDNN_FWD, UCUDNN_BWD_DATA, UCUDNN_BWD_FILTER */
 } ucudnn_net_layer;

@@ -895,8 +895,9 @@ configure_and_build() {
   # tools/net_share_diffs_check, tools/net_fusion_check: share_diffs (0007) and the
   # fusions (0008, 0009) against the net without, in CPU mode or on a GPU
   local targets=(caffe caffe.bin net_share_diffs_check net_fusion_check)
-  # tools/ucudnn_compare: results with ucudnn_param against stock or another setting
-  [[ $WITH_UCUDNN -eq 1 ]] && targets+=(ucudnn_compare)
+  # tools/ucudnn_compare: results with ucudnn_param against stock or another setting;
+  # tools/net_layout_check: a net's NHWC run against its NCHW run (0011)
+  [[ $WITH_UCUDNN -eq 1 ]] && targets+=(ucudnn_compare net_layout_check)
   [[ $WITH_PYTHON -eq 1 ]] && targets+=(pycaffe)
   [[ $BUILD_TESTS -eq 1 ]] && targets+=(test.testbin)
   log "building ${targets[*]} with -j${JOBS}"

@@ -83,7 +83,7 @@ for stage in "${STAGES[@]}"; do
       pyargs=(--python "$pyexe")
       [[ $PYCAFFE -eq 1 ]] || pyargs=(--no-python)
       scripts/build_caffe.sh --offline "$OFFLINE" --jobs "$JOBS" --ucudnn-python "$PY" "${pyargs[@]}" \
-        --cmake-arg -DBUILD_only_tests=ucudnn_conv_layer,convolution_layer,cudnn_batch_norm_layer,batch_norm_layer,scale_layer,bias_layer
+        --cmake-arg -DBUILD_only_tests=ucudnn_conv_layer,convolution_layer,cudnn_batch_norm_layer,batch_norm_layer,scale_layer,bias_layer,layout,pooling_layer
       if [[ $PYCAFFE -eq 1 ]]; then
         if [[ -e third_party/caffe/src/python/caffe/_caffe.so ]]; then
           say "pycaffe: PYTHONPATH=$HERE/third_party/caffe/src/python $pyexe -c 'import caffe'"

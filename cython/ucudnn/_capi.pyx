@@ -45,6 +45,7 @@ cdef extern from "ucudnn_types.h":
         int pad_h, pad_w, stride_h, stride_w, dil_h, dil_w
         int groups, backward_data
         const char* ucudnn_param
+        int layout
         ucudnn_op_plan plan[3]
 
 cdef extern from *:
@@ -199,9 +200,13 @@ cdef object _layer_from_c(const ucudnn_net_layer* l, int i):
         raise InputError(f"ucudnn_net_plan: layers[{i}] has no name")
     name = l.name.decode("utf-8", "replace")
     dtype = _dtype_name(l.dtype, f"layer {name!r}: ")
+    if l.layout not in LAYOUT.codes.values():
+        raise InputError(f"layer {name!r}: field 'layout': {l.layout} is not UCUDNN_NCHW (0) "
+                         "or UCUDNN_NHWC (1)")
     spec = LayerSpec(name, l.n, l.c, l.h, l.w, l.k, l.r, l.s, pad=(l.pad_h, l.pad_w),
                      stride=(l.stride_h, l.stride_w), dilation=(l.dil_h, l.dil_w),
-                     groups=l.groups, bwd_data=bool(l.backward_data))
+                     groups=l.groups, bwd_data=bool(l.backward_data),
+                     layout=LAYOUT(l.layout))
     text = l.ucudnn_param.decode("utf-8", "replace") if l.ucudnn_param != NULL else None
     return spec, dtype, text
 

@@ -145,3 +145,28 @@ def test_engines_field_reaches_the_settings_and_defaults_to_both():
     assert (got["c"].engines, got["d"].engines) == ("graph", "both")
     assert params.net_settings("", {"c": None}, dtypes={"c": "float32"},
                                net="n")["c"].engines == "both"
+
+
+def test_layout_is_net_wide_and_reaches_the_settings(tmp_path):
+    """``ucudnn_param.layout`` (Note [ucudnn_param merging]): the net's reaches every layer's
+    settings; a layer's own is refused, by the C API's reader and by the prototxt check with
+    the file, line and column, as is a layer's ``layout`` (Net::Init sets it)."""
+    pb2 = load_caffe_pb2()
+    got = params.net_settings("layout: NHWC", {"c1": None, "c2": "policy: ALL"},
+                              dtypes={"c1": "float32", "c2": "float32"})
+    assert {k: v.layout for k, v in got.items()} == {"c1": "NHWC", "c2": "NHWC"}
+    assert params.net_settings(None, {"c1": ""}, dtypes={"c1": "float32"})["c1"].layout == \
+        "NCHW"
+    with pytest.raises(params.ParamError, match=r"^net 'net': layer 'c1': field "
+                                                r"'ucudnn_param.layout' is net-wide"):
+        params.net_settings("layout: NHWC", {"c1": "layout: NCHW"}, dtypes={"c1": "float32"})
+    for layer_fields, where, what in [
+            ("ucudnn_param { layout: NHWC }", "3:18", "field 'ucudnn_param.layout' is net-wide"),
+            ("layout: NHWC", "3:3", "field 'layout' is set by Caffe's net")]:
+        text = ('name: "n"\nlayer { name: "c" type: "Convolution"\n  %s }\n' % layer_fields)
+        with pytest.raises(params.ParamError, match=rf"^net.prototxt:{where}: layer 'c': {what}"):
+            params.check_params(parse_net_text(text), text, "net.prototxt")
+    p = pb2.UcudnnParameter()
+    params.set_param(p, {"layout": "NHWC"})
+    assert p.layout == pb2.UcudnnParameter.NHWC
+    assert params.settings_of(p, "here").layout == "NHWC"

@@ -62,7 +62,10 @@ def test_invalid_ucudnn_param_is_rejected(proto_dir, bad, message):
 def test_ids_follow_the_next_available_comments(proto_dir):
     text = (proto_dir / "caffe.proto").read_text()
     assert "optional UcudnnParameter ucudnn_param = 149;" in text
-    assert "LayerParameter next available layer-specific ID: 150 (last added: ucudnn_param)" in text
+    assert "optional UcudnnParameter.Layout layout = 150;" in text
+    assert "LayerParameter next available layer-specific ID: 151 (last added: layout)" in text
+    assert "optional Layout layout = 11 [default = NCHW];" in text
+    assert "UcudnnParameter next available ID: 12 (last added: layout)" in text
     assert "optional UcudnnParameter ucudnn_param = 9;" in text
     assert "optional bool share_diffs = 10 [default = false];" in text
     assert "optional FusionParameter fusion = 11;" in text

@@ -364,3 +364,13 @@ def test_a_data_layer_read_with_the_subset_is_an_error_naming_the_layer():
     with pytest.raises(PrototxtError, match=r"layer 'd'"):
         conv_layers(parse_net_text(text))
     check_net(parse_net_text(text), text, "d.prototxt")
+
+
+def test_convolutions_run_in_the_nets_layout_grouped_ones_nchw():
+    """Note [NHWC in Caffe]: with the net's ``ucudnn_param.layout: NHWC`` a one-group
+    convolution's LayerSpec is NHWC (the kernels Caffe plans and runs), a grouped one NCHW."""
+    text = HEAD + _conv("c1", "data", 12, 3, "pad: 1") + _conv("c2", "c1", 16, 3, "group: 2")
+    assert {n: l.layout for n, l in _specs(text).items()} == {"c1": "NCHW", "c2": "NCHW"}
+    s = _specs("ucudnn_param { layout: NHWC }\n" + text)
+    assert {n: l.layout for n, l in s.items()} == {"c1": "NHWC", "c2": "NCHW"}
+    assert s["c1"].describe().endswith(", NHWC")

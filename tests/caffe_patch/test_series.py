@@ -311,3 +311,12 @@ def test_full_build(capsys):
                            timeout=300, env={**os.environ, "GLOG_minloglevel": "2"})
     assert fused.returncode == 0 and fused.stdout.rstrip().endswith("IDENTICAL"), fused.stdout
     assert fused.stdout.startswith("1 ReLU layer(s) fused into an Eltwise layer"), fused.stdout
+
+    # 0011: where the net inserts layout conversions, and the conversion layer on the CPU
+    # (with a gradient check); the NHWC layers' GPU gtests run on the GPU host
+    layout = subprocess.run([str(testbin), "--gtest_filter=LayoutTransformTest*:"
+                             "LayoutConversionLayerTest/0*:LayoutConversionLayerTest/1*"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            timeout=300, env={**os.environ, "GLOG_minloglevel": "2"})
+    assert layout.returncode == 0, layout.stdout[-4000:]
+    assert "[  PASSED  ] 5 tests." in layout.stdout, layout.stdout[-4000:]

@@ -186,7 +186,7 @@ def test_net_plan_rejects_bad_input_without_gpu():
         _fields_ = [("name", ctypes.c_char_p)] + [(f, ctypes.c_int) for f in (
             "dtype", "n", "c", "h", "w", "k", "r", "s", "pad_h", "pad_w", "stride_h",
             "stride_w", "dil_h", "dil_w", "groups", "backward_data")] + [
-            ("ucudnn_param", ctypes.c_char_p), ("plan", OpPlan * 3)]
+            ("ucudnn_param", ctypes.c_char_p), ("layout", ctypes.c_int), ("plan", OpPlan * 3)]
 
     fn = _c_api()
     plan = fn("ucudnn_net_plan", ctypes.c_int, ctypes.POINTER(NetLayer), ctypes.c_int,
@@ -208,7 +208,11 @@ def test_net_plan_rejects_bad_input_without_gpu():
              ([layer(ucudnn_param=b"policy: FOO")], None, "ucudnn_param"),
              ([layer(ucudnn_param=b"optimizer: SHARED")], b"optimizer: ILP", "optimizer"),
              ([layer()], b"workspace_limit: -1", "workspace_limit"),
-             ([layer()], None, "no ucudnn_param")]
+             ([layer()], None, "no ucudnn_param"),
+             ([layer(layout=2)], b"policy: ALL", "'layout'"),
+             ([layer(layout=1)], b"policy: ALL", "a grouped layer runs NCHW only"),
+             ([layer(ucudnn_param=b"layout: NHWC")], b"policy: ALL",
+              "'ucudnn_param.layout' is net-wide")]
     for layers, net_param, field in cases:
         arr = (NetLayer * len(layers))(*layers)
         out = ctypes.c_void_p(1)

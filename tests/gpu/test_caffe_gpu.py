@@ -407,3 +407,68 @@ def test_batch_norm_relu_fusion_gives_the_same_results_on_the_gpu(caffe, global_
     assert out.startswith("8 ReLU layer(s) fused into an Eltwise layer, 9 into a BatchNorm "
                           "layer\n"), out
     assert rc == 0 and out.rstrip().endswith("IDENTICAL"), out
+
+
+def test_layout_gtests(caffe):
+    """The gtests of caffe_patch/0011 (test_layout.cpp: the net transform, the
+    LayoutConversion layer with a gradient check, Pooling and FUSED BatchNorm in NHWC against
+    NCHW on the same values) and Caffe's own pooling tests (0011 changes the pooling
+    kernels)."""
+    exe = caffe["build"] / "test" / "test.testbin"
+    if not exe.is_file():
+        pytest.skip(f"{exe} not built (build_caffe.sh without --no-tests)")
+    r = subprocess.run([str(exe), "--gtest_filter=Layout*:*PoolingLayerTest*", "0"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       env=caffe["env"], timeout=900)
+    print("\n".join(l for l in r.stdout.splitlines() if l.startswith("[  ")))
+    assert r.returncode == 0, r.stdout[-8000:]
+    for name in ("LayoutTransformTest.ConversionsWhereTheLayoutsMeet",
+                 "LayoutConversionLayerTest/3.TestForwardBackwardAndGradient",
+                 "LayoutGpuTest/0.TestCaffePooling", "LayoutGpuTest/1.TestFusedBatchNorm",
+                 "LayoutGpuTest/0.TestCuDNNAveragePooling"):
+        assert f"[       OK ] {name}" in r.stdout, name
+
+
+def _resnet18_ucudnn(caffe, share_diffs):
+    """ResNet-18 at batch 2 (the checks' net) with its layers' own engines dropped (cuDNN
+    convolutions through ucudnn, FUSED BatchNorm, Caffe's pooling), strict fp32 (math FMA: no
+    TF32, so two layouts differ only in the order of their sums)."""
+    from repo_paths import REPO
+    from ucudnn.caffe.proto import read_net, write_net
+    net = read_net(caffe["pb2"], str(REPO / "results" / "cpu" / "share-diffs" /
+                                     "resnet18_cpu.prototxt"))
+    for layer in net.layer:
+        for field in ("convolution_param", "batch_norm_param", "pooling_param"):
+            if layer.HasField(field):
+                getattr(layer, field).ClearField("engine")
+    net.ucudnn_param.math = caffe["pb2"].UcudnnParameter.FMA
+    net.share_diffs = share_diffs
+    path = caffe["dir"] / f"resnet18_ucudnn_fma_{share_diffs}.prototxt"
+    write_net(net, str(path))
+    return path
+
+
+@pytest.mark.parametrize("share_diffs", [False, True])
+def test_nhwc_net_gives_the_nchw_results_on_the_gpu(caffe, share_diffs):
+    """caffe_patch/0011 (Note [NHWC in Caffe]): ResNet-18 with ``ucudnn_param.layout: NHWC``
+    against the same net in NCHW, same weights and inputs, batch 2, 2 and 6 (a Reshape), both
+    fusions on (Caffe's defaults), with and without share_diffs (``net_layout_check``, the
+    rules of Note [Comparing nets] in tools/ucudnn_compare.cpp): the loss and every blob's
+    data (transposed back where NHWC) within 1e-3 of the largest magnitude, and every
+    Convolution, BatchNorm (its folded Scale and ReLU included) and Pooling layer that runs
+    NHWC on the NCHW net's inputs: top data, bottom diff and parameter gradients likewise."""
+    tool = caffe["bin"] / "net_layout_check"
+    if not tool.is_file():
+        pytest.skip(f"no {tool} (scripts/build_caffe.sh builds it)")
+    r = subprocess.run([str(tool), str(_resnet18_ucudnn(caffe, share_diffs))],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=900, env=dict(caffe["env"], GLOG_minloglevel="2"))
+    print(r.stdout[-3000:])
+    assert r.returncode == 0 and "WITHIN" in r.stdout, r.stdout[-6000:]
+    rounds = [l for l in r.stdout.splitlines() if l.startswith("round ")]
+    assert len(rounds) == 3, r.stdout[-6000:]
+    assert len([l for l in r.stdout.splitlines() if l.startswith("NHWC layers on the same "
+                                                                 "inputs")]) == 3, r.stdout
+    # every activation from conv1 to pool5: 20 convolutions' tops (BatchNorm, Scale and ReLU
+    # in place), 8 Eltwise sums, 16 Split tops, pool1, pool5 and data_nhwc
+    assert "\n47 blob(s) NHWC\n" in r.stdout, r.stdout[-3000:]

@@ -139,3 +139,20 @@ def test_per_axis_column_errors(tmp_path, header, row, match):
     p.write_text(f"{header}\n{row}\n")
     with pytest.raises(LayerError, match=match):
         read_layers(p)
+
+
+def test_layout_of_a_layer():
+    """A LayerSpec's layout is the kernel's (Note [NHWC kernels]); a grouped layer runs NCHW
+    only, and an unknown layout is named."""
+    from ucudnn.plan.conv import ConvShape
+    spec = LayerSpec("c", 8, 64, 56, 56, 64, 3, 3, 1, layout="NHWC")
+    shape = ConvShape.from_layer(spec)
+    assert shape.layout == "NHWC" and shape.packed_x_strides() == (56 * 56 * 64, 1, 56 * 64, 64)
+    assert "layout=NHWC" in shape.key()
+    assert "layout" not in ConvShape.from_layer(LayerSpec("c", 8, 64, 56, 56, 64, 3, 3)).key()
+    with pytest.raises(LayerError, match=r"^layer 'g': field 'layout': a grouped layer runs "
+                                         "NCHW only"):
+        LayerSpec("g", 8, 64, 56, 56, 64, 3, 3, groups=2, layout="NHWC")
+    with pytest.raises(LayerError, match=r"^layer 'c': field 'layout': 'NWHC' is not one of "
+                                         "NCHW, NHWC"):
+        LayerSpec("c", 8, 64, 56, 56, 64, 3, 3, layout="NWHC")

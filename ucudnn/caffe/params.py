@@ -12,14 +12,16 @@ Note [ucudnn_param merging]
     replaces it, except ``micro_batch_size`` (a repeated field, which MergeFrom would append
     to): a layer that lists sizes replaces the net's list. ``optimizer: SHARED`` is net-wide
     (one arena that every layer reuses, Note [Shared arena] in ucudnn/plan/network.py): a layer
-    may not ask for it unless the net does.
+    may not ask for it unless the net does. ``layout`` is net-wide too (the blobs between the
+    layers are in it, Note [NHWC in Caffe] in Caffe's ``include/caffe/util/layout.hpp``): a
+    layer may not set it.
 """
 from __future__ import annotations
 
 from typing import Dict, Mapping, Optional, Tuple
 
 from ..plan.settings import PlanSettings
-from ..vocab import ENGINE, MATH, OPTIMIZER, POLICY, InputError
+from ..vocab import ENGINE, LAYOUT, MATH, OPTIMIZER, POLICY, InputError
 from .proto import PrototxtError
 
 __all__ = ["ParamError", "problem", "merged_param", "settings_of", "check_shared_is_net_wide",
@@ -61,7 +63,8 @@ def settings_of(p, where: str, dtype: str = "float32") -> PlanSettings:
                             sizes=tuple(p.micro_batch_size) or None, math=MATH(p.math),
                             dtype=dtype, repeats=p.benchmark_repeats,
                             cache_path=p.cache_path or None,
-                            exclude_winograd=p.exclude_winograd, engines=ENGINE(p.engines))
+                            exclude_winograd=p.exclude_winograd, engines=ENGINE(p.engines),
+                            layout=LAYOUT(p.layout) if _has(p, "layout") else "NCHW")
     except InputError as e:
         raise ParamError(f"{where}: ucudnn_param: {e}") from None
 
@@ -91,11 +94,27 @@ def _shared_on_layer(net_param, layer_param) -> bool:
             and (net_param is None or net_param.optimizer != shared))
 
 
+_LAYOUT_MSG = ("field 'ucudnn_param.layout' is net-wide (the blobs between the layers are in "
+               "it): set it in the net's ucudnn_param")
+
+
+def _has(message, field: str) -> bool:
+    """Whether ``message`` sets ``field``; False where its caffe.proto has no such field (a
+    Caffe before caffe_patch/0011)."""
+    return field in message.DESCRIPTOR.fields_by_name and message.HasField(field)
+
+
+def _layout_on_layer(layer_param) -> bool:
+    return layer_param is not None and _has(layer_param, "layout")
+
+
 def check_shared_is_net_wide(net_param, layer_param, where: str) -> None:
-    """Refuse ``optimizer: SHARED`` on a layer of a net that does not set it (Note
-    [ucudnn_param merging])."""
+    """Refuse ``optimizer: SHARED`` on a layer of a net that does not set it, and ``layout``
+    on any layer (Note [ucudnn_param merging])."""
     if _shared_on_layer(net_param, layer_param):
         raise ParamError(f"{where}: {_SHARED_MSG}")
+    if _layout_on_layer(layer_param):
+        raise ParamError(f"{where}: {_LAYOUT_MSG}")
 
 
 def check_params(net, text: str, source: str) -> None:
@@ -123,6 +142,12 @@ def check_params(net, text: str, source: str) -> None:
         if _shared_on_layer(net_param, own):
             fail([("layer", i), ("ucudnn_param", None), ("optimizer", None)], layer.name,
                  _SHARED_MSG)
+        if _layout_on_layer(own):
+            fail([("layer", i), ("ucudnn_param", None), ("layout", None)], layer.name,
+                 _LAYOUT_MSG)
+        if _has(layer, "layout"):
+            fail([("layer", i), ("layout", None)], layer.name, "field 'layout' is set by "
+                 "Caffe's net from the net's ucudnn_param.layout: remove it")
 
 
 def _parse(pb2, text: Optional[str], where: str):
@@ -161,12 +186,13 @@ def net_settings(net_text: Optional[str], layer_texts: Mapping[str, Optional[str
     return out
 
 
-_PROTO = {"policy": POLICY, "optimizer": OPTIMIZER, "math": MATH, "engines": ENGINE}
+_PROTO = {"policy": POLICY, "optimizer": OPTIMIZER, "math": MATH, "engines": ENGINE,
+          "layout": LAYOUT}
 
 
 def set_param(p, settings: Mapping[str, object]) -> None:
     """Write ``settings`` (PlanSettings field names: policy, optimizer, limit, budget, sizes,
-    math, repeats, cache_path, exclude_winograd, engines; values already checked) into the
+    math, repeats, cache_path, exclude_winograd, engines, layout; values already checked) into the
     UcudnnParameter ``p``; a field absent from ``settings`` is left as it is."""
     for field, value in settings.items():
         if field in _PROTO:

@@ -159,8 +159,8 @@ _loaded = {}
 
 def load_caffe_pb2(proto: Optional[str] = None):
     """Caffe's message classes as attributes of one namespace (``pb2.NetParameter()``, ...),
-X
-    come from]); cached per source."""
+    from the caffe.proto named by ``proto`` or ``$UCUDNN_CAFFE_PROTO``, else from ucudnn's own
+    schema (Note [Where the Caffe classes come from]); cached per source."""
     path = find_caffe_proto(proto) or OWNED_PROTO
     if path not in _loaded:
         if path == OWNED_PROTO:

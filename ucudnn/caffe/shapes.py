@@ -41,6 +41,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..plan.conv import out_size
 from ..plan.layers import LayerError, LayerSpec
+from ..vocab import LAYOUT
 from .proto import PrototxtError
 
 __all__ = ["ShapeError", "PHASES", "NetShapes", "phase_layers", "rule_stages",
@@ -494,10 +495,20 @@ class NetShapes:
             self.convs.append(LayerSpec(name=name, n=n, c=c, h=h, w=w, k=num, r=kernel[0],
                                         s=kernel[1], pad=pad, stride=stride, dilation=dilation,
                                         groups=group, count=len(bottoms),
-                                        bwd_data=bwd_data or self.force))
+                                        bwd_data=bwd_data or self.force,
+                                        layout=self.conv_layout(group)))
         except LayerError as e:
             raise ShapeError(f"{where}: {e}") from None
         return [(n, num) + out] * len(tops), learnable
+
+    def conv_layout(self, group: int) -> str:
+        """The layout Caffe runs a convolution of ``group`` groups in: the net's
+        ``ucudnn_param.layout`` for one group, NCHW for more (Note [NHWC in Caffe] in Caffe's
+        ``include/caffe/util/layout.hpp``)."""
+        net = self.net
+        if group != 1 or not net.HasField("ucudnn_param"):
+            return "NCHW"
+        return LAYOUT(net.ucudnn_param.layout)
 
     def pooling(self, layer, where, s):
         if len(s) != 4:

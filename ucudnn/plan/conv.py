@@ -119,7 +119,7 @@ class ConvShape:
         (Note [Grouped layers]), a packed tensor otherwise. The batch size ``layer.n`` is not
         part of the kernel."""
         g = layer.groups
-        layout = getattr(layer, "layout", "NCHW")
+        layout = layer.layout
         if layer.c % g or layer.k % g:
             raise ValueError(f"layer {layer.name!r}: field 'groups': {g} does not divide "
                              f"C={layer.c} and K={layer.k}")

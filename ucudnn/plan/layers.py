@@ -35,7 +35,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from .conv import out_size
 from .table import read_text
-from ..vocab import OPS, InputError
+from ..vocab import LAYOUTS, OPS, InputError
 
 __all__ = ["LayerSpec", "LayerError", "LAYER_COLUMNS", "read_layers", "write_layers"]
 
@@ -64,7 +64,9 @@ class LayerSpec:
 
     ``c``, ``k``: the layer's total channels (as in the prototxt); ``groups``: Caffe's group
     count; ``count``: identical layers in the net (Note [Layers, groups and counts]);
-    ``bwd_data``: whether backward-data runs (not for the first layer)."""
+    ``bwd_data``: whether backward-data runs (not for the first layer); ``layout``: the
+    activations' layout Caffe runs the layer in (NHWC: filters KRSC, one group only; Note
+    [NHWC kernels] in :mod:`ucudnn.plan.conv`)."""
     name: str
     n: int
     c: int
@@ -79,6 +81,7 @@ class LayerSpec:
     groups: int = 1
     count: int = 1
     bwd_data: bool = True
+    layout: str = "NCHW"
 
     def __post_init__(self):
         for f in ("pad", "stride", "dilation"):
@@ -93,6 +96,12 @@ class LayerSpec:
                 if v < least:
                     raise LayerError(f"layer {self.name!r}: field '{f}_{axis}' must be >= "
                                      f"{least}, got {v}")
+        if self.layout not in LAYOUTS:
+            raise LayerError(f"layer {self.name!r}: field 'layout': {self.layout!r} is not one "
+                             f"of {', '.join(LAYOUTS)}")
+        if self.layout != "NCHW" and self.groups != 1:
+            raise LayerError(f"layer {self.name!r}: field 'layout': a grouped layer runs NCHW "
+                             "only (Note [Grouped layers] in ucudnn/plan/conv.py)")
         if self.c % self.groups or self.k % self.groups:
             raise LayerError(f"layer {self.name!r}: field 'groups': {self.groups} does not divide "
                              f"C={self.c} and K={self.k} (C and K are the layer's total channels)")
@@ -121,8 +130,9 @@ class LayerSpec:
             return str(p[0]) if p[0] == p[1] else f"{p[0]}x{p[1]}"
         dil = f" dilation {pair(self.dilation)}" if self.dilation != (1, 1) else ""
         g = f", group {self.groups}" if self.groups > 1 else ""
+        layout = f", {self.layout}" if self.layout != "NCHW" else ""
         return (f"C={self.c} {self.h}x{self.w} K={self.k} {self.r}x{self.s} pad {pair(self.pad)} "
-                f"stride {pair(self.stride)}{dil}{g}")
+                f"stride {pair(self.stride)}{dil}{g}{layout}")
 
 
 #: The columns :func:`write_layers` writes (Note [Layer list format]).

@@ -54,10 +54,11 @@ class PlanSettings:
     per kernel call (the DP's bound, and the undivided baseline's); ``budget``: bytes for the
     net's ILP or shared arena; ``repeats``: cudnnFind calls per size; ``search``: how policy
     ``all`` finds its sizes (None: ``$UCUDNN_SEARCH``, else pruned); ``cache_path``: the benchmark cache (None: ``$UCUDNN_CACHE`` or
-    the default); ``engines`` and ``layout``: the family of cuDNN choices and the activations'
-    layout. The core measures and runs every family and layout (``Kernel``,
-    ``ucudnn.measure.bench.benchmark_kernel``); planning a net with these settings takes every
-    family and NCHW only, and says so for NHWC (Note [Settings not wired yet])."""
+    the default); ``engines``: the families of cuDNN choices; ``layout``: the activations'
+    layout of the net, net-wide (caffe.proto's ``ucudnn_param.layout``): Caffe runs its
+    one-group convolutions in it and its grouped ones NCHW, and each layer's
+    :class:`~ucudnn.plan.layers.LayerSpec` says which (Note [NHWC in Caffe] in Caffe's
+    ``include/caffe/util/layout.hpp``)."""
     policy: str = "powerOfTwo"
     sizes: Optional[Tuple[int, ...]] = None
     limit: int = DEFAULT_LIMIT
@@ -77,14 +78,6 @@ class PlanSettings:
         for f, choices in (("policy", POLICY), ("optimizer", OPTIMIZER), ("math", MATH),
                            ("dtype", DTYPE), ("engines", ENGINE), ("layout", LAYOUT)):
             set_(self, f, choices(getattr(self, f), f))
-        # Note [Settings not wired yet]
-        #     Caffe's layers run NCHW blobs, and a net's layers are planned as Caffe runs them;
-        #     until the net stores NHWC activations, a setting that asks for NHWC is refused
-        #     here rather than ignored.
-        if self.layout != "NCHW":
-            raise InputError(f"layout: {self.layout} is measured by the core "
-                             "(scripts/bench_engines.py) but planning a net takes NCHW only "
-                             "so far")
         if self.search is not None:
             set_(self, "search", SEARCH(self.search, "search"))
         set_(self, "limit", parse_size(self.limit, "limit"))
