@@ -748,3 +748,45 @@ def test_an_unknown_fusion_is_refused_naming_the_option(tmp_path, capsys):
     assert rc != 0 and ("--fusions: 'conv_bn' is not one of eltwise_relu, batch_norm_relu, "
                         "or all, or none") in err, err
     assert not (tmp_path / "reproduce.json").exists()
+
+
+# -- activations' layouts in the grid ----------------------------------------------------------
+
+def test_grid_runs_ucudnn_points_once_per_layout_and_writes_the_nets_layout(tmp_path):
+    """``--layouts NCHW,NHWC``: each ucudnn point once per layout (keys of NCHW points as
+    before), stock Caffe once; a point's net carries its ``ucudnn_param.layout`` (NHWC only:
+    a Caffe without caffe_patch/0011 has no such field), and its record's layout reaches
+    points.csv, layers.csv and the summary; speedups compare within one layout."""
+    from ucudnn.caffe.proto import load_caffe_pb2, read_net
+    from ucudnn.experiments.summary import format_summary, write_csv
+    pts = grid.grid(["resnet18"], [64 * MIB], ["undivided"], ilp=False, shared=True,
+                    unlimited=False, layouts=("NCHW", "NHWC"))
+    assert [p.key for p in pts] == [
+        "resnet18/caffe/-", "resnet18/undivided/64.0MiB", "resnet18/shared/64.0MiB",
+        "resnet18/shared_stock/-", "resnet18/undivided/64.0MiB/nhwc",
+        "resnet18/shared/64.0MiB/nhwc", "resnet18/shared_stock/-/nhwc"]
+    rec = {"net": "resnet18", "setting": "shared", "limit_bytes": 64 * MIB, "layout": "NHWC"}
+    assert grid.point_of(rec) == pts[5]
+    assert grid.layout_of({"net": "resnet18"}) == "NCHW"
+    pb2 = load_caffe_pb2()
+    dest = tmp_path / "nhwc.prototxt"
+    caffe_run.variant_prototxt(pb2, NETS / "resnet18.prototxt", pts[5], dest, None, "powerOfTwo")
+    assert read_net(pb2, str(dest)).ucudnn_param.layout == pb2.UcudnnParameter.NHWC
+    caffe_run.variant_prototxt(pb2, NETS / "resnet18.prototxt", pts[2], dest, None, "powerOfTwo")
+    assert not read_net(pb2, str(dest)).ucudnn_param.HasField("layout")
+    ok = dict(status="ok", layers=[{"name": "conv1", "forward": 1.0, "backward": 2.0}])
+    doc = {"points": {
+        pts[1].key: dict(ok, net="resnet18", setting="undivided", limit_bytes=64 * MIB,
+                         median_ms=60.0),
+        pts[4].key: dict(ok, net="resnet18", setting="undivided", limit_bytes=64 * MIB,
+                         median_ms=50.0, layout="NHWC"),
+        pts[5].key: dict(ok, net="resnet18", setting="shared", limit_bytes=64 * MIB,
+                         median_ms=40.0, layout="NHWC")}, "pytorch": {}}
+    assert results.speedup(doc, doc["points"][pts[5].key]) == pytest.approx(50.0 / 40.0)
+    write_csv(tmp_path, doc)
+    with open(tmp_path / "points.csv", newline="") as f:
+        rows = {(r["setting"], r["layout"]) for r in csv.DictReader(f)}
+    assert rows == {("undivided", "NCHW"), ("undivided", "NHWC"), ("shared", "NHWC")}
+    with open(tmp_path / "layers.csv", newline="") as f:
+        assert {r["layout"] for r in csv.DictReader(f)} == {"NCHW", "NHWC"}
+    assert format_summary(doc).splitlines()[-1].endswith("(NHWC)")

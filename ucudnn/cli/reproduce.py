@@ -56,6 +56,11 @@ def add_parser(sub) -> None:
                    "after it as one layer; caffe_patch/0008) and batch_norm_relu (a FUSED "
                    "BatchNorm, its Scale and the in-place ReLU after them; 0009), or all, or "
                    "none (default: the nets' own, Caffe's defaults: all on)")
+    s.add_argument("--layouts", default="NCHW",
+                   help="activations' layouts of ucudnn's points, each a point of its own "
+                   "(the net's ucudnn_param.layout): NCHW, NHWC (the blobs between Caffe's "
+                   "layout-aware layers channel-innermost; Note [NHWC in Caffe] in "
+                   "caffe_patch/0011); stock Caffe runs NCHW")
     s.add_argument("--engines", default="legacy",
                    help="families of convolution choices of ucudnn's points, each a point of "
                    "its own: legacy (cuDNN's algorithms), graph (the graph API's engine "
@@ -71,7 +76,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from ..experiments import reproduce as rp
     from ..experiments.grid import BN_ENGINES, FUSIONS
-    from ..vocab import ENGINE, InputError
+    from ..vocab import ENGINE, LAYOUT, InputError
     from ..experiments.results import ReproduceError
     from ..experiments.summary import format_summary
     from ..paths import caffe_binary
@@ -92,6 +97,12 @@ def run(args) -> int:
         if f not in FUSIONS:
             raise c.CliError(f"--fusions: {f!r} is not one of {', '.join(FUSIONS)}, "
                              "or all, or none")
+    try:
+        layouts = [LAYOUT(x, "--layouts") for x in c.split_list(args.layouts)]
+    except InputError as e:
+        raise c.CliError(str(e)) from None
+    if not layouts:
+        raise c.CliError("--layouts: empty; name NCHW, NHWC or both")
     bn_engines = c.split_list(args.bn_engines)
     for b in bn_engines:
         if b not in BN_ENGINES:
@@ -125,7 +136,7 @@ def run(args) -> int:
         retry_failed=args.retry_failed, predict=predict, pytorch=not args.no_pytorch,
         pytorch_profile=not args.no_pytorch_profile,
         bn_engines=bn_engines, engines=engines, share_diffs=args.share_diffs, fusions=fusions,
-        argv=["ucudnn", "reproduce", *getattr(args, "argv", [])])
+        layouts=layouts, argv=["ucudnn", "reproduce", *getattr(args, "argv", [])])
     try:
         doc = rp.run(opts, say=lambda m: print(m, flush=True))
     except ReproduceError as e:      # not an InputError in every tree

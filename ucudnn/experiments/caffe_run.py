@@ -39,7 +39,8 @@ def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Op
     the net's ``share_diffs: true`` (caffe_patch/0007, Note [Shared activation gradients] in
     Caffe's net.cpp), for every point alike; ``fusions``: the fusions to turn on in the net's
     ``fusion`` (``grid.FUSIONS``, caffe_patch/0008 and 0009), every other one off; None
-    leaves the net's field as it is."""
+    leaves the net's field as it is. A ucudnn point's ``layout`` is its net's
+    ``ucudnn_param.layout`` (Note [NHWC in Caffe] in caffe_patch/0011)."""
     from ..caffe.params import set_param
     from ..caffe.proto import read_net, write_net
     net = read_net(pb2, str(source))
@@ -73,6 +74,8 @@ def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Op
             set_param(net.ucudnn_param, {"policy": point.policy, "optimizer": "dp",
                                          "limit": point.limit})
         set_param(net.ucudnn_param, {"engines": point.engines})
+        if point.layout != "NCHW":  # a Caffe without caffe_patch/0011 has no such field
+            set_param(net.ucudnn_param, {"layout": point.layout})
         if cache_path:
             net.ucudnn_param.cache_path = cache_path
     dest.parent.mkdir(parents=True, exist_ok=True)

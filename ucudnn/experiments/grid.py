@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable, List, Optional, Sequence, Tuple
 
-from ..vocab import ENGINES, UNLIMITED, format_size
+from ..vocab import ENGINES, LAYOUTS, UNLIMITED, format_size
 
 NETS = ("alexnet", "resnet18", "cifar10", "resnet50", "resnet50@256")
 POLICIES = ("undivided", "powerOfTwo", "all")
@@ -87,12 +87,15 @@ class Point:
     """One run of one network: ``setting`` is a policy, ``ilp``, ``unlimited`` or ``caffe``
     (stock Caffe, no ucudnn_param); ``bn`` the BatchNorm engine (Note [BatchNorm engines]);
     ``engines`` the families of convolution choices ucudnn plans with (Note [Choices] in
-    ucudnn/vocab.py; stock Caffe's points: ``legacy``, cuDNN's algorithms)."""
+    ucudnn/vocab.py; stock Caffe's points: ``legacy``, cuDNN's algorithms); ``layout`` the
+    activations' layout of a ucudnn point (its net's ``ucudnn_param.layout``, Note [NHWC in
+    Caffe] in caffe_patch/0011; stock Caffe's points: NCHW)."""
     net: str
     setting: str
     limit: Optional[int] = None
     bn: str = "caffe"
     engines: str = "legacy"
+    layout: str = "NCHW"
 
     @property
     def key(self) -> str:
@@ -100,7 +103,8 @@ class Point:
                or self.setting == "shared_stock" else format_size(self.limit))
         return (f"{self.net}/{self.setting}/{lim}"
                 + ("" if self.bn == "caffe" else f"/{self.bn}-bn")
-                + ("" if self.engines == "legacy" else f"/{self.engines}-engines"))
+                + ("" if self.engines == "legacy" else f"/{self.engines}-engines")
+                + ("" if self.layout == "NCHW" else f"/{self.layout.lower()}"))
 
     @property
     def policy(self) -> Optional[str]:
@@ -118,11 +122,12 @@ def grid(nets: Sequence[str], limits: Sequence[int], policies: Sequence[str] = P
          ilp: bool = True, unlimited: bool = True, stock: bool = True,
          shared: bool = True, bn_engines: Sequence[str] = ("caffe",),
          has_batchnorm: Callable[[str], bool] = lambda net: False,
-         engines: Sequence[str] = ("legacy",)) -> List[Point]:
+         engines: Sequence[str] = ("legacy",),
+         layouts: Sequence[str] = ("NCHW",)) -> List[Point]:
     """The points, in the order they run: per network the cheap settings first, so that
     an interrupted run has the baselines; the BatchNorm engines other than ``caffe`` only for
     nets that ``has_batchnorm`` (Note [BatchNorm engines]); ucudnn's points once per family
-    setting in ``engines``, stock Caffe's once."""
+    setting in ``engines`` and layout in ``layouts``, stock Caffe's once."""
     points: List[Point] = []
     for net in nets:
         for bn in bn_engines:
@@ -130,17 +135,18 @@ def grid(nets: Sequence[str], limits: Sequence[int], policies: Sequence[str] = P
                 continue
             if stock:
                 points.append(Point(net, "caffe", bn=bn))
-            for eng in engines:
+            for eng, lay in ((e, l) for e in engines for l in layouts):
+                kw = dict(bn=bn, engines=eng, layout=lay)
                 if unlimited:
-                    points.append(Point(net, "unlimited", UNLIMITED, bn=bn, engines=eng))
+                    points.append(Point(net, "unlimited", UNLIMITED, **kw))
                 for limit in limits:
-                    points += [Point(net, p, limit, bn=bn, engines=eng) for p in policies]
+                    points += [Point(net, p, limit, **kw) for p in policies]
                     if ilp:
-                        points.append(Point(net, "ilp", limit, bn=bn, engines=eng))
+                        points.append(Point(net, "ilp", limit, **kw))
                     if shared:
-                        points.append(Point(net, "shared", limit, bn=bn, engines=eng))
+                        points.append(Point(net, "shared", limit, **kw))
                 if shared and stock and "undivided" in policies and limits:
-                    points.append(Point(net, "shared_stock", None, bn=bn, engines=eng))
+                    points.append(Point(net, "shared_stock", None, **kw))
     return points
 
 
@@ -154,10 +160,15 @@ def engines_of(rec: dict) -> str:
     return rec.get("engines") or "legacy"
 
 
+def layout_of(rec: dict) -> str:
+    """A point record's activations' layout (records from before caffe_patch/0011: NCHW)."""
+    return rec.get("layout") or "NCHW"
+
+
 def point_of(rec: dict) -> Point:
     """The :class:`Point` a point record measured."""
     return Point(rec["net"], rec["setting"], rec.get("limit_bytes"), bn_engine(rec),
-                 engines_of(rec))
+                 engines_of(rec), layout_of(rec))
 
 
 def point_order(rec: dict) -> tuple:
@@ -167,5 +178,7 @@ def point_order(rec: dict) -> tuple:
     first = is_unlimited(lim) or rec["setting"] == "caffe"
     eng = engines_of(rec)
     return (BN_ENGINES.index(bn_engine(rec)) if bn_engine(rec) in BN_ENGINES else len(BN_ENGINES),
-            ENGINES.index(eng) if eng in ENGINES else len(ENGINES), 0 if first else 1, lim,
+            ENGINES.index(eng) if eng in ENGINES else len(ENGINES),
+            LAYOUTS.index(layout_of(rec)) if layout_of(rec) in LAYOUTS else len(LAYOUTS),
+            0 if first else 1, lim,
             SETTINGS.index(rec["setting"]) if rec["setting"] in SETTINGS else len(SETTINGS))

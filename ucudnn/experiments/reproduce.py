@@ -79,6 +79,7 @@ class Options:
     share_diffs: bool = False           # every point's net with share_diffs (caffe_patch/0007)
     fusions: Optional[Sequence[str]] = None  # the fusions on in every point's net, the rest
                                              # off; None: the net's own (Caffe's defaults)
+    layouts: Sequence[str] = ("NCHW",)  # ucudnn's points once per layout (Point.layout)
     argv: Optional[Sequence[str]] = None
 
     @property
@@ -203,6 +204,11 @@ def run(opts: Options, say: Callable[[str], None] = print) -> dict:
                 + "): no points with its BatchNorm engines")
         bn_engines = [b for b in bn_engines if b == "caffe"]
     nets = list(opts.nets)
+    layouts = list(opts.layouts)
+    if mode == "predict" and set(layouts) - {"NCHW"}:
+        say("predicted mode: the shipped benchmark data holds NCHW kernels only: no NHWC "
+            "points (a GPU run measures them)")
+        layouts = [l for l in layouts if l == "NCHW"]
     if mode == "predict":
         from ..measure import shipped
         unknown = [net for net in nets if net not in shipped.nets()]
@@ -214,7 +220,8 @@ def run(opts: Options, say: Callable[[str], None] = print) -> dict:
     points = grid(nets, opts.limits, opts.policies, ilp=opts.ilp,
                   unlimited=opts.unlimited, stock=opts.stock, shared=opts.shared,
                   bn_engines=bn_engines,
-                  has_batchnorm=bn_nets.__contains__, engines=opts.engines)
+                  has_batchnorm=bn_nets.__contains__, engines=opts.engines,
+                  layouts=layouts)
     repeats = 1 if mode == "predict" else opts.repeats
     todo = pending(points, doc, opts.retry_failed, repeats)
     runs = sum(runs_needed(doc["points"].get(p.key), opts.retry_failed, repeats) for p in todo)
@@ -259,7 +266,8 @@ def run_point(opts: Options, pb2, p: Point, doc: dict, rec: Optional[dict]) -> d
         if why:
             new = {"status": "failed", "error": why}
             new.update({"net": p.net, "setting": p.setting, "limit_bytes": None,
-                        "bn_engine": p.bn, "engines": p.engines, "policy": opts.ilp_policy, "optimizer": "shared",
+                        "bn_engine": p.bn, "engines": p.engines, "layout": p.layout,
+                        "policy": opts.ilp_policy, "optimizer": "shared",
                         "run": run_index})
             return new
     if opts.predict:
@@ -293,7 +301,7 @@ def run_point(opts: Options, pb2, p: Point, doc: dict, rec: Optional[dict]) -> d
             new = dict(rec, status="failed", error=f"repeat {len(prior) + 1}: {new['error']}",
                        log_tail=new.get("log_tail"))
     new.update({"net": p.net, "setting": p.setting, "limit_bytes": p.limit, "bn_engine": p.bn,
-                "engines": p.engines,
+                "engines": p.engines, "layout": p.layout,
                 "policy": p.policy if p.setting not in NETWIDE else opts.ilp_policy,
                 "optimizer": {"ilp": "ilp", "shared": "shared",
                               "shared_stock": "shared"}.get(p.setting, "dp")})

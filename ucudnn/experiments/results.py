@@ -58,7 +58,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..plan.table import write_text
 from ..vocab import InputError, format_size
-from .grid import Point, bn_engine, engines_of
+from .grid import Point, bn_engine, engines_of, layout_of
 
 SCHEMA = 2
 #: Schemas :func:`load_results` reads.
@@ -213,7 +213,7 @@ def speedup(doc: dict, rec: dict, field: str = "median_ms") -> Optional[float]:
     if rec.get("status") != status or rec.get("limit_bytes") is None:
         return None
     base = doc["points"].get(Point(rec["net"], "undivided", rec["limit_bytes"],
-                                   bn_engine(rec), engines_of(rec)).key, {})
+                                   bn_engine(rec), engines_of(rec), layout_of(rec)).key, {})
     if base.get("status") != status or not rec.get(field):
         return None
     return base[field] / rec[field]

@@ -6,10 +6,12 @@ import csv
 from pathlib import Path
 
 from ..vocab import format_size
-from .grid import Point, bn_engine, engines_of, is_unlimited, limit_label, point_order
+from .grid import (Point, bn_engine, engines_of, is_unlimited, layout_of, limit_label,
+                   point_order)
 from .results import measured_repeats, pytorch_fields, speedup, vs_pytorch
 
-POINT_COLUMNS = ("net", "setting", "policy", "optimizer", "bn_engine", "engines", "limit_bytes",
+POINT_COLUMNS = ("net", "setting", "policy", "optimizer", "bn_engine", "engines", "layout",
+                 "limit_bytes",
                  "status",
                  "median_ms",
                  "min_ms", "max_ms", "processes", "mean_ms", "forward_ms", "backward_ms",
@@ -46,6 +48,7 @@ def write_csv(out: Path, doc: dict) -> None:
         for key in sorted(doc["points"]):
             rec = doc["points"][key]
             rec = dict(rec, bn_engine=bn_engine(rec), engines=engines_of(rec),
+                       layout=layout_of(rec),
                        speedup_vs_undivided=speedup(doc, rec),
                        conv_speedup_vs_undivided=speedup(doc, rec, "conv_ms"),
                        vs_pytorch=vs_pytorch(doc, rec, "eager") or vs_pytorch(doc, rec),
@@ -55,13 +58,14 @@ def write_csv(out: Path, doc: dict) -> None:
             w.writerow(["" if rec.get(c) is None else rec.get(c) for c in POINT_COLUMNS])
     with open(out / "layers.csv", "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
-        w.writerow(("net", "setting", "limit_bytes", "bn_engine", "engines", "layer",
-                    "forward_ms", "backward_ms"))
+        w.writerow(("net", "setting", "limit_bytes", "bn_engine", "engines", "layout",
+                    "layer", "forward_ms", "backward_ms"))
         for key in sorted(doc["points"]):
             rec = doc["points"][key]
             for t in rec.get("layers") or []:
                 w.writerow((rec["net"], rec["setting"], rec.get("limit_bytes") or "",
-                            bn_engine(rec), engines_of(rec), t["name"], t.get("forward", ""),
+                            bn_engine(rec), engines_of(rec), layout_of(rec), t["name"],
+                            t.get("forward", ""),
                             t.get("backward", "")))
 
 
@@ -92,7 +96,8 @@ def format_summary(doc: dict) -> str:
         else:
             val = f"{rec.get('status')}: {str(rec.get('error'))[:80]}"
         bn = ("" if bn_engine(rec) == "caffe" else f" ({bn_engine(rec)} BN)") + (
-            "" if engines_of(rec) == "legacy" else f" (engines {engines_of(rec)})")
+            "" if engines_of(rec) == "legacy" else f" (engines {engines_of(rec)})") + (
+            "" if layout_of(rec) == "NCHW" else f" ({layout_of(rec)})")
         rows.append(f"{rec['net']:<9} {rec['setting']:<11} {lim:>9}  {val}{bn}")
     for net, rec in sorted(doc.get("pytorch", {}).items()):
         if rec.get("status") == "ok":
@@ -103,6 +108,7 @@ def format_summary(doc: dict) -> str:
             vs = (f"; best Caffe point {best['setting']}/{format_size(best['limit_bytes'])}"
                   + ("" if bn_engine(best) == "caffe" else f" ({bn_engine(best)} BN)")
                   + ("" if engines_of(best) == "legacy" else f" (engines {engines_of(best)})")
+                  + ("" if layout_of(best) == "NCHW" else f" ({layout_of(best)})")
                   + ": "
                   f"{vs_pytorch(doc, best):.2f}x PyTorch's time"
                   + (f", {best['peak_gpu_memory_bytes'] / rec['peak_gpu_memory_bytes']:.2f}x "
