@@ -192,8 +192,8 @@ _PROTO = {"policy": POLICY, "optimizer": OPTIMIZER, "math": MATH, "engines": ENG
 
 def set_param(p, settings: Mapping[str, object]) -> None:
     """Write ``settings`` (PlanSettings field names: policy, optimizer, limit, budget, sizes,
-    math, repeats, cache_path, exclude_winograd, engines, layout; values already checked) into the
-    UcudnnParameter ``p``; a field absent from ``settings`` is left as it is."""
+    math, repeats, cache_path, exclude_winograd, engines, layout; values already checked) into
+    the UcudnnParameter ``p``; a field absent from ``settings`` is left as it is."""
     for field, value in settings.items():
         if field in _PROTO:
             setattr(p, field, _PROTO[field].code(value))

@@ -505,10 +505,10 @@ class NetShapes:
         """The layout Caffe runs a convolution of ``group`` groups in: the net's
         ``ucudnn_param.layout`` for one group, NCHW for more (Note [NHWC in Caffe] in Caffe's
         ``include/caffe/util/layout.hpp``)."""
-        net = self.net
-        if group != 1 or not net.HasField("ucudnn_param"):
-            return "NCHW"
-        return LAYOUT(net.ucudnn_param.layout)
+        p = self.net.ucudnn_param if self.net.HasField("ucudnn_param") else None
+        if group != 1 or p is None or "layout" not in p.DESCRIPTOR.fields_by_name:
+            return "NCHW"   # the last: a caffe.proto before caffe_patch/0011
+        return LAYOUT(p.layout)
 
     def pooling(self, layer, where, s):
         if len(s) != 4:
