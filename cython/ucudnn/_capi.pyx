@@ -105,6 +105,15 @@ cdef str _dtype_name(int code, str where):
     return DTYPE_CODES[code]
 
 
+cdef str _layout_name(int code, str where):
+    """The layout of a UCUDNN_NCHW / UCUDNN_NHWC ``code``; an error naming ``where``'s field
+    for any other."""
+    if code not in LAYOUT.codes.values():
+        raise InputError(f"{where}field 'layout': {code} is not UCUDNN_NCHW (0) or "
+                         "UCUDNN_NHWC (1)")
+    return LAYOUT(code)
+
+
 cdef str _engines(int code):
     """The ``engines`` setting of a UCUDNN_ENGINES_* code (0: PlanSettings' default)."""
     if code == 0:
@@ -128,13 +137,11 @@ cdef object _kernel_from_params(const ucudnn_conv_params* p):
                          f"(expected one of {sorted(MATH_NAMES)})")
     xs = tuple(p.x_strides[i] for i in range(4))
     ys = tuple(p.y_strides[i] for i in range(4))
-    if p.layout not in LAYOUT.codes.values():
-        raise InputError(f"{where}field 'layout': {p.layout} is not UCUDNN_NCHW (0) or "
-                         "UCUDNN_NHWC (1)")
+    layout = _layout_name(p.layout, where)
     try:
         shape = ConvShape(p.c, p.h, p.w, p.k, p.r, p.s, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
                           p.dil_h, p.dil_w, p.groups, None if not any(xs) else xs,
-                          None if not any(ys) else ys, LAYOUT(p.layout))
+                          None if not any(ys) else ys, layout)
     except (ValueError, TypeError) as e:
         raise InputError(f"{where}{e}") from None
     return Kernel(shape, OPS[p.op], p.n, dtype, MATH_NAMES[p.math], name,
@@ -199,14 +206,13 @@ cdef object _layer_from_c(const ucudnn_net_layer* l, int i):
     if l.name == NULL or not l.name[0]:
         raise InputError(f"ucudnn_net_plan: layers[{i}] has no name")
     name = l.name.decode("utf-8", "replace")
-    dtype = _dtype_name(l.dtype, f"layer {name!r}: ")
-    if l.layout not in LAYOUT.codes.values():
-        raise InputError(f"layer {name!r}: field 'layout': {l.layout} is not UCUDNN_NCHW (0) "
-                         "or UCUDNN_NHWC (1)")
+    where = f"layer {name!r}: "
+    dtype = _dtype_name(l.dtype, where)
+    layout = _layout_name(l.layout, where)
     spec = LayerSpec(name, l.n, l.c, l.h, l.w, l.k, l.r, l.s, pad=(l.pad_h, l.pad_w),
                      stride=(l.stride_h, l.stride_w), dilation=(l.dil_h, l.dil_w),
                      groups=l.groups, bwd_data=bool(l.backward_data),
-                     layout=LAYOUT(l.layout))
+                     layout=layout)
     text = l.ucudnn_param.decode("utf-8", "replace") if l.ucudnn_param != NULL else None
     return spec, dtype, text
 

@@ -24,8 +24,8 @@ from ..plan.settings import PlanSettings
 from ..vocab import ENGINE, LAYOUT, MATH, OPTIMIZER, POLICY, InputError
 from .proto import PrototxtError
 
-__all__ = ["ParamError", "problem", "merged_param", "settings_of", "check_shared_is_net_wide",
-           "check_params", "net_settings", "set_param"]
+__all__ = ["ParamError", "problem", "merged_param", "settings_of", "layout_of",
+           "check_shared_is_net_wide", "check_params", "net_settings", "set_param"]
 
 
 class ParamError(PrototxtError):
@@ -64,7 +64,7 @@ def settings_of(p, where: str, dtype: str = "float32") -> PlanSettings:
                             dtype=dtype, repeats=p.benchmark_repeats,
                             cache_path=p.cache_path or None,
                             exclude_winograd=p.exclude_winograd, engines=ENGINE(p.engines),
-                            layout=LAYOUT(p.layout) if _has(p, "layout") else "NCHW")
+                            layout=layout_of(p))
     except InputError as e:
         raise ParamError(f"{where}: ucudnn_param: {e}") from None
 
@@ -102,6 +102,12 @@ def _has(message, field: str) -> bool:
     """Whether ``message`` sets ``field``; False where its caffe.proto has no such field (a
     Caffe before caffe_patch/0011)."""
     return field in message.DESCRIPTOR.fields_by_name and message.HasField(field)
+
+
+def layout_of(p) -> str:
+    """The layout a UcudnnParameter ``p`` asks for (None: no message): NCHW where it is unset
+    or where its caffe.proto has no such field."""
+    return LAYOUT(p.layout) if p is not None and _has(p, "layout") else "NCHW"
 
 
 def _layout_on_layer(layer_param) -> bool:

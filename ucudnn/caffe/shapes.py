@@ -41,7 +41,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..plan.conv import out_size
 from ..plan.layers import LayerError, LayerSpec
-from ..vocab import LAYOUT
+from .params import layout_of
 from .proto import PrototxtError
 
 __all__ = ["ShapeError", "PHASES", "NetShapes", "phase_layers", "rule_stages",
@@ -505,10 +505,9 @@ class NetShapes:
         """The layout Caffe runs a convolution of ``group`` groups in: the net's
         ``ucudnn_param.layout`` for one group, NCHW for more (Note [NHWC in Caffe] in Caffe's
         ``include/caffe/util/layout.hpp``)."""
-        p = self.net.ucudnn_param if self.net.HasField("ucudnn_param") else None
-        if group != 1 or p is None or "layout" not in p.DESCRIPTOR.fields_by_name:
-            return "NCHW"   # the last: a caffe.proto before caffe_patch/0011
-        return LAYOUT(p.layout)
+        if group != 1 or not self.net.HasField("ucudnn_param"):
+            return "NCHW"
+        return layout_of(self.net.ucudnn_param)
 
     def pooling(self, layer, where, s):
         if len(s) != 4:

@@ -119,18 +119,14 @@ class ConvShape:
         (Note [Grouped layers]), a packed tensor otherwise. The batch size ``layer.n`` is not
         part of the kernel."""
         g = layer.groups
-        layout = layer.layout
         if layer.c % g or layer.k % g:
             raise ValueError(f"layer {layer.name!r}: field 'groups': {g} does not divide "
                              f"C={layer.c} and K={layer.k}")
         (ph, pw), (sh, sw), (dh, dw) = layer.pad, layer.stride, layer.dilation
         shape = cls(layer.c // g, layer.h, layer.w, layer.k // g, layer.r, layer.s,
-                    ph, pw, sh, sw, dh, dw, 1, layout=layout)
+                    ph, pw, sh, sw, dh, dw, 1, layout=layer.layout)
         if g == 1:
             return shape
-        if layout != "NCHW":
-            raise ValueError(f"layer {layer.name!r}: field 'layout': a grouped layer runs "
-                             "NCHW only (Note [Grouped layers])")
         h, w, oh, ow = layer.h, layer.w, shape.out_h, shape.out_w
         return replace(shape, x_strides=(layer.c * h * w, h * w, w, 1),
                        y_strides=(layer.k * oh * ow, oh * ow, ow, 1))
