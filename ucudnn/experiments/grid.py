@@ -176,9 +176,9 @@ def point_order(rec: dict) -> tuple:
     by limit and setting (tables and figures)."""
     lim = rec.get("limit_bytes") or 0
     first = is_unlimited(lim) or rec["setting"] == "caffe"
-    eng = engines_of(rec)
-    return (BN_ENGINES.index(bn_engine(rec)) if bn_engine(rec) in BN_ENGINES else len(BN_ENGINES),
-            ENGINES.index(eng) if eng in ENGINES else len(ENGINES),
-            LAYOUTS.index(layout_of(rec)) if layout_of(rec) in LAYOUTS else len(LAYOUTS),
-            0 if first else 1, lim,
-            SETTINGS.index(rec["setting"]) if rec["setting"] in SETTINGS else len(SETTINGS))
+
+    def rank(known: Sequence[str], value: str) -> int:   # unknown values last
+        return known.index(value) if value in known else len(known)
+    return (rank(BN_ENGINES, bn_engine(rec)), rank(ENGINES, engines_of(rec)),
+            rank(LAYOUTS, layout_of(rec)), 0 if first else 1, lim,
+            rank(SETTINGS, rec["setting"]))

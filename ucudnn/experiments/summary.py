@@ -69,6 +69,14 @@ def write_csv(out: Path, doc: dict) -> None:
                             t.get("backward", "")))
 
 
+def tags(rec: dict) -> str:
+    """`` (fused BN) (engines both) (NHWC)``: what sets a point apart beyond its setting and
+    limit, each part only where it is not the default (BVLC BatchNorm, legacy, NCHW)."""
+    return (("" if bn_engine(rec) == "caffe" else f" ({bn_engine(rec)} BN)")
+            + ("" if engines_of(rec) == "legacy" else f" (engines {engines_of(rec)})")
+            + ("" if layout_of(rec) == "NCHW" else f" ({layout_of(rec)})"))
+
+
 def peak(rec: dict) -> str:
     """``, peak 9.71 GiB`` (NVML, whole process) where the record has it."""
     b = rec.get("peak_gpu_memory_bytes")
@@ -95,10 +103,7 @@ def format_summary(doc: dict) -> str:
                 f"  {sp:5.2f}x" if sp else "")
         else:
             val = f"{rec.get('status')}: {str(rec.get('error'))[:80]}"
-        bn = ("" if bn_engine(rec) == "caffe" else f" ({bn_engine(rec)} BN)") + (
-            "" if engines_of(rec) == "legacy" else f" (engines {engines_of(rec)})") + (
-            "" if layout_of(rec) == "NCHW" else f" ({layout_of(rec)})")
-        rows.append(f"{rec['net']:<9} {rec['setting']:<11} {lim:>9}  {val}{bn}")
+        rows.append(f"{rec['net']:<9} {rec['setting']:<11} {lim:>9}  {val}{tags(rec)}")
     for net, rec in sorted(doc.get("pytorch", {}).items()):
         if rec.get("status") == "ok":
             best = min((r for r in doc["points"].values()
@@ -106,10 +111,7 @@ def format_summary(doc: dict) -> str:
                         and r.get("setting") != "unlimited"),
                        key=lambda r: r["median_ms"], default=None)
             vs = (f"; best Caffe point {best['setting']}/{format_size(best['limit_bytes'])}"
-                  + ("" if bn_engine(best) == "caffe" else f" ({bn_engine(best)} BN)")
-                  + ("" if engines_of(best) == "legacy" else f" (engines {engines_of(best)})")
-                  + ("" if layout_of(best) == "NCHW" else f" ({layout_of(best)})")
-                  + ": "
+                  + tags(best) + ": "
                   f"{vs_pytorch(doc, best):.2f}x PyTorch's time"
                   + (f", {best['peak_gpu_memory_bytes'] / rec['peak_gpu_memory_bytes']:.2f}x "
                      "its peak memory" if best.get("peak_gpu_memory_bytes")
