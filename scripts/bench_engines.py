@@ -7,8 +7,8 @@ NHWC) x dtype, this benchmarks the kernel once at the powerOfTwo sizes (the core
 ``Kernel.benchmark``: cudnnFind for legacy algorithms, heuristics A, B and FALLBACK for engine
 configs; Note [Graph choices tried] in cython/ucudnn/_core.pyx), plans it with the DP at each
 workspace limit (undivided and powerOfTwo, plus unlimited undivided), runs each plan with the
-core and times it with CUDA events (median of --iters runs after 3 warm-ups). Every row is one
-kernel x op x setting x limit x policy:
+core and times it with CUDA events (median of --iters runs after 3 warm-ups; backward-filter
+with beta 1, as Caffe runs it). Every row is one kernel x op x setting x limit x policy:
 
     suite,kernel,op,family,layout,dtype,limit_bytes,policy,predicted_ms,measured_ms,
     workspace_bytes,choice,count,benchmark_s
@@ -100,7 +100,7 @@ def measure(core, kern_spec, op, family, layout, dtype, args, log):
     yb = core.DeviceBuffer(kern.extent_bytes(1, kern_spec.n))
     wb = core.DeviceBuffer(kern.filter_bytes)
     for i, buf in enumerate((xb, yb, wb)):
-        buf.fill_random(esize, 101 + i)
+        buf.fill_random(esize, 101 + i, dtype == "bfloat16")
     a, b, out = {"fwd": (xb, wb, yb), "bwd_data": (wb, yb, xb), "bwd_filter": (xb, yb, wb)}[op]
     handle = core.Handle(0)
     rows = []
@@ -114,8 +114,10 @@ def measure(core, kern_spec, op, family, layout, dtype, args, log):
             continue
         kern.set_plan(plan)
         ws = core.DeviceBuffer(max(1, kern.workspace_size))
+        # backward-filter accumulates, as in Caffe and as the benchmark times it (Note
+        # [Backward-filter timed with beta 1] in cython/ucudnn/_core.pyx)
         times = core.time_run(kern, handle, a.ptr, b.ptr, out.ptr, ws.ptr, kern.workspace_size,
-                              args.iters, 3)
+                              args.iters, 3, beta=1.0 if op == "bwd_filter" else 0.0)
         rows.append({"suite": kern_spec.suite, "kernel": kern_spec.name, "op": op,
                      "family": family, "layout": layout, "dtype": dtype,
                      "limit_bytes": "unlimited" if limit == UNLIMITED else limit,
@@ -216,6 +218,8 @@ def main(argv=None):
                     help="engine configs tried per size (0: every one heuristics propose; "
                     "default 16, the core's)")
     ap.add_argument("--deepbench-layers", type=int, default=0, help="first N distinct (0: all)")
+    ap.add_argument("--kernels", nargs="+", default=None, metavar="NAME[/OP]",
+                    help="only these kernels of the suites (a layer name, or name/op)")
     ap.add_argument("--out", default=None,
                     help="folder for points.csv, summary.json and engines.png")
     ap.add_argument("--replot", metavar="POINTS_CSV", default=None,
@@ -250,6 +254,8 @@ def main(argv=None):
         for suite in args.suites:
             for ks in suite_kernels(suite, args.deepbench_layers):
                 for op in ks.ops:
+                    if args.kernels and not {ks.name, f"{ks.name}/{op}"} & set(args.kernels):
+                        continue
                     for dtype in args.dtypes:
                         for family in args.families:
                             for layout in args.layouts:

@@ -323,34 +323,68 @@ cdef class DeviceBuffer:
     def ptr(self):
         return <uintptr_t>self.p
 
-    def fill_random(self, int elem_size, unsigned int seed=1):
-        """Fill with pseudo-random values in [-1, 1) of the given element size (host LCG)."""
-        fill_random(self.p, self.nbytes, elem_size, seed)
+    def fill_random(self, int elem_size, unsigned int seed=1, bint bfloat16=False):
+        """Fill with pseudo-random values in [-1, 1) of the given element size (host LCG);
+        2-byte elements are float16, or bfloat16 with ``bfloat16``."""
+        fill_random(self.p, self.nbytes, elem_size, seed, bfloat16)
 
     def __dealloc__(self):
         if self.p != NULL:
             rt.cudaFree(self.p)
 
 
-cdef int fill_random(void* dev, size_t nbytes, int elem_size, unsigned int seed) except -1:
-    cdef size_t count = nbytes // elem_size, i
-    cdef void* host = malloc(nbytes) if nbytes else NULL
+cdef inline unsigned short _half_bits(float v, bint bfloat16) noexcept nogil:
+    """``v`` (|v| < 1) as float16 or bfloat16 bits, rounded toward zero; float16 flushes
+    what is below its normal range (|v| < 2^-14) to zero."""
+    cdef unsigned int f, e
+    memcpy(&f, &v, 4)
+    if bfloat16:
+        return <unsigned short>(f >> 16)
+    e = (f >> 23) & 0xFF
+    if e < 127 - 14:
+        return <unsigned short>((f >> 16) & 0x8000)
+    return <unsigned short>(((f >> 16) & 0x8000) | ((e - 112) << 10) | ((f >> 13) & 0x3FF))
+
+
+cdef void _random_values(void* host, size_t count, int elem_size, unsigned int seed,
+                         bint bfloat16) noexcept nogil:
+    """``count`` pseudo-random values in [-1, 1) of ``elem_size`` bytes (2: float16, or
+    bfloat16 with ``bfloat16``) at ``host``, from a host LCG seeded with ``seed``."""
     cdef unsigned int state = seed * 2654435761u + 12345u
+    cdef size_t i
     cdef float v
+    for i in range(count):
+        state = state * 1664525u + 1013904223u
+        v = <float>(state >> 8) / 8388608.0 - 1.0
+        if elem_size == 4:
+            (<float*>host)[i] = v
+        elif elem_size == 8:
+            (<double*>host)[i] = v
+        elif elem_size == 2:
+            (<unsigned short*>host)[i] = _half_bits(v, bfloat16)
+        else:
+            (<unsigned char*>host)[i] = 0
+
+
+def random_values(size_t count, int elem_size, unsigned int seed=1, bint bfloat16=False):
+    """The bytes :meth:`DeviceBuffer.fill_random` writes, made on the host (for tests)."""
+    cdef bytearray out = bytearray(count * elem_size)
+    cdef char* p = out
+    if elem_size not in (2, 4, 8):
+        raise InputError(f"random_values: elem_size must be 2, 4 or 8, got {elem_size}")
+    _random_values(p, count, elem_size, seed, bfloat16)
+    return bytes(out)
+
+
+cdef int fill_random(void* dev, size_t nbytes, int elem_size, unsigned int seed,
+                     bint bfloat16=False) except -1:
+    cdef size_t count = nbytes // elem_size
+    cdef void* host = malloc(nbytes) if nbytes else NULL
     if nbytes and host == NULL:
         raise MemoryError()
     try:
         with nogil:
-            for i in range(count):
-                state = state * 1664525u + 1013904223u
-                v = <float>(state >> 8) / 8388608.0 - 1.0
-                if elem_size == 4:
-                    (<float*>host)[i] = v
-                elif elem_size == 8:
-                    (<double*>host)[i] = v
-                else:
-                    # fp16 / bf16: a small constant is enough for timing
-                    (<unsigned short*>host)[i] = 0x3C00 if elem_size == 2 else 0
+            _random_values(host, count, elem_size, seed, bfloat16)
         check_cuda(rt.cudaMemcpy(dev, host, count * elem_size, rt.cudaMemcpyHostToDevice),
                    "cudaMemcpy")
     finally:
@@ -385,8 +419,8 @@ def _far_behind(double t, ws, front):
                                          for ot, ows in front)
 
 
-cdef int fill_random_tiled(void* dev, size_t nbytes, int elem_size,
-                           unsigned int seed) except -1:
+cdef int fill_random_tiled(void* dev, size_t nbytes, int elem_size, unsigned int seed,
+                           bint bfloat16=False) except -1:
     """Fill like :func:`fill_random`, but only the first ``FILL_BLOCK`` bytes on the host; the
     rest repeats that block by device-to-device copies (doubling). For benchmark buffers,
     whose values only have to be ordinary numbers: filling a mini-batch's activations (up to
@@ -396,7 +430,7 @@ cdef int fill_random_tiled(void* dev, size_t nbytes, int elem_size,
     block -= block % elem_size
     if block == 0:
         return 0
-    fill_random(dev, block, elem_size, seed)
+    fill_random(dev, block, elem_size, seed, bfloat16)
     done = block
     while done < nbytes:
         n = min(done, nbytes - done)
@@ -415,6 +449,17 @@ cdef int fill_random_tiled(void* dev, size_t nbytes, int elem_size,
 #     micro-batches was measured 35 % slower than those timings predicted (legacy NHWC at
 #     8 MiB, 6.4 % on ResNet-18's sum). Each timed run therefore takes the next slice of the
 #     benchmark's buffers, as the plan would, wrapping around when they hold fewer.
+
+# Note [Backward-filter timed with beta 1]
+#     Every chunk of a backward-filter plan after the first accumulates (beta = 1, Note
+#     [Micro-batch semantics]), and so does the first in Caffe, which adds weight gradients
+#     into the parameter's diff. So both families time backward-filter with beta = 1. It is
+#     not free for short kernels: on the H200, ResNet-50's res5a_branch2c (1x1, 128 samples,
+#     fp16) took 0.060 ms at beta 0 and 0.118 ms at beta 1 with graph engine 65, and 0.076
+#     against 0.118 ms with legacy ALGO_1 (results/h200/timing/probe.json). Timed at beta 1
+#     and measured at beta 0, such plans were predicted up to 2x slow. A caller that passes
+#     beta = 0 runs its first chunk faster than planned. Legacy algorithms are re-timed with
+#     the workspace they ask for, as a plan gives it; 8 GiB instead made no difference there.
 
 cdef struct TimedRun:
     # one choice at one micro-batch size: a graph plan (plan not NULL) or a legacy algorithm
@@ -1033,7 +1078,8 @@ cdef class Kernel:
             ybuf = DeviceBuffer(self.extent_bytes(1, samples))
             wbuf = DeviceBuffer(self.filter_bytes)
             for i, buf in enumerate((xbuf, ybuf, wbuf)):
-                fill_random_tiled(buf.p, buf.nbytes, self.k.elem_size, 17 + i)
+                fill_random_tiled(buf.p, buf.nbytes, self.k.elem_size, 17 + i,
+                                  self.k.dtype == 9)
             check_cuda(rt.cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo")
             ws_size = max(0, min(cap, int(free_b) - (512 << 20)))
             ws = None
@@ -1164,15 +1210,21 @@ cdef class Kernel:
         (``_time_run``; Note [Find times], Note [Re-timing near the front]) at micro-batch
         ``b``, over the ``slices`` slices of ``b`` samples the buffers hold.
 
-        An algorithm that fails at any of its runs (the warm-up or a timed one) keeps cuDNN's
-        status in its record, so the planners skip it; a failed CUDA event call raises."""
+        Each algorithm runs with the workspace it asks for (what a plan of it gives it), and
+        backward-filter with beta 1 (Note [Backward-filter timed with beta 1]). An algorithm
+        that fails at any of its runs (the warm-up or a timed one) keeps cuDNN's status in its
+        record, so the planners skip it; a failed CUDA event call raises."""
         cdef float one_f = 1.0, zero_f = 0.0
         cdef double one_d = 1.0, zero_d = 0.0
         cdef TimedRun r
         cdef _Events events = _Events(iters + 1)
+        cdef bint accumulate = self.k.op == UCUDNN_BWD_FILTER
         r.h, r.plan, r.op = handle.h, NULL, self.k.op
         r.alpha = <const void*>&one_d if self.k.dtype == 1 else <const void*>&one_f
-        r.beta = <const void*>&zero_d if self.k.dtype == 1 else <const void*>&zero_f
+        if accumulate:
+            r.beta = <const void*>&one_d if self.k.dtype == 1 else <const void*>&one_f
+        else:
+            r.beta = <const void*>&zero_d if self.k.dtype == 1 else <const void*>&zero_f
         r.xd, r.yd, r.wd = <dnn.cudnnTensorDescriptor_t>xd_, <dnn.cudnnTensorDescriptor_t>yd_, \
             self.k.wdesc
         r.x, r.y, r.w, r.ws, r.ws_bytes = <char*>x.p, <char*>y.p, w.p, ws.p, ws.nbytes
@@ -1190,7 +1242,7 @@ cdef class Kernel:
             if _far_behind(t, mem, ok):
                 out.append(rec)     # far behind the front: Note [Re-timing near the front]
                 continue
-            r.algo, r.conv = algo, self.k.conv[mt]
+            r.algo, r.conv, r.ws_bytes = algo, self.k.conv[mt], mem
             st, ms = _time_run(&r, <rt.cudaStream_t>handle.stream, events.ev, iters,
                                f"{self.name}: algorithm {algo} (math {mt})")
             out.append((algo, st, t, mem, mt) if st != 0 else (algo, status, ms, mem, mt))
@@ -1292,8 +1344,8 @@ cdef class Kernel:
         """Records of the graph family at micro-batch ``b`` (Note [Graph choices tried]), timed
         as ``_time_c`` times algorithms, then checked (Note [Graph results checked]; ``xd_``,
         ``yd_``: the tensor descriptors of ``b`` samples). Backward-filter is timed with beta
-        1, what every chunk after the first runs, and its beta-0 plan must build too (Note
-        [Graph plans and beta] in graph.h)."""
+        1 (Note [Backward-filter timed with beta 1]), and its beta-0 plan must build too
+        (Note [Graph plans and beta] in graph.h)."""
         cdef GraphPlan gp
         cdef TimedRun r
         cdef _Events events = _Events(iters + 1)

@@ -202,3 +202,28 @@ def test_graph_results_are_compared_in_each_dtype():
     with pytest.raises(_core.InputError, match="relative_error"):
         _core.relative_error(half.tobytes(), half.tobytes(), "float16", "float32")
     assert _core.check_tolerance("float32", "fma") < _core.check_tolerance("float32", "default")
+
+
+def test_benchmark_data_is_random_in_every_dtype():
+    """The benchmark's buffers (DeviceBuffer.fill_random, Kernel.benchmark) hold ordinary
+    random numbers in [-1, 1) in each dtype, not a constant: float16 and bfloat16 round the
+    float32 values toward zero."""
+    np = pytest.importorskip("numpy")
+    from ucudnn import _core
+    n = 4096
+    f32 = np.frombuffer(_core.random_values(n, 4, 7), np.float32)
+    f64 = np.frombuffer(_core.random_values(n, 8, 7), np.float64)
+    assert np.array_equal(f32.astype(np.float64), f64)
+    assert -1.0 <= f32.min() < -0.9 and 0.9 < f32.max() < 1.0
+    assert len(np.unique(f32)) > n * 0.99
+    half = np.frombuffer(_core.random_values(n, 2, 7), np.float16).astype(np.float64)
+    bf = (np.frombuffer(_core.random_values(n, 2, 7, True), np.uint16).astype(np.uint32)
+          << 16).view(np.float32).astype(np.float64)
+    for got, ulp in ((half, 2.0 ** -10), (bf, 2.0 ** -7)):
+        assert np.all(np.isfinite(got)) and np.all(np.abs(got) <= np.abs(f32))
+        normal = np.abs(f32) >= 2.0 ** -14
+        assert np.all(np.abs(f32 - got)[normal] <= ulp * np.abs(f32)[normal])
+        assert len(np.unique(got)) > 1000
+    assert _core.random_values(4, 2, 3) != _core.random_values(4, 2, 4)
+    with pytest.raises(_core.InputError, match="elem_size"):
+        _core.random_values(4, 3)

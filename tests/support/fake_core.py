@@ -115,7 +115,7 @@ class FakeCore:
             def __init__(self, nbytes):
                 self.nbytes, self.ptr = int(nbytes), id(self)
 
-            def fill_random(self, elem_size, seed=1):
+            def fill_random(self, elem_size, seed=1, bfloat16=False):
                 pass
         self.DeviceBuffer = DeviceBuffer
 
