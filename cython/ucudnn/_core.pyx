@@ -456,10 +456,8 @@ cdef int fill_random_tiled(void* dev, size_t nbytes, int elem_size, unsigned int
 #     into the parameter's diff. So both families time backward-filter with beta = 1. It is
 #     not free for short kernels: on the H200, ResNet-50's res5a_branch2c (1x1, 128 samples,
 #     fp16) took 0.060 ms at beta 0 and 0.118 ms at beta 1 with graph engine 65, and 0.076
-#     against 0.118 ms with legacy ALGO_1 (results/h200/timing/probe.json). Timed at beta 1
-#     and measured at beta 0, such plans were predicted up to 2x slow. A caller that passes
-#     beta = 0 runs its first chunk faster than planned. Legacy algorithms are re-timed with
-#     the workspace they ask for, as a plan gives it; 8 GiB instead made no difference there.
+#     against 0.118 ms with legacy ALGO_1 (results/h200/timing/probe.json). A caller that
+#     passes beta = 0 runs its first chunk faster than planned, a short one up to 2x.
 
 cdef struct TimedRun:
     # one choice at one micro-batch size: a graph plan (plan not NULL) or a legacy algorithm
@@ -1210,19 +1208,19 @@ cdef class Kernel:
         (``_time_run``; Note [Find times], Note [Re-timing near the front]) at micro-batch
         ``b``, over the ``slices`` slices of ``b`` samples the buffers hold.
 
-        Each algorithm runs with the workspace it asks for (what a plan of it gives it), and
-        backward-filter with beta 1 (Note [Backward-filter timed with beta 1]). An algorithm
+        Each algorithm runs with the workspace it asks for (what a plan of it gives it; 8 GiB
+        instead timed the same, results/h200/timing/probe.json), and backward-filter with beta
+        1 (Note [Backward-filter timed with beta 1]). An algorithm
         that fails at any of its runs (the warm-up or a timed one) keeps cuDNN's status in its
         record, so the planners skip it; a failed CUDA event call raises."""
         cdef float one_f = 1.0, zero_f = 0.0
         cdef double one_d = 1.0, zero_d = 0.0
         cdef TimedRun r
         cdef _Events events = _Events(iters + 1)
-        cdef bint accumulate = self.k.op == UCUDNN_BWD_FILTER
         r.h, r.plan, r.op = handle.h, NULL, self.k.op
         r.alpha = <const void*>&one_d if self.k.dtype == 1 else <const void*>&one_f
-        if accumulate:
-            r.beta = <const void*>&one_d if self.k.dtype == 1 else <const void*>&one_f
+        if self.k.op == UCUDNN_BWD_FILTER:
+            r.beta = r.alpha            # Note [Backward-filter timed with beta 1]
         else:
             r.beta = <const void*>&zero_d if self.k.dtype == 1 else <const void*>&zero_f
         r.xd, r.yd, r.wd = <dnn.cudnnTensorDescriptor_t>xd_, <dnn.cudnnTensorDescriptor_t>yd_, \
