@@ -531,6 +531,8 @@ cdef class _Events:
     cdef int n
 
     def __cinit__(self, int n):
+        if n < 1:
+            raise InputError(f"_Events: n must be >= 1, got {n}")
         self.ev = <rt.cudaEvent_t*>calloc(n, sizeof(rt.cudaEvent_t))
         if self.ev == NULL:
             raise MemoryError()
