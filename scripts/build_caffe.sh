@@ -770,6 +770,8 @@ detect_nccl() {
 # ucudnn (caffe_patch/0002): Caffe embeds the Python that has the ucudnn package and
 # links its C API; the flags come from that package (ucudnn.config).
 UCUDNN_ARGS=()
+UCUDNN_CUDNN_INCLUDE=""
+UCUDNN_CUDNN_LIBRARY=""
 detect_ucudnn() {
   if ! grep -q "UcudnnParameter" "$SRC/src/caffe/proto/caffe.proto"; then
     log "ucudnn: not in the patch series; stock cuDNN convolutions"
@@ -790,6 +792,14 @@ detect_ucudnn() {
     warn "pycaffe is built for $PYTHON_EXE but ucudnn for $py: 'import caffe' with ucudnn layers needs one Python for both (pass --python $py where Boost.Python exists for it)"
   fi
   UCUDNN_ARGS=(-DUSE_UCUDNN=ON "-DUCUDNN_PYTHON=$py")
+  # Caffe's cuDNN layers and the core in one process share one libcudnn.so.9: build Caffe
+  # against the headers and library the core was built with (Note [Which cuDNN] in setup.py)
+  local cudnn
+  cudnn="$(cd / && "$py" -c "from ucudnn import config; c = config.build_config(); print(c['cudnn_include'], c['cudnn_library'], c['cudnn_version'])" 2>/dev/null)" || cudnn=""
+  if [[ -n "$cudnn" ]]; then
+    read -r UCUDNN_CUDNN_INCLUDE UCUDNN_CUDNN_LIBRARY cudnn <<<"$cudnn"
+    log "cuDNN: $cudnn from the core's build ($UCUDNN_CUDNN_LIBRARY)"
+  fi
 }
 
 configure_and_build() {
@@ -818,7 +828,10 @@ configure_and_build() {
     "-DCUDA_ARCH_BIN=${CUDA_ARCH}"
     "-DCUDA_ARCH_PTX=${CUDA_PTX}"
   )
-  if [[ -f "${CUDA_ROOT}/include/cudnn.h" ]]; then
+  detect_ucudnn
+  if [[ -n "$UCUDNN_CUDNN_INCLUDE" ]]; then
+    args+=(-DCUDNN_INCLUDE="$UCUDNN_CUDNN_INCLUDE" -DCUDNN_LIBRARY="$UCUDNN_CUDNN_LIBRARY")
+  elif [[ -f "${CUDA_ROOT}/include/cudnn.h" ]]; then
     args+=(-DCUDNN_INCLUDE="${CUDA_ROOT}/include")
   fi
   if [[ $WITH_PYTHON -eq 1 ]]; then
@@ -880,7 +893,6 @@ configure_and_build() {
     args+=("-DCMAKE_EXE_LINKER_FLAGS=$ldflags" "-DCMAKE_SHARED_LINKER_FLAGS=$ldflags"
            "-DCMAKE_MODULE_LINKER_FLAGS=$ldflags")
   fi
-  detect_ucudnn
   args+=("${UCUDNN_ARGS[@]}")
   args+=("${EXTRA_CMAKE_ARGS[@]}")
 

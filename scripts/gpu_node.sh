@@ -27,7 +27,10 @@
 #                   (measurements carried from an earlier run skip benchmarking)
 #   --no-pycaffe    build Caffe without pycaffe (build_caffe.sh --no-python)
 #   --             the rest goes to `ucudnn reproduce` (e.g. --nets alexnet --iterations 10)
-# Environment: UCUDNN_CACHE (benchmark cache; default ~/.cache/ucudnn/bench.sqlite).
+# Environment: UCUDNN_CACHE (benchmark cache; default ~/.cache/ucudnn/bench.sqlite);
+#   CUDNN_ROOT (the cuDNN the core and Caffe build against, e.g. PyTorch's wheel
+#   "$(python3 -c 'import nvidia.cudnn as m; print(m.__path__[0])')"; default: the system's,
+#   Note [Which cuDNN] in setup.py).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -50,7 +53,7 @@ while [[ $# -gt 0 ]]; do
     --no-pycaffe) PYCAFFE=0; shift ;;
     --)        shift; GRID_ARGS=("$@"); break ;;
     setup|test|grid) STAGES+=("$1"); shift ;;
-    -h|--help) sed -n '2,/^# Environment/p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/{/^#/p}' "$0"; exit 0 ;;
     *) echo "gpu_node.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
