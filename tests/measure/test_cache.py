@@ -49,8 +49,8 @@ def test_persistence_across_instances(tmp_path):
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
-    assert dict(conn.execute("SELECT key, value FROM meta"))["schema_version"] == "5"
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert dict(conn.execute("SELECT key, value FROM meta"))["schema_version"] == "6"
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 6
     conn.close()
 
 
@@ -462,9 +462,9 @@ def test_schema_1_is_migrated_and_never_used_for_planning(tmp_path, caplog):
         assert calls == [[1]] and got == {1: PERFS[:1]} and len(c) == 3
         assert c.drop_legacy() == 2 and c.keys() == [KEY] and len(c) == 1
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 6
     meta = dict(conn.execute("SELECT key, value FROM meta"))
-    assert meta["schema_version"] == "5" and meta["migrated_from_schema"] == "1"
+    assert meta["schema_version"] == "6" and meta["migrated_from_schema"] == "1"
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
     # the foreign key follows the renamed table: deleting an entry deletes its perfs
     conn.execute("PRAGMA foreign_keys = ON")
@@ -511,11 +511,11 @@ def test_newer_schema_is_refused_untouched(tmp_path):
     path = tmp_path / "v6.sqlite"
     _v1_file(path)
     conn = sqlite3.connect(path)
-    conn.execute("PRAGMA user_version = 6")
+    conn.execute("PRAGMA user_version = 7")
     conn.commit()
     conn.close()
     before = path.read_bytes()
-    with pytest.raises(CacheError, match="schema version 6, this ucudnn reads version 5"):
+    with pytest.raises(CacheError, match="schema version 7, this ucudnn reads version 6"):
         BenchCache(path)
     assert path.read_bytes() == before
 
@@ -662,7 +662,7 @@ def test_schema_2_is_migrated_with_nothing_lost(tmp_path):
     path = tmp_path / "v2.sqlite"
     _v2_file(path)
     with BenchCache(path) as c:
-        assert c.schema == 5
+        assert c.schema == 6
         assert c.get_many(KEY, [1, 2]) == {1: _sorted(PERFS), 2: _sorted(PERFS)}
         assert len(c) == 2
     conn = sqlite3.connect(path)
@@ -718,7 +718,7 @@ def test_schema_3_graph_entries_are_dropped_by_the_migration(tmp_path):
     path = tmp_path / "v3.sqlite"
     _v3_file(path)
     with BenchCache(path) as c:
-        assert c.schema == 5
+        assert c.schema == 6
         assert c.get_many(KEY, [1, 2]) == {1: _sorted(PERFS), 2: _sorted(PERFS)}
         assert c.get_many(GRAPH_KEY, [1, 2]) == {} and c.keys() == [KEY] and len(c) == 2
     conn = sqlite3.connect(path)
@@ -772,9 +772,82 @@ def test_schema_4_is_migrated_with_nothing_lost_and_read_only_read_as_it_is(tmp_
         assert c.get(GRAPH_KEY, 1) == sorted(GRAPH_PERFS, key=lambda p: p.time_ms)
     assert path.read_bytes() == before
     with BenchCache(path) as c:
-        assert c.schema == 5 and len(c) == 2
+        assert c.schema == 6 and len(c) == 2
         assert c.get(GRAPH_KEY, 1) == sorted(GRAPH_PERFS, key=lambda p: p.time_ms)
         c.refuse(GRAPH_KEY, {12: "off"})
         assert c.get(GRAPH_KEY, 1) is None and c.get(KEY, 1) == _sorted(PERFS)
     meta = dict(sqlite3.connect(path).execute("SELECT key, value FROM meta"))
     assert meta["migrated_from_schema"] == "4" and meta["migrated_entries"] == "2"
+
+
+# -- schema 5: legacy backward-filter entries timed with beta 0 --------------------------------
+
+BWD_FILTER_KEY = dataclasses.replace(KEY, op="bwd_filter")
+GRAPH_BWD_FILTER_KEY = dataclasses.replace(BWD_FILTER_KEY, family="graph")
+FIND_BWD_FILTER_KEY = dataclasses.replace(BWD_FILTER_KEY, timing="find")
+
+
+def _v5_file(path):
+    """A cache as ucudnn wrote it before backward-filter was timed with beta 1 (schema 5):
+    forward and backward-filter of both families, and a backward-filter entry of cudnnFind's
+    own times."""
+    with BenchCache(path) as c:
+        for key, perfs in ((KEY, PERFS), (BWD_FILTER_KEY, PERFS), (FIND_BWD_FILTER_KEY, PERFS),
+                           (GRAPH_KEY, GRAPH_PERFS), (GRAPH_BWD_FILTER_KEY, GRAPH_PERFS)):
+            c.put(key, 1, perfs)
+            c.put(key, 2, perfs)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA user_version = 5")
+    conn.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    conn.close()
+
+
+def test_schema_5_legacy_backward_filter_entries_are_dropped_by_the_migration(tmp_path):
+    path = tmp_path / "v5.sqlite"
+    _v5_file(path)
+    with BenchCache(path) as c:
+        assert c.schema == 6 and len(c) == 8
+        assert c.get_many(BWD_FILTER_KEY, [1, 2]) == {}
+        assert c.get_many(KEY, [1, 2]) == {1: _sorted(PERFS), 2: _sorted(PERFS)}
+        assert c.get_many(FIND_BWD_FILTER_KEY, [1, 2]) == {1: _sorted(PERFS), 2: _sorted(PERFS)}
+        assert c.get(GRAPH_BWD_FILTER_KEY, 2) == sorted(GRAPH_PERFS, key=lambda p: p.time_ms)
+        assert BWD_FILTER_KEY not in c.keys()
+        c.put(BWD_FILTER_KEY, 2, PERFS)             # measured again, kept
+        assert c.get(BWD_FILTER_KEY, 2) == _sorted(PERFS)
+    conn = sqlite3.connect(path)
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    assert meta["migrated_from_schema"] == "5" and meta["migrated_entries"] == "10"
+    # legacy forward and find at two sizes, the new entry; graph forward and backward-filter
+    assert conn.execute("SELECT COUNT(*) FROM perfs").fetchone()[0] == (
+        (2 * 2 + 1) * len(PERFS) + 2 * 2 * len(GRAPH_PERFS))
+    conn.close()
+
+
+def test_schema_5_read_only_hides_its_legacy_backward_filter_entries(tmp_path, caplog):
+    path = tmp_path / "v5.sqlite"
+    _v5_file(path)
+    before = path.read_bytes()
+    with BenchCache(path, readonly=True) as c:
+        assert c.schema == 5 and len(c) == 8
+        assert c.get_many(BWD_FILTER_KEY, [1, 2]) == {} and c.batches(BWD_FILTER_KEY) == []
+        assert c.get_many(KEY, [1, 2]) == {1: _sorted(PERFS), 2: _sorted(PERFS)}
+        assert c.get(FIND_BWD_FILTER_KEY, 1) == _sorted(PERFS)
+        assert c.get(GRAPH_BWD_FILTER_KEY, 1) == sorted(GRAPH_PERFS, key=lambda p: p.time_ms)
+        # a refusal read from schema 5 still applies, beside the hidden entries
+        assert c.refusals(GRAPH_KEY) == {}
+    assert "legacy backward-filter entries were timed with beta 0" in caplog.text
+    with BenchCache(tmp_path / "merged.sqlite") as m:
+        assert m.import_cache(path).stored == 8
+        assert m.get_many(BWD_FILTER_KEY, [1, 2]) == {}
+    assert path.read_bytes() == before
+
+
+def test_schema_2_read_only_hides_backward_filter_entries_too(tmp_path):
+    path = tmp_path / "v2.sqlite"
+    _v2_file(path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("UPDATE entries SET op = 'bwd_filter' WHERE batch = 2")
+    conn.close()
+    with BenchCache(path, readonly=True) as c:
+        assert c.get_many(KEY, [1, 2]) == {1: _sorted(PERFS)}
+        assert c.get_many(BWD_FILTER_KEY, [1, 2]) == {} and len(c) == 1

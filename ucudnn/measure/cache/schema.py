@@ -33,6 +33,16 @@ Note [Schema migration]
     refused, per kernel. Nothing else changes, so the migration creates it and loses nothing.
     A schema-4 file opened read-only has no refusals to read.
 
+    Schema 6 has schema 5's tables; its legacy backward-filter entries re-timed with CUDA
+    events were timed with beta = 1 (Note [Backward-filter timed with beta 1] in
+    cython/ucudnn/_core.pyx), those of older files with beta = 0, which is up to 2x faster
+    for a short kernel (a 0.06 ms one on the H200) and so planned micro-batches that run
+    slower than predicted. The migration deletes them, as 3 -> 4 deleted the unchecked graph
+    entries, and they are measured again when a plan needs them. The graph family timed
+    backward-filter with beta = 1 already, and ``find`` entries hold cudnnFind's own times,
+    which take no beta: both stay. An older file opened read-only is read without those
+    entries (``visible`` of :func:`columns`).
+
 Note [Refused engines]
     The check of Note [Graph results checked] (cython/ucudnn/_core.pyx) can refuse an engine
     at one micro-batch size after it was accepted at others: such an error grows with the
@@ -57,14 +67,17 @@ from typing import NamedTuple
 from ...vocab import InputError
 from .key import UNKNOWN_CAP
 
-__all__ = ["CacheError", "APPLICATION_ID", "SCHEMA_VERSION", "APP_NAME", "SQLITE_MAGIC",
+__all__ = ["CacheError", "APPLICATION_ID", "SCHEMA_VERSION", "BWD_FILTER_BETA_1_SCHEMA",
+           "APP_NAME", "SQLITE_MAGIC",
            "KERNEL_WHERE", "REFUSED_WHERE", "Columns", "columns", "check_ours", "initialise"]
 
 log = logging.getLogger("ucudnn")
 
 #: ``PRAGMA application_id`` of ucudnn caches ("ucNN").
 APPLICATION_ID = 0x75634E4E
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
+#: The first schema whose legacy backward-filter entries were timed with beta = 1.
+BWD_FILTER_BETA_1_SCHEMA = 6
 APP_NAME = "ucudnn-bench-cache"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _OUR_TABLES = {"meta", "entries", "perfs"}
@@ -138,7 +151,14 @@ DELETE FROM entries WHERE family = 'graph'
 """
 # Schema 4 -> 5: the table of refused engines, empty.
 _MIGRATE_4_5 = _REFUSED
-_MIGRATIONS = {1: _MIGRATE_1_2, 2: _MIGRATE_2_3, 3: _MIGRATE_3_4, 4: _MIGRATE_4_5}
+# Schema 5 -> 6: the legacy backward-filter entries re-timed with beta = 0 go.
+_BETA_0_WHERE = "family = 'legacy' AND op = 'bwd_filter' AND timing != 'find'"
+_MIGRATE_5_6 = f"""
+DELETE FROM perfs WHERE entry IN (SELECT id FROM entries WHERE {_BETA_0_WHERE});
+DELETE FROM entries WHERE {_BETA_0_WHERE}
+"""
+_MIGRATIONS = {1: _MIGRATE_1_2, 2: _MIGRATE_2_3, 3: _MIGRATE_3_4, 4: _MIGRATE_4_5,
+               5: _MIGRATE_5_6}
 
 _KERNEL_COLUMNS = ("gpu", "cudnn_version", "dtype", "math", "op", "shape", "family")
 
@@ -154,22 +174,29 @@ class Columns(NamedTuple):
 
 def columns(version: int, entries: str = "", perfs: str = "") -> Columns:
     """:class:`Columns` of a file of ``version``: a schema-2 file (read-only) reads the values
-    every one of its entries has; a schema-3 file's graph entries are not visible (Note
-    [Schema migration]); in schema 5 an entry holding a config of an engine refused for its
-    kernel is not usable (Note [Refused engines]). ``entries``, ``perfs``: the tables'
+    every one of its entries has; a schema-3 file's graph entries and a file's legacy
+    backward-filter entries timed with beta = 0 (before schema 6) are not visible (Note
+    [Schema migration]); from schema 5 an entry holding a config of an engine refused for
+    its kernel is not usable (Note [Refused engines]). ``entries``, ``perfs``: the tables'
     aliases with their dot (``"e."``), where a statement joins them."""
     family = f"{entries}family" if version >= 3 else "'legacy'"
     engine = f"{perfs}engine" if version >= 3 else "''"
-    visible = f"{entries}family != 'graph'" if version == 3 else "1"
+    hidden = []
+    if version == 3:
+        hidden.append(f"{entries}family = 'graph'")
+    if version < BWD_FILTER_BETA_1_SCHEMA:
+        hidden.append(f"({family} = 'legacy' AND {entries}op = 'bwd_filter' AND "
+                      f"{entries}timing != 'find')")
+    visible = f"NOT ({' OR '.join(hidden)})" if hidden else "1"
     where = " AND ".join(f"{family if c == 'family' else entries + c} = ?"
                          for c in _KERNEL_COLUMNS) + f" AND {visible}"
     usable = visible
     if version >= 5:
         e = entries or "entries."
         same = " AND ".join(f"r.{c} = {e}{c}" for c in _KERNEL_COLUMNS if c != "family")
-        usable = (f"({e}family != 'graph' OR NOT EXISTS (SELECT 1 FROM perfs q JOIN refused r "
-                  f"ON {same} WHERE q.entry = {e}id AND (q.engine = 'eng' || r.engine OR "
-                  "q.engine LIKE 'eng' || r.engine || '[%')))")
+        usable = (f"{visible} AND ({e}family != 'graph' OR NOT EXISTS (SELECT 1 FROM perfs q "
+                  f"JOIN refused r ON {same} WHERE q.entry = {e}id AND (q.engine = 'eng' || "
+                  "r.engine OR q.engine LIKE 'eng' || r.engine || '[%')))")
     return Columns(family, engine, where, visible, usable)
 
 
@@ -197,9 +224,10 @@ def check_ours(conn: sqlite3.Connection, where: str) -> bool:
                          f"(application_id {app_id:#x}, tables {sorted(tables)}), "
                          "not a ucudnn benchmark cache; the file was left untouched")
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    if version not in (1, 2, 3, 4, SCHEMA_VERSION):
+    if version not in range(1, SCHEMA_VERSION + 1):
         raise CacheError(f"{where}: cache schema version {version}, this ucudnn reads "
-                         f"version {SCHEMA_VERSION} (and migrates versions 1 to 4); the file "
+                         f"version {SCHEMA_VERSION} (and migrates versions 1 to "
+                         f"{SCHEMA_VERSION - 1}); the file "
                          "was left untouched -- use another --cache file or a newer ucudnn")
     needed = _OUR_TABLES | ({"refused"} if version >= 5 else set())
     if not needed <= tables:
