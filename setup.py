@@ -19,7 +19,7 @@ Note [Which cuDNN]
     layers against the same. The system's cuDNN comes before a wheel's. PyTorch brings its
     own as the nvidia-cudnn wheel, often newer: on the H200 node 9.19 beside the system's
     9.14. ``CUDNN_ROOT=<site-packages>/nvidia/cudnn`` builds the core, and so Caffe, on it:
-    there the core's GPU tests pass, and Caffe's tier passes except two comparisons whose
+    there the core's GPU tests pass, and Caffe's GPU tests pass except two comparisons whose
     weight gradients are 1.3e-5 to 2.0e-5 off stock Caffe's against the tests' 1e-5 (graph
     engine 17 for backward-filter, accepted by Note [Graph results checked]'s 1e-4;
     results/h200/cudnn919/README.md). Until the tolerance those tests should hold is
@@ -28,6 +28,7 @@ Note [Which cuDNN]
 import glob
 import json
 import os
+import re
 import shutil
 import site
 import sys
@@ -94,7 +95,6 @@ def _find(header, libnames, roots):
 def cudnn_version(include_dir):
     """(major, minor, patch) from ``cudnn_version.h`` (cuDNN >= 7.1) or ``cudnn.h``; (0, 0, 0)
     where neither names it."""
-    import re
     for name in ("cudnn_version.h", "cudnn.h"):
         path = os.path.join(include_dir, name)
         if os.path.isfile(path):
@@ -105,8 +105,6 @@ def cudnn_version(include_dir):
             if all(parts):
                 return tuple(int(m.group(1)) for m in parts)
     return (0, 0, 0)
-
-
 
 
 def locate():
