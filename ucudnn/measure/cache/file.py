@@ -59,7 +59,7 @@ from typing import List, Optional, Sequence, Union
 from .access import (HotJournal, connect_readonly, foreign_sidecars, in_wal_mode, is_locked,
                      is_unwritable, roll_back, write_refusal)
 from .schema import (BWD_FILTER_BETA_1_SCHEMA, SCHEMA_VERSION, SQLITE_MAGIC, CacheError,
-                     check_ours, initialise)
+                     beta_0_where, check_ours, columns, initialise)
 
 __all__ = ["CacheFile", "default_cache_path", "JOURNAL_MODE"]
 
@@ -208,8 +208,8 @@ class CacheFile:
                         "of their results and are not read (Note [Schema migration])",
                         self._where)
         if 2 <= version < BWD_FILTER_BETA_1_SCHEMA and self._warn and conn.execute(
-                "SELECT COUNT(*) FROM entries WHERE op = 'bwd_filter' AND timing != 'find' AND "
-                + ("family = 'legacy'" if version >= 3 else "1")).fetchone()[0]:
+                "SELECT COUNT(*) FROM entries WHERE "
+                + beta_0_where(columns(version).family)).fetchone()[0]:
             log.warning("%s: schema %d, read-only: its legacy backward-filter entries were "
                         "timed with beta 0 and are not read (Note [Schema migration])",
                         self._where, version)

@@ -68,7 +68,7 @@ from ...vocab import InputError
 from .key import UNKNOWN_CAP
 
 __all__ = ["CacheError", "APPLICATION_ID", "SCHEMA_VERSION", "BWD_FILTER_BETA_1_SCHEMA",
-           "APP_NAME", "SQLITE_MAGIC",
+           "APP_NAME", "SQLITE_MAGIC", "beta_0_where",
            "KERNEL_WHERE", "REFUSED_WHERE", "Columns", "columns", "check_ours", "initialise"]
 
 log = logging.getLogger("ucudnn")
@@ -151,11 +151,20 @@ DELETE FROM entries WHERE family = 'graph'
 """
 # Schema 4 -> 5: the table of refused engines, empty.
 _MIGRATE_4_5 = _REFUSED
+
+
+def beta_0_where(family: str = "family", entries: str = "") -> str:
+    """The legacy backward-filter entries re-timed with beta = 0 (files before
+    ``BWD_FILTER_BETA_1_SCHEMA``, Note [Schema migration]); ``family``: the expression of an
+    entry's family (:func:`columns`), ``entries``: the table's alias with its dot."""
+    return (f"({family} = 'legacy' AND {entries}op = 'bwd_filter' AND "
+            f"{entries}timing != 'find')")
+
+
 # Schema 5 -> 6: the legacy backward-filter entries re-timed with beta = 0 go.
-_BETA_0_WHERE = "family = 'legacy' AND op = 'bwd_filter' AND timing != 'find'"
 _MIGRATE_5_6 = f"""
-DELETE FROM perfs WHERE entry IN (SELECT id FROM entries WHERE {_BETA_0_WHERE});
-DELETE FROM entries WHERE {_BETA_0_WHERE}
+DELETE FROM perfs WHERE entry IN (SELECT id FROM entries WHERE {beta_0_where()});
+DELETE FROM entries WHERE {beta_0_where()}
 """
 _MIGRATIONS = {1: _MIGRATE_1_2, 2: _MIGRATE_2_3, 3: _MIGRATE_3_4, 4: _MIGRATE_4_5,
                5: _MIGRATE_5_6}
@@ -185,8 +194,7 @@ def columns(version: int, entries: str = "", perfs: str = "") -> Columns:
     if version == 3:
         hidden.append(f"{entries}family = 'graph'")
     if version < BWD_FILTER_BETA_1_SCHEMA:
-        hidden.append(f"({family} = 'legacy' AND {entries}op = 'bwd_filter' AND "
-                      f"{entries}timing != 'find')")
+        hidden.append(beta_0_where(family, entries))
     visible = f"NOT ({' OR '.join(hidden)})" if hidden else "1"
     where = " AND ".join(f"{family if c == 'family' else entries + c} = ?"
                          for c in _KERNEL_COLUMNS) + f" AND {visible}"
