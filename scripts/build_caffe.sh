@@ -784,8 +784,10 @@ detect_ucudnn() {
   fi
   local py
   py="$(command -v "$UCUDNN_PY" 2>/dev/null)" || die "ucudnn: $UCUDNN_PY not found (--ucudnn-python)"
-  # from / so that a source checkout in the working directory does not shadow the package
-  (cd / && "$py" -c "from ucudnn import config; config.cflags(); config.libs()") >/dev/null 2>&1 ||
+  # from / so that a source checkout in the working directory does not shadow the package;
+  # prints the cuDNN the core was built with (empty for a core built before it was recorded)
+  local cudnn
+  cudnn="$(cd / && "$py" -c "from ucudnn import config; config.cflags(); config.libs(); c = config.build_config(); print(c.get('cudnn_include', ''), c.get('cudnn_library', ''), c.get('cudnn_version', ''))" 2>/dev/null)" ||
     die "ucudnn: '$py' cannot import the ucudnn package with its compiled core; run 'pip install .' in this repository with that Python, pass --ucudnn-python, or --no-ucudnn"
   log "ucudnn: enabled, embedding $py ($("$py" -c 'import sys; print(sys.version.split()[0])'))"
   if [[ $WITH_PYTHON -eq 1 && "$(readlink -f "$PYTHON_EXE")" != "$(readlink -f "$py")" ]]; then
@@ -794,11 +796,11 @@ detect_ucudnn() {
   UCUDNN_ARGS=(-DUSE_UCUDNN=ON "-DUCUDNN_PYTHON=$py")
   # Caffe's cuDNN layers and the core in one process share one libcudnn.so.9: build Caffe
   # against the headers and library the core was built with (Note [Which cuDNN] in setup.py)
-  local cudnn
-  cudnn="$(cd / && "$py" -c "from ucudnn import config; c = config.build_config(); print(c['cudnn_include'], c['cudnn_library'], c['cudnn_version'])" 2>/dev/null)" || cudnn=""
-  if [[ -n "$cudnn" ]]; then
-    read -r UCUDNN_CUDNN_INCLUDE UCUDNN_CUDNN_LIBRARY cudnn <<<"$cudnn"
+  read -r UCUDNN_CUDNN_INCLUDE UCUDNN_CUDNN_LIBRARY cudnn <<<"$cudnn" || true
+  if [[ -n "$UCUDNN_CUDNN_INCLUDE" ]]; then
     log "cuDNN: $cudnn from the core's build ($UCUDNN_CUDNN_LIBRARY)"
+  else
+    warn "cuDNN: the core's build does not record its cuDNN (built by an older ucudnn); Caffe's CMake looks for one itself, which may not be the core's"
   fi
 }
 
