@@ -21,6 +21,14 @@ NCHW only; the NHWC setting of such a kernel is each group's channels as a packe
 for the graph family: the cost of a cold plan). The summary (stdout, and --out/summary.json)
 adds ``count x measured_ms`` per suite and setting: the net's convolution time per iteration.
 
+Where the powerOfTwo plan at a limit differs from the undivided plan at the same limit, the
+two are also timed side by side (Note [Divided against undivided, side by side]) into
+--out/versus_undivided.csv, one row per kernel x op x setting x limit:
+
+    suite,kernel,op,family,layout,dtype,limit_bytes,undivided_choice,divided_choice,
+    undivided_predicted_ms,divided_predicted_ms,undivided_ms,divided_ms,ratio,ratio_min,
+    ratio_max,rounds
+
     python scripts/bench_engines.py --suites resnet18 --out results/h200/engines
     python scripts/bench_engines.py --replot results/h200/engines/points.csv --out /tmp/fig
 
@@ -48,6 +56,22 @@ from ucudnn.vocab import DTYPES, UNLIMITED, PlanError, default_math, format_size
 
 COLUMNS = ("suite", "kernel", "op", "family", "layout", "dtype", "limit_bytes", "policy",
            "predicted_ms", "measured_ms", "workspace_bytes", "choice", "count", "benchmark_s")
+VERSUS_COLUMNS = ("suite", "kernel", "op", "family", "layout", "dtype", "limit_bytes",
+                  "undivided_choice", "divided_choice", "undivided_predicted_ms",
+                  "divided_predicted_ms", "undivided_ms", "divided_ms", "ratio", "ratio_min",
+                  "ratio_max", "rounds")
+
+# Note [Divided against undivided, side by side]
+#     "Is this plan slower than not dividing?" is a ratio of two times, and a ratio is
+#     measured side by side: each timed once per setting, minutes apart, the same plan of a
+#     short host-bound kernel (legacy half precision, results/h200/timing/) measured up to
+#     1.6x apart, more than any difference between the two plans. So the two plans of one
+#     kernel at one limit, each with its own workspace on the same buffers and stream, are
+#     timed in alternating rounds (undivided first in even rounds, divided first in odd ones,
+#     so that a drift over the rounds weighs on both), each round a median of --iters runs;
+#     ``ratio`` is the median over rounds of divided / undivided, ``ratio_min`` and
+#     ``ratio_max`` its range. ``undivided_ms`` and ``divided_ms`` are the medians of the
+#     rounds' medians.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +127,18 @@ def measure(core, kern_spec, op, family, layout, dtype, args, log):
         buf.fill_random(esize, 101 + i, dtype == "bfloat16")
     a, b, out = {"fwd": (xb, wb, yb), "bwd_data": (wb, yb, xb), "bwd_filter": (xb, yb, wb)}[op]
     handle = core.Handle(0)
-    rows = []
+    # backward-filter accumulates, as in Caffe and as the benchmark times it (Note
+    # [Backward-filter timed with beta 1] in cython/ucudnn/_core.pyx)
+    beta = 1.0 if op == "bwd_filter" else 0.0
+    setting = {"suite": kern_spec.suite, "kernel": kern_spec.name, "op": op, "family": family,
+               "layout": layout, "dtype": dtype}
+
+    def timed(k, ws, iters):
+        return statistics.median(core.time_run(k, handle, a.ptr, b.ptr, out.ptr, ws.ptr,
+                                               k.workspace_size, iters, 3, beta=beta))
+
+    rows, versus = [], []
+    plans = {}
     settings = [(UNLIMITED, "undivided")] + [(lim, pol) for lim in args.limits
                                              for pol in ("undivided", "powerOfTwo")]
     for limit, policy in settings:
@@ -112,23 +147,66 @@ def measure(core, kern_spec, op, family, layout, dtype, args, log):
         except PlanError as e:
             log(f"  {name} {family} {layout} {dtype} {format_size(limit)} {policy}: {e}")
             continue
+        plans[limit, policy] = plan
         kern.set_plan(plan)
         ws = core.DeviceBuffer(max(1, kern.workspace_size))
-        # backward-filter accumulates, as in Caffe and as the benchmark times it (Note
-        # [Backward-filter timed with beta 1] in cython/ucudnn/_core.pyx)
-        times = core.time_run(kern, handle, a.ptr, b.ptr, out.ptr, ws.ptr, kern.workspace_size,
-                              args.iters, 3, beta=1.0 if op == "bwd_filter" else 0.0)
-        rows.append({"suite": kern_spec.suite, "kernel": kern_spec.name, "op": op,
-                     "family": family, "layout": layout, "dtype": dtype,
-                     "limit_bytes": "unlimited" if limit == UNLIMITED else limit,
-                     "policy": policy, "predicted_ms": round(plan.time_ms, 5),
-                     "measured_ms": round(statistics.median(times), 5),
-                     "workspace_bytes": kern.workspace_size, "choice": plan.describe(op),
-                     "count": kern_spec.count, "benchmark_s": round(bench_s, 3)})
+        rows.append(dict(setting, limit_bytes="unlimited" if limit == UNLIMITED else limit,
+                         policy=policy, predicted_ms=round(plan.time_ms, 5),
+                         measured_ms=round(timed(kern, ws, args.iters), 5),
+                         workspace_bytes=kern.workspace_size, choice=plan.describe(op),
+                         count=kern_spec.count, benchmark_s=round(bench_s, 3)))
+        undivided = plans.get((limit, "undivided"))
+        if (policy == "powerOfTwo" and undivided is not None and args.versus_rounds
+                and undivided.describe() != plan.describe()):
+            # Note [Divided against undivided, side by side]
+            kern_u = core.Kernel(shape, op, kern_spec.n, dtype, math_of(args, dtype), name)
+            kern_u.set_plan(undivided)
+            ws_u = core.DeviceBuffer(max(1, kern_u.workspace_size))
+            pairs = []
+            for r in range(args.versus_rounds):
+                if r % 2 == 0:
+                    u = timed(kern_u, ws_u, args.iters)
+                    d = timed(kern, ws, args.iters)
+                else:
+                    d = timed(kern, ws, args.iters)
+                    u = timed(kern_u, ws_u, args.iters)
+                pairs.append((u, d))
+            versus.append(dict(setting, limit_bytes=limit,
+                               undivided_choice=undivided.describe(op),
+                               divided_choice=plan.describe(op),
+                               undivided_predicted_ms=round(undivided.time_ms, 5),
+                               divided_predicted_ms=round(plan.time_ms, 5),
+                               **side_by_side(pairs)))
+            del kern_u, ws_u
         del ws
     log(f"  {name:22s} {family:6s} {layout} {dtype:8s} benchmark {bench_s:6.1f} s"
         + (f" ({kern.graph_stats})" if family == "graph" else ""))
-    return rows
+    return rows, versus
+
+
+def side_by_side(pairs):
+    """Note [Divided against undivided, side by side]: the columns of one kernel's row from
+    its rounds' ``(undivided_ms, divided_ms)`` medians."""
+    ratios = [d / u for u, d in pairs]
+    return {"undivided_ms": round(statistics.median(u for u, _ in pairs), 5),
+            "divided_ms": round(statistics.median(d for _, d in pairs), 5),
+            "ratio": round(statistics.median(ratios), 4), "ratio_min": round(min(ratios), 4),
+            "ratio_max": round(max(ratios), 4), "rounds": len(pairs)}
+
+
+def print_versus(versus, slower=1.03):
+    """One line per suite, family, layout and dtype: how many divided plans were timed beside
+    their undivided ones, their geomean ratio, and the plans slower by more than ``slower``."""
+    groups = {}
+    for v in versus:
+        groups.setdefault((v["suite"], v["family"], v["layout"], v["dtype"]), []).append(v)
+    for (suite, fam, lay, dt), vs in sorted(groups.items()):
+        geo = statistics.geometric_mean(v["ratio"] for v in vs)
+        worse = [f"{v['kernel']}/{v['op']}@{format_size(int(v['limit_bytes']))} {v['ratio']:.3f}"
+                 for v in vs if v["ratio"] > slower]
+        print(f"{suite:9s} {fam:6s} {lay} {dt:8s} divided/undivided side by side: "
+              f"{len(vs)} plans, geomean {geo:.3f}, slower than {slower:.2f}x: "
+              + (", ".join(worse) if worse else "none"))
 
 
 def summarise(rows):
@@ -214,6 +292,9 @@ def main(argv=None):
                     help="cuDNN math mode (default auto: tensor_op for float16 and bfloat16, "
                     "default otherwise; ucudnn.vocab.default_math)")
     ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--versus-rounds", type=int, default=6,
+                    help="rounds of the side-by-side timing of a divided plan and its "
+                    "undivided plan (Note [Divided against undivided, side by side]; 0: none)")
     ap.add_argument("--max-configs", type=int, default=16,
                     help="engine configs tried per size (0: every one heuristics propose; "
                     "default 16, the core's)")
@@ -240,9 +321,9 @@ def main(argv=None):
         print(f"bench_engines: {e}", file=sys.stderr)
         return 2
     core = bench.core()
-    rows = []
+    rows, versus = [], []
     t0 = time.perf_counter()
-    points = None
+    points = versus_file = None
     if args.out:
         # written as each kernel is measured: a run cut short keeps what it measured
         # (--replot draws it)
@@ -250,6 +331,9 @@ def main(argv=None):
         points = open(os.path.join(args.out, "points.csv"), "w", newline="")
         writer = csv.DictWriter(points, fieldnames=COLUMNS)
         writer.writeheader()
+        versus_file = open(os.path.join(args.out, "versus_undivided.csv"), "w", newline="")
+        versus_writer = csv.DictWriter(versus_file, fieldnames=VERSUS_COLUMNS)
+        versus_writer.writeheader()
     try:
         for suite in args.suites:
             for ks in suite_kernels(suite, args.deepbench_layers):
@@ -259,20 +343,26 @@ def main(argv=None):
                     for dtype in args.dtypes:
                         for family in args.families:
                             for layout in args.layouts:
-                                new = measure(core, ks, op, family, layout, dtype, args, log)
+                                new, new_versus = measure(core, ks, op, family, layout,
+                                                          dtype, args, log)
                                 rows.extend(new)
+                                versus.extend(new_versus)
                                 if points is not None:
                                     writer.writerows(new)
+                                    versus_writer.writerows(new_versus)
                                     points.flush()
+                                    versus_file.flush()
     finally:
-        if points is not None:
-            points.close()
+        for f in (points, versus_file):
+            if f is not None:
+                f.close()
     summary = summarise(rows)
     meta = {"command": " ".join(sys.argv), "device": info, "python": platform.python_version(),
             "seconds": round(time.perf_counter() - t0, 1), "max_configs": args.max_configs,
-            "iters": args.iters,
+            "iters": args.iters, "versus_rounds": args.versus_rounds,
             "math": {d: math_of(args, d) for d in args.dtypes}}
     print_summary(summary)
+    print_versus(versus)
     if args.out:
         with open(os.path.join(args.out, "summary.json"), "w") as f:
             json.dump({"meta": meta, "summary": summary}, f, indent=1)

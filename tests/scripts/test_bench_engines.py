@@ -49,3 +49,38 @@ def test_figure_is_drawn_again_from_the_committed_points(tmp_path):
     assert m.main(["--replot", str(POINTS), "--out", str(tmp_path / "fig")]) == 0
     png = (tmp_path / "fig" / "engines.png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
+
+
+def test_divided_plans_are_timed_beside_their_undivided_plans(fake_core, tmp_path, capsys):
+    """Note [Divided against undivided, side by side] over the fake core, whose time_run
+    gives each plan its predicted time: at 8 MiB the two-algorithm model's undivided plan is
+    the slow algorithm and powerOfTwo divides into the fast one; unlimited, nothing divides,
+    so no row is written for that limit."""
+    import csv
+    m = _module()
+    out = tmp_path / "out"
+    assert m.main(["--suites", "deepbench", "--deepbench-layers", "1", "--families", "legacy",
+                   "--layouts", "NCHW", "--limits", "8MiB", "--versus-rounds", "3",
+                   "--out", str(out)]) == 0
+    with open(out / "versus_undivided.csv", newline="") as f:
+        versus = list(csv.DictReader(f))
+    points = m.read_points(out / "points.csv")
+    assert [v["op"] for v in versus] == ["fwd", "bwd_data", "bwd_filter"]
+    for v in versus:
+        assert v["limit_bytes"] == str(8 << 20) and v["rounds"] == "3"
+        undivided, divided = (next(p for p in points if (p["op"], p["policy"]) == (v["op"], pol)
+                                   and p["limit_bytes"] == v["limit_bytes"])
+                              for pol in ("undivided", "powerOfTwo"))
+        assert (v["undivided_choice"], v["divided_choice"]) == (undivided["choice"],
+                                                                divided["choice"])
+        assert float(v["undivided_ms"]) == undivided["predicted_ms"]
+        assert float(v["ratio"]) == round(divided["predicted_ms"] / undivided["predicted_ms"], 4)
+        assert float(v["ratio"]) < 1
+    line = next(l for l in capsys.readouterr().out.splitlines() if "side by side" in l)
+    assert "3 plans" in line and line.endswith("slower than 1.03x: none")
+
+
+def test_side_by_side_takes_the_median_ratio_of_the_rounds():
+    row = _module().side_by_side([(1.0, 0.9), (2.0, 1.0), (1.0, 1.5)])
+    assert (row["ratio"], row["ratio_min"], row["ratio_max"]) == (0.9, 0.5, 1.5)
+    assert (row["undivided_ms"], row["divided_ms"], row["rounds"]) == (1.0, 1.0, 3)
