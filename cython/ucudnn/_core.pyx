@@ -1849,14 +1849,30 @@ cdef int run_kernel(const ucudnn_kernel* k, dnn.cudnnHandle_t h, const void* alp
 
 # --------------------------------------------------------------------------- timing
 
+# Note [Plans timed back to back]
+#     A framework enqueues one call after another without waiting, and so do the benchmark's
+#     re-timing (Note [Find times]) and a plan's own chunks: what a call costs there is the
+#     time from one call's end event to the next's, which is the GPU's time where the GPU is
+#     the bottleneck and the host's where the host is. Timing each run between its own pair
+#     of events instead leaves out the host's time before each run's first kernel: on the
+#     H200 (cuDNN 9.19) a legacy fp16 backward-filter (ResNet-50 res3b_branch2a, NHWC, ALGO_1
+#     with tensor-op math) measured 0.195 ms that way, against 0.358 ms back to back, the time
+#     its benchmark predicted; the same kernel in fp32 measured 0.080 ms either way
+#     (results/h200/cudnn919/host_probe.json). So ``time_run`` times back to back, one event
+#     between consecutive runs, and a sum of predicted chunk times compares with it.
+
 def time_run(Kernel kern not None, Handle handle not None, uintptr_t a, uintptr_t b,
              uintptr_t out, uintptr_t workspace, size_t workspace_size, int iters=20,
-             int warmup=3, double alpha=1.0, double beta=0.0):
+             int warmup=3, double alpha=1.0, double beta=0.0, bint back_to_back=True):
     """Time ``iters`` runs of the kernel's plan on ``handle``'s stream with CUDA events.
 
-    Returns the per-iteration times in milliseconds (one event pair per iteration, after
-    ``warmup`` untimed runs). Every run's status and every event call is checked; the first
-    failure stops the loop and is raised. For benchmarks; not on any hot path.
+    Returns the per-iteration times in milliseconds, after ``warmup`` untimed runs. With
+    ``back_to_back`` (the default, Note [Plans timed back to back]) one event is recorded
+    before the first timed run and one after each, and a run's time is the span between
+    consecutive events; otherwise each run has its own pair of events around it (the GPU's
+    time for the run alone, leaving out the host's before its first kernel). Every run's
+    status and every event call is checked; the first failure stops the loop and is raised.
+    For benchmarks; not on any hot path.
     """
     if iters < 1:
         raise InputError(f"field 'iters': must be >= 1, got {iters}")
@@ -1870,16 +1886,20 @@ def time_run(Kernel kern not None, Handle handle not None, uintptr_t a, uintptr_
     cdef rt.cudaError_t cerr = rt.cudaSuccess
     cdef int i, rc = UCUDNN_OK
     cdef int stage = 1          # the CUDA call that failed: 1 cudaEventRecord, 2 ...Synchronize
+    cdef int last               # the event recorded last
     cdef float ms
+    # run i (0-based, timed) lies between events start(i) and end(i)
+    cdef int step = 1 if back_to_back else 2
     if ev == NULL:
         raise MemoryError()
     try:
         for i in range(2 * iters):
             check_cuda(rt.cudaEventCreate(&ev[i]), "cudaEventCreate")
+        last = iters if back_to_back else 2 * iters - 1
         with nogil:
             for i in range(warmup + iters):
-                if i >= warmup:
-                    cerr = rt.cudaEventRecord(ev[2 * (i - warmup)], stream)
+                if i >= warmup and (not back_to_back or i == warmup):
+                    cerr = rt.cudaEventRecord(ev[step * (i - warmup)], stream)
                     if cerr != rt.cudaSuccess:
                         break
                 rc = run_kernel(&kern.k, handle.h, pa, <const void*>a, <const void*>b, pb,
@@ -1887,19 +1907,19 @@ def time_run(Kernel kern not None, Handle handle not None, uintptr_t a, uintptr_
                 if rc != UCUDNN_OK:
                     break
                 if i >= warmup:
-                    cerr = rt.cudaEventRecord(ev[2 * (i - warmup) + 1], stream)
+                    cerr = rt.cudaEventRecord(ev[step * (i - warmup) + 1], stream)
                     if cerr != rt.cudaSuccess:
                         break
             if rc == UCUDNN_OK and cerr == rt.cudaSuccess:
                 stage = 2
-                cerr = rt.cudaEventSynchronize(ev[2 * iters - 1])
+                cerr = rt.cudaEventSynchronize(ev[last])
         if rc != UCUDNN_OK:
             raise _run_error(rc)
         check_cuda(cerr, f"{kern.name}: "
                    f"{'cudaEventRecord' if stage == 1 else 'cudaEventSynchronize'} in time_run")
         times = []
         for i in range(iters):
-            check_cuda(rt.cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]),
+            check_cuda(rt.cudaEventElapsedTime(&ms, ev[step * i], ev[step * i + 1]),
                        "cudaEventElapsedTime")
             times.append(ms)
         return times

@@ -228,9 +228,13 @@ def test_workspace_too_small_is_a_clear_error():
     with pytest.raises(InputError, match="small_ws.*workspace"):
         _core.time_run(kern, _handle(), x.data_ptr(), w.data_ptr(), y.data_ptr(), 0, 0, iters=3)
     ws = torch.empty(max(1, kern.workspace_size), dtype=torch.uint8, device="cuda")
-    times = _core.time_run(kern, _handle(), x.data_ptr(), w.data_ptr(), y.data_ptr(),
-                           ws.data_ptr(), kern.workspace_size, iters=3, warmup=1)
-    assert len(times) == 3 and all(t > 0 for t in times)
+    # back to back (Note [Plans timed back to back]) and each run between its own events:
+    # every event each mode reads was recorded
+    for back_to_back in (True, False):
+        times = _core.time_run(kern, _handle(), x.data_ptr(), w.data_ptr(), y.data_ptr(),
+                               ws.data_ptr(), kern.workspace_size, iters=3, warmup=1,
+                               back_to_back=back_to_back)
+        assert len(times) == 3 and all(t > 0 for t in times)
 
 
 def test_one_cudnn_handle_per_thread():

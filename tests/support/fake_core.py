@@ -151,7 +151,7 @@ class FakeCore:
 
     # -- the scripts' timing -----------------------------------------------------------------
     def time_run(self, kern, handle, a, b, out, workspace, workspace_size, iters=20, warmup=3,
-                 alpha=1.0, beta=0.0):
+                 alpha=1.0, beta=0.0, back_to_back=True):
         if kern.plan is None:
             raise PlanError(f"{kern.name}: kernel has no plan")
         if workspace_size < kern.workspace_size:
