@@ -194,19 +194,38 @@ def side_by_side(pairs):
             "ratio_max": round(max(ratios), 4), "rounds": len(pairs)}
 
 
-def print_versus(versus, slower=1.03):
-    """One line per suite, family, layout and dtype: how many divided plans were timed beside
-    their undivided ones, their geomean ratio, and the plans slower by more than ``slower``."""
+def print_versus(rows, versus, slower=1.03):
+    """One line per suite, family, layout, dtype and limit, from the side-by-side timings
+    (Note [Divided against undivided, side by side]): over the kernels whose undivided plan
+    fits the limit, the geomean speedup of the powerOfTwo plan (undivided / divided, 1 where
+    the two plans are the same), how many plans differ, and those slower than their undivided
+    plan by more than ``slower``."""
+    timed = {(v["suite"], v["kernel"], v["op"], v["family"], v["layout"], v["dtype"],
+              str(v["limit_bytes"])): v for v in versus}
+    plans = {(r["suite"], r["kernel"], r["op"], r["family"], r["layout"], r["dtype"],
+              str(r["limit_bytes"]), r["policy"]) for r in rows}
     groups = {}
-    for v in versus:
-        groups.setdefault((v["suite"], v["family"], v["layout"], v["dtype"]), []).append(v)
-    for (suite, fam, lay, dt), vs in sorted(groups.items()):
-        geo = statistics.geometric_mean(v["ratio"] for v in vs)
-        worse = [f"{v['kernel']}/{v['op']}@{format_size(int(v['limit_bytes']))} {v['ratio']:.3f}"
-                 for v in vs if v["ratio"] > slower]
-        print(f"{suite:9s} {fam:6s} {lay} {dt:8s} divided/undivided side by side: "
-              f"{len(vs)} plans, geomean {geo:.3f}, slower than {slower:.2f}x: "
-              + (", ".join(worse) if worse else "none"))
+    for key in sorted(plans):
+        if key[-1] != "powerOfTwo" or key[:-1] + ("undivided",) not in plans:
+            continue
+        v = timed.get(key[:-1])
+        groups.setdefault(key[:1] + key[3:7], []).append((key, v))
+    for (suite, fam, lay, dt, limit), kvs in groups.items():
+        geo = statistics.geometric_mean(1.0 / float(v["ratio"]) if v else 1.0 for _, v in kvs)
+        worse = [f"{k[1]}/{k[2]} {float(v['ratio']):.3f}" for k, v in kvs
+                 if v and float(v["ratio"]) > slower]
+        print(f"{suite:9s} {fam:6s} {lay} {dt:8s} {format_size(int(limit)):>10s} side by side: "
+              f"{len(kvs)} kernels, {sum(1 for _, v in kvs if v)} divided, geomean speedup "
+              f"{geo:.3f}x, slower than {slower:.2f}x: " + (", ".join(worse) if worse else "none"))
+
+
+def read_versus(path):
+    """The rows of a versus_undivided.csv (no rows where the file is absent: a points.csv
+    written before the side-by-side timing)."""
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
 
 
 def summarise(rows):
@@ -303,13 +322,18 @@ def main(argv=None):
                     help="only these kernels of the suites (a layer name, or name/op)")
     ap.add_argument("--out", default=None,
                     help="folder for points.csv, summary.json and engines.png")
-    ap.add_argument("--replot", metavar="POINTS_CSV", default=None,
-                    help="only print the sums and draw engines.png (into --out) from an "
-                    "earlier points.csv, one cut short included")
+    ap.add_argument("--replot", metavar="POINTS_CSV", nargs="+", default=None,
+                    help="only print the sums and the side-by-side lines and draw engines.png "
+                    "(into --out) from earlier points.csv files (each with the "
+                    "versus_undivided.csv beside it, where there is one), one cut short "
+                    "included")
     args = ap.parse_args(argv)
     if args.replot:
-        rows = read_points(args.replot)
+        rows = [r for p in args.replot for r in read_points(p)]
+        versus = [v for p in args.replot for v in read_versus(
+            os.path.join(os.path.dirname(p), "versus_undivided.csv"))]
         print_summary(summarise(rows))
+        print_versus(rows, versus)
         os.makedirs(args.out or ".", exist_ok=True)
         plot(rows, os.path.join(args.out or ".", "engines.png"))
         return 0
@@ -362,7 +386,7 @@ def main(argv=None):
             "iters": args.iters, "versus_rounds": args.versus_rounds,
             "math": {d: math_of(args, d) for d in args.dtypes}}
     print_summary(summary)
-    print_versus(versus)
+    print_versus(rows, versus)
     if args.out:
         with open(os.path.join(args.out, "summary.json"), "w") as f:
             json.dump({"meta": meta, "summary": summary}, f, indent=1)

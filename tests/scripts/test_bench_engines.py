@@ -57,6 +57,7 @@ def test_divided_plans_are_timed_beside_their_undivided_plans(fake_core, tmp_pat
     the slow algorithm and powerOfTwo divides into the fast one; unlimited, nothing divides,
     so no row is written for that limit."""
     import csv
+    import statistics
     m = _module()
     out = tmp_path / "out"
     assert m.main(["--suites", "deepbench", "--deepbench-layers", "1", "--families", "legacy",
@@ -77,7 +78,14 @@ def test_divided_plans_are_timed_beside_their_undivided_plans(fake_core, tmp_pat
         assert float(v["ratio"]) == round(divided["predicted_ms"] / undivided["predicted_ms"], 4)
         assert float(v["ratio"]) < 1
     line = next(l for l in capsys.readouterr().out.splitlines() if "side by side" in l)
-    assert "3 plans" in line and line.endswith("slower than 1.03x: none")
+    # each divided plan is 32 x 8 samples of the fast algorithm against 256 of the slow one
+    assert {v["divided_choice"] for v in versus} == {"8x32:IMPLICIT_PRECOMP_GEMM", "8x32:ALGO_1"}
+    geomean = statistics.geometric_mean(1 / float(v["ratio"]) for v in versus)
+    assert f"3 kernels, 3 divided, geomean speedup {geomean:.3f}x" in line
+    assert line.endswith("slower than 1.03x: none")
+    # the same line from the files alone
+    assert m.main(["--replot", str(out / "points.csv"), "--out", str(tmp_path / "fig")]) == 0
+    assert line in capsys.readouterr().out.splitlines()
 
 
 def test_side_by_side_takes_the_median_ratio_of_the_rounds():
