@@ -61,9 +61,12 @@ def bench_totals(records):
 
 def plan_net(net, policy, search, limit, cache, records, shard=None, repeats=1,
              engines="legacy"):
-    """(seconds, sizes benchmarked, predicted ms) of planning every kernel of ``net`` (with
-    ``shard`` = (i, n): only the i-th of n equal-cost shares); the plan records go to
-    ``records`` (the sizes benchmarked are read from them)."""
+    """(seconds, sizes benchmarked, predicted ms, split) of planning every kernel of ``net``
+    (with ``shard`` = (i, n): only the i-th of n equal-cost shares); the plan records go to
+    ``records`` (the sizes benchmarked are read from them). ``split``: the seconds summed
+    over kernels in the benchmark through the cache (``bench_s``: for a warm pass, the cache
+    reads and the search) and in the DP with the plan's resolution in the core (``plan_s``:
+    graph plans are built there)."""
     from ucudnn.measure import records as rw
     from ucudnn.measure import shipped
     from ucudnn.measure.sources import plan_kernels, shard_kernels
@@ -84,7 +87,8 @@ def plan_net(net, policy, search, limit, cache, records, shard=None, repeats=1,
                                                  engines=engines))
     seconds = time.perf_counter() - t0
     predicted = sum(l.groups * l.count * k.plan.time_ms for l, _, k in planned)
-    return seconds, bench_totals(records)[0], predicted
+    split = {p: sum(k.timing[p] for _, _, k in planned) for p in ("bench_s", "plan_s")}
+    return seconds, bench_totals(records)[0], predicted, split
 
 
 def cold_on_devices(args, devices, cache, records):
@@ -201,20 +205,19 @@ def main(argv=None):
             ap.error(str(e))
     with tempfile.TemporaryDirectory(prefix="ucudnn-cold-") as d:
         cache, records = Path(d) / "bench.sqlite", Path(d) / "records.jsonl"
+        common = dict(repeats=args.repeats, engines=args.engines)
         if devices:
             cold_s = cold_on_devices(args, devices, cache, records)
             sizes, parts = bench_totals(records)
             records.unlink()
-            warm_s, again, predicted = plan_net(args.net, args.policy, args.search, limit,
-                                                cache, records, repeats=args.repeats,
-                                                engines=args.engines)
+            warm_s, again, predicted, warm_split = plan_net(
+                args.net, args.policy, args.search, limit, cache, records, **common)
         else:
-            cold_s, sizes, predicted = plan_net(args.net, args.policy, args.search, limit,
-                                                cache, records, repeats=args.repeats,
-                                                engines=args.engines)
+            cold_s, sizes, predicted, _ = plan_net(
+                args.net, args.policy, args.search, limit, cache, records, **common)
             _, parts = bench_totals(records)
-            warm_s, again, _ = plan_net(args.net, args.policy, args.search, limit, cache,
-                                        records, repeats=args.repeats, engines=args.engines)
+            warm_s, again, _, warm_split = plan_net(
+                args.net, args.policy, args.search, limit, cache, records, **common)
     if again:       # the warm pass must be served by the cache alone
         raise SystemExit(f"cold_planning: the warm pass benchmarked {again} sizes again")
     row = {"net": args.net, "policy": args.policy, "search": args.search, "limit_bytes": limit,
@@ -238,7 +241,8 @@ def main(argv=None):
         w.writerow(row)
     print(f"{args.net} {args.policy} ({args.search}, {args.limit}, {args.engines}) on "
           f"{device_info().get('gpu')}: cold {cold_s:.1f} s ({sizes} sizes benchmarked), "
-          f"warm {warm_s:.2f} s, predicted {predicted:.2f} ms; benchmarks: "
+          f"warm {warm_s:.2f} s (cache and search {warm_split['bench_s']:.2f} s, DP and plan "
+          f"builds {warm_split['plan_s']:.2f} s), predicted {predicted:.2f} ms; benchmarks: "
           + ", ".join(f"{p} {v:.1f} s" for p, v in parts.items()))
     return 0
 

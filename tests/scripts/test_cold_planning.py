@@ -86,7 +86,7 @@ def test_shards_cover_the_net_once(script, tmp_path):
     assert sorted(benched) == sorted(_table("resnet18"))     # every kernel, none twice
     asked.clear()
     records.unlink()
-    _, again, predicted = mod.plan_net("resnet18", "powerOfTwo", "pruned", 64 << 20, cache,
+    _, again, predicted, _ = mod.plan_net("resnet18", "powerOfTwo", "pruned", 64 << 20, cache,
                                        records)
     assert again == 0 and not asked and predicted > 0
 
@@ -100,14 +100,16 @@ def test_warm_pass_reads_the_cache_once(script, tmp_path):
     bounds can ask for a size it never measured.)"""
     mod, asked = script
     cache, records = tmp_path / "bench.sqlite", tmp_path / "records.jsonl"
-    _, cold_sizes, cold_ms = mod.plan_net("resnet18", "all", "pruned", 64 << 20, cache,
-                                          records)
+    _, cold_sizes, cold_ms, _ = mod.plan_net("resnet18", "all", "pruned", 64 << 20, cache,
+                                             records)
     from ucudnn.caffe.records import read_records
     cold_rounds = [r["search_rounds"] for r in read_records(records) if r["kind"] == "bench"]
     asked.clear()
-    _, again, warm_ms = mod.plan_net("resnet18", "all", "pruned", 64 << 20, cache, records)
+    _, again, warm_ms, warm_split = mod.plan_net("resnet18", "all", "pruned", 64 << 20, cache,
+                                                 records)
     warm = [r for r in read_records(records) if r["kind"] == "bench"]
     assert cold_sizes > 0 and again == 0 and not asked
+    assert set(warm_split) == {"bench_s", "plan_s"} and all(v > 0 for v in warm_split.values())
     assert warm_ms == pytest.approx(cold_ms, rel=1e-12)
     fast = [r["search_rounds"] <= 2 for r in warm]
     assert len(warm) == len(cold_rounds) and sum(fast) >= 0.9 * len(fast)
