@@ -18,7 +18,7 @@ timeout 70 python3 -P -X faulthandler -m pytest -m gpu --require-gpu -q -p no:ca
 grep -E "^(FAILED|ERROR)|passed|failed" $R/gpu_tests.log | cut -c1-300 | tail -5
 timeout 90 python3 -P scripts/bench_engines.py --suites resnet18 --families legacy --dtypes float16 bfloat16 --limits 64MiB --out $R/resnet18_half_legacy > $R/resnet18_half_legacy_summary.txt 2> $R/resnet18_half_legacy_benchmark.log; el "r18 half legacy rc=$?"
 grep -v "side by side" $R/resnet18_half_legacy_summary.txt
-left=$(( 578 - ($(date +%s)-t0) ))
+left=$(( ${BUDGET:-578} - ($(date +%s)-t0) ))
 timeout $left python3 -P scripts/bench_engines.py --suites deepbench --kernels db55 db56 db57 db58 db59 db60 db61 db20 db21 db22 db30 db32 db35 db36 db38 db41 db54 --dtypes float16 bfloat16 --limits 128MiB --out $R/deepbench_half > $R/deepbench_half_summary.txt 2> $R/deepbench_half_benchmark.log; el "deepbench half rc=$?"
 tail -2 $R/deepbench_half_benchmark.log | cut -c1-80; wc -l $R/deepbench_half/*.csv
 tar czf $OUT/e.tgz -C $OUT e && rm -rf $R; el done
