@@ -101,6 +101,20 @@ def suite_kernels(suite: str, deepbench_limit: int):
                      f"({', '.join(net_names() + ['deepbench'])})")
 
 
+def kernel_ops(suites, deepbench_limit: int, kernels=None):
+    """``[(Kernel, op)]`` to measure, suite by suite: every op of every kernel, or with
+    ``kernels`` (layer names, or ``name/op``) only those, in the order given (a run cut
+    short by its time has measured the first ones named)."""
+    out = [(ks, op) for suite in suites for ks in suite_kernels(suite, deepbench_limit)
+           for op in ks.ops]
+    if not kernels:
+        return out
+    rank = {k: i for i, k in enumerate(kernels)}
+    named = [(min(rank.get(ks.name, len(rank)), rank.get(f"{ks.name}/{op}", len(rank))), i)
+             for i, (ks, op) in enumerate(out)]
+    return [out[i] for r, i in sorted(named) if r < len(rank)]
+
+
 def math_of(args, dtype: str) -> str:
     """The math mode of ``dtype``'s kernels: ``--math``, where ``auto`` is the dtype's
     default (``ucudnn.vocab.default_math``)."""
@@ -359,23 +373,19 @@ def main(argv=None):
         versus_writer = csv.DictWriter(versus_file, fieldnames=VERSUS_COLUMNS)
         versus_writer.writeheader()
     try:
-        for suite in args.suites:
-            for ks in suite_kernels(suite, args.deepbench_layers):
-                for op in ks.ops:
-                    if args.kernels and not {ks.name, f"{ks.name}/{op}"} & set(args.kernels):
-                        continue
-                    for dtype in args.dtypes:
-                        for family in args.families:
-                            for layout in args.layouts:
-                                new, new_versus = measure(core, ks, op, family, layout,
-                                                          dtype, args, log)
-                                rows.extend(new)
-                                versus.extend(new_versus)
-                                if points is not None:
-                                    writer.writerows(new)
-                                    versus_writer.writerows(new_versus)
-                                    points.flush()
-                                    versus_file.flush()
+        for ks, op in kernel_ops(args.suites, args.deepbench_layers, args.kernels):
+            for dtype in args.dtypes:
+                for family in args.families:
+                    for layout in args.layouts:
+                        new, new_versus = measure(core, ks, op, family, layout, dtype, args,
+                                                  log)
+                        rows.extend(new)
+                        versus.extend(new_versus)
+                        if points is not None:
+                            writer.writerows(new)
+                            versus_writer.writerows(new_versus)
+                            points.flush()
+                            versus_file.flush()
     finally:
         for f in (points, versus_file):
             if f is not None:

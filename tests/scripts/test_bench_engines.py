@@ -92,3 +92,14 @@ def test_side_by_side_takes_the_median_ratio_of_the_rounds():
     row = _module().side_by_side([(1.0, 0.9), (2.0, 1.0), (1.0, 1.5)])
     assert (row["ratio"], row["ratio_min"], row["ratio_max"]) == (0.9, 0.5, 1.5)
     assert (row["undivided_ms"], row["divided_ms"], row["rounds"]) == (1.0, 1.0, 3)
+
+
+def test_kernels_named_run_in_the_order_given():
+    m = _module()
+    got = [(k.name, op) for k, op in m.kernel_ops(["deepbench"], 0,
+                                                   ["db61", "db8/bwd_data", "db55"])]
+    assert got == [("db61", "fwd"), ("db61", "bwd_data"), ("db61", "bwd_filter"),
+                   ("db8", "bwd_data"),
+                   ("db55", "fwd"), ("db55", "bwd_data"), ("db55", "bwd_filter")]
+    assert len(m.kernel_ops(["resnet18"], 0)) == sum(len(k.ops) for k in
+                                                     m.suite_kernels("resnet18", 0))
