@@ -693,6 +693,12 @@ def test_families_are_separate_entries_and_engines_round_trip(tmp_path):
         assert m.get(GRAPH_KEY, 4) == sorted(GRAPH_PERFS, key=lambda p: p.time_ms)
 
 
+def _stamp_schema(conn, version):
+    """Mark an open cache file as written by schema ``version`` (both places that say it)."""
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
+
+
 # -- schema 3: graph entries measured before their results were checked -------------------------
 
 def _v3_file(path):
@@ -701,8 +707,7 @@ def _v3_file(path):
     _v2_file(path)
     conn = sqlite3.connect(path, isolation_level=None)
     conn.executescript(schema._MIGRATE_2_3)
-    conn.execute("PRAGMA user_version = 3")
-    conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    _stamp_schema(conn, 3)
     for b in (1, 2):
         cur = conn.execute("INSERT INTO entries (gpu, cudnn_version, dtype, math, op, shape, "
                            "family, timing, workspace_cap, batch, repeats, created) "
@@ -758,8 +763,7 @@ def _v4_file(path):
         c.put(GRAPH_KEY, 1, GRAPH_PERFS)
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("DROP TABLE refused")
-    conn.execute("PRAGMA user_version = 4")
-    conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    _stamp_schema(conn, 4)
     conn.close()
 
 
@@ -797,8 +801,7 @@ def _v5_file(path):
             c.put(key, 1, perfs)
             c.put(key, 2, perfs)
     conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA user_version = 5")
-    conn.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    _stamp_schema(conn, 5)
     conn.close()
 
 
