@@ -214,19 +214,23 @@ def print_versus(rows, versus, slower=1.03):
     fits the limit, the geomean speedup of the powerOfTwo plan (undivided / divided, 1 where
     the two plans are the same), how many plans differ, and those slower than their undivided
     plan by more than ``slower``."""
-    timed = {(v["suite"], v["kernel"], v["op"], v["family"], v["layout"], v["dtype"],
-              str(v["limit_bytes"])): v for v in versus}
-    plans = {(r["suite"], r["kernel"], r["op"], r["family"], r["layout"], r["dtype"],
-              str(r["limit_bytes"]), r["policy"]) for r in rows}
+    def at_limit(r):            # one kernel x op x setting at one limit
+        return tuple(str(r[f]) for f in ("suite", "kernel", "op", "family", "layout", "dtype",
+                                         "limit_bytes"))
+
+    timed = {at_limit(v): v for v in versus}
+    policies = {}
+    for r in rows:
+        policies.setdefault(at_limit(r), set()).add(r["policy"])
     groups = {}
-    for key in sorted(plans):
-        if key[-1] != "powerOfTwo" or key[:-1] + ("undivided",) not in plans:
-            continue
-        v = timed.get(key[:-1])
-        groups.setdefault(key[:1] + key[3:7], []).append((key, v))
+    for key, pols in sorted(policies.items()):
+        if {"undivided", "powerOfTwo"} <= pols:
+            suite, kernel, op, fam, lay, dt, limit = key
+            groups.setdefault((suite, fam, lay, dt, limit), []).append(
+                (f"{kernel}/{op}", timed.get(key)))
     for (suite, fam, lay, dt, limit), kvs in groups.items():
         geo = statistics.geometric_mean(1.0 / float(v["ratio"]) if v else 1.0 for _, v in kvs)
-        worse = [f"{k[1]}/{k[2]} {float(v['ratio']):.3f}" for k, v in kvs
+        worse = [f"{name} {float(v['ratio']):.3f}" for name, v in kvs
                  if v and float(v["ratio"]) > slower]
         print(f"{suite:9s} {fam:6s} {lay} {dt:8s} {format_size(int(limit)):>10s} side by side: "
               f"{len(kvs)} kernels, {sum(1 for _, v in kvs if v)} divided, geomean speedup "
