@@ -346,6 +346,8 @@ def main(argv=None):
                     "versus_undivided.csv beside it, where there is one), one cut short "
                     "included")
     args = ap.parse_args(argv)
+    if args.versus_rounds < 0:
+        ap.error(f"--versus-rounds: must be >= 0, got {args.versus_rounds}")
     if args.replot:
         rows = [r for p in args.replot for r in read_points(p)]
         versus = [v for p in args.replot for v in read_versus(
@@ -356,6 +358,12 @@ def main(argv=None):
         plot(rows, os.path.join(args.out or ".", "engines.png"))
         return 0
     args.limits = [parse_size(s, "--limits") for s in args.limits]
+    todo = kernel_ops(args.suites, args.deepbench_layers, args.kernels)
+    unknown = sorted(set(args.kernels or ()) - {n for ks, op in todo
+                                                for n in (ks.name, f"{ks.name}/{op}")})
+    if unknown:
+        ap.error(f"--kernels: {', '.join(unknown)}: no such kernel in the suites "
+                 f"{', '.join(args.suites)}")
     log = lambda m: print(m, file=sys.stderr, flush=True)
     try:
         info = bench.device_info()
@@ -377,7 +385,7 @@ def main(argv=None):
         versus_writer = csv.DictWriter(versus_file, fieldnames=VERSUS_COLUMNS)
         versus_writer.writeheader()
     try:
-        for ks, op in kernel_ops(args.suites, args.deepbench_layers, args.kernels):
+        for ks, op in todo:
             for dtype in args.dtypes:
                 for family in args.families:
                     for layout in args.layouts:

@@ -2,6 +2,8 @@
 them are complete, and the figure drawn again from the committed points.csv."""
 from functools import lru_cache
 
+import pytest
+
 from repo_paths import REPO, load_script
 
 POINTS = REPO / "results" / "h200" / "engines" / "points.csv"
@@ -103,3 +105,13 @@ def test_kernels_named_run_in_the_order_given():
                    ("db55", "fwd"), ("db55", "bwd_data"), ("db55", "bwd_filter")]
     assert len(m.kernel_ops(["resnet18"], 0)) == sum(len(k.ops) for k in
                                                      m.suite_kernels("resnet18", 0))
+
+
+def test_bad_arguments_are_named_before_any_gpu_is_asked(capsys):
+    m = _module()
+    for argv, msg in ((["--suites", "deepbench", "--kernels", "db8", "db99", "db8/fwd2"],
+                       "--kernels: db8/fwd2, db99: no such kernel in the suites deepbench"),
+                      (["--versus-rounds", "-1"], "--versus-rounds: must be >= 0, got -1")):
+        with pytest.raises(SystemExit) as e:
+            m.main(argv)
+        assert e.value.code == 2 and msg in capsys.readouterr().err
