@@ -170,6 +170,8 @@ def main(argv=None):
                     help="families of choices to measure and plan (Note [Choices])")
     ap.add_argument("--devices", metavar="LIST", help="GPUs to spread the cold pass over, "
                     "e.g. 0,1 (default: the current GPU only)")
+    ap.add_argument("--warm-passes", type=int, default=1, metavar="K",
+                    help="warm passes after the cold one (warm_s: their median; default 1)")
     ap.add_argument("--csv", help="CSV file to append a row to (required but with --shard "
                     "and --figure)")
     ap.add_argument("--figure", nargs=3, metavar=("RUNS_CSV", "POINTS_CSV", "PNG"),
@@ -195,6 +197,8 @@ def main(argv=None):
         return 0
     if not args.csv:
         ap.error("--csv is required")
+    if args.warm_passes < 1:
+        ap.error(f"--warm-passes: must be >= 1, got {args.warm_passes}")
     devices = None
     if args.devices:
         from ucudnn.measure.spread import parse_devices
@@ -210,16 +214,21 @@ def main(argv=None):
             cold_s = cold_on_devices(args, devices, cache, records)
             sizes, parts = bench_totals(records)
             records.unlink()
-            warm_s, again, predicted, warm_split = plan_net(
-                args.net, args.policy, args.search, limit, cache, records, **common)
+            predicted = None
         else:
             cold_s, sizes, predicted, _ = plan_net(
                 args.net, args.policy, args.search, limit, cache, records, **common)
             _, parts = bench_totals(records)
-            warm_s, again, _, warm_split = plan_net(
+        warm = []
+        for _ in range(args.warm_passes):
+            seconds, again, warm_predicted, split = plan_net(
                 args.net, args.policy, args.search, limit, cache, records, **common)
-    if again:       # the warm pass must be served by the cache alone
-        raise SystemExit(f"cold_planning: the warm pass benchmarked {again} sizes again")
+            if again:       # a warm pass must be served by the cache alone
+                raise SystemExit(f"cold_planning: a warm pass benchmarked {again} sizes again")
+            warm.append((seconds, split))
+            predicted = warm_predicted if predicted is None else predicted
+    warm.sort(key=lambda w: w[0])
+    warm_s, warm_split = warm[len(warm) // 2]
     row = {"net": args.net, "policy": args.policy, "search": args.search, "limit_bytes": limit,
            "gpus": len(devices) if devices else 1, "repeats": args.repeats,
            "cold_s": round(cold_s, 2),
@@ -241,7 +250,10 @@ def main(argv=None):
         w.writerow(row)
     print(f"{args.net} {args.policy} ({args.search}, {args.limit}, {args.engines}) on "
           f"{device_info().get('gpu')}: cold {cold_s:.1f} s ({sizes} sizes benchmarked), "
-          f"warm {warm_s:.2f} s (cache and search {warm_split['bench_s']:.2f} s, DP and plan "
+          f"warm {warm_s:.2f} s"
+          + (f" (median of {len(warm)}: " + ", ".join(f"{w:.2f}" for w, _ in warm) + ")"
+             if len(warm) > 1 else "")
+          + f" (cache and search {warm_split['bench_s']:.2f} s, DP and plan "
           f"builds {warm_split['plan_s']:.2f} s), predicted {predicted:.2f} ms; benchmarks: "
           + ", ".join(f"{p} {v:.1f} s" for p, v in parts.items()))
     return 0

@@ -72,6 +72,21 @@ def test_pruned_and_exhaustive_rows(script, tmp_path, capsys):
     assert "replayed H200: cold" in capsys.readouterr().out
 
 
+def test_several_warm_passes_report_their_median(script, tmp_path, capsys):
+    mod, asked = script
+    out = tmp_path / "cold.csv"
+    assert mod.main(["--net", "resnet18", "--policy", "powerOfTwo", "--limit", "64MiB",
+                     "--warm-passes", "3", "--csv", str(out)]) == 0
+    line = capsys.readouterr().out
+    passes = [float(x) for x in line.split("(median of 3: ")[1].split(")")[0].split(", ")]
+    assert passes == sorted(passes) and len(passes) == 3
+    with open(out, newline="") as f:
+        row = next(csv.DictReader(f))
+    assert float(row["warm_s"]) == pytest.approx(passes[1], abs=0.006)
+    with pytest.raises(SystemExit):
+        mod.main(["--warm-passes", "0", "--csv", str(out)])
+
+
 def test_shards_cover_the_net_once(script, tmp_path):
     """What each child of --devices runs: the two shares plan every kernel exactly once, into
     one cache and one records file, and the warm pass then benchmarks nothing."""
