@@ -163,7 +163,10 @@ cdef class Kernel:
                       DeviceBuffer y, DeviceBuffer w, DeviceBuffer ws)
     cdef list _time_c(self, Handle handle, uintptr_t xd, uintptr_t yd, DeviceBuffer x,
                       DeviceBuffer y, DeviceBuffer w, DeviceBuffer ws, list records, int iters,
-                      int b, int slices)
+                      int warmup, int b, int slices)
+    cdef _retime(self, Handle handle, uintptr_t xd, uintptr_t yd, DeviceBuffer x,
+                 DeviceBuffer y, DeviceBuffer w, DeviceBuffer ws, dict found, int b,
+                 int iters, int warmup, int samples, dict spent)
 
 
 # The calling thread's last error (one buffer for _core and _capi): ucudnn_last_error().

@@ -410,6 +410,18 @@ cdef size_t FILL_BLOCK = 4 << 20
 RETIME_MARGIN = 1.5
 RETIME_ALWAYS_MS = 1.0
 
+# Note [Re-timing after the Finds]
+#     Legacy half-precision calls are bound by the host on the H200 (cuDNN 9.19: 0.05-0.4 ms
+#     per call, where fp32 takes 0.04-0.08), and re-timed right after their own cudnnFind
+#     they measured high: ResNet-50's res3b_branch2a backward-filter (fp16, NHWC, ALGO_1)
+#     read 0.37-0.40 ms at 128 samples in three benchmarks in a row, and 0.27 with 20 timed
+#     runs, where the same call timed as a plan, after the benchmarks, ran at 0.21 ms (db30's
+#     64-sample backward-data chunks: 0.088-0.093 against 0.050-0.060;
+#     results/h200/cudnn919/call_f/retime_probe.json). fp32 agreed every way. So a benchmark
+#     call re-times its sizes after all of its Finds, each choice after RETIME_WARMUP
+#     untimed runs.
+RETIME_WARMUP = 5
+
 
 def _far_behind(double t, ws, front):
     """Note [Re-timing near the front]: a choice timed at ``t`` ms needing ``ws`` bytes is
@@ -489,23 +501,27 @@ cdef inline dnn.cudnnStatus_t _run_slice(const TimedRun* r, int i) noexcept nogi
 
 
 cdef object _time_run(TimedRun* r, rt.cudaStream_t stream, rt.cudaEvent_t* ev, int iters,
-                      str what):
-    """Time ``r`` with CUDA events: one warm-up, then ``iters`` runs back to back (no host
-    synchronisation between them, as plans run; Note [Find times]) on consecutive slices
-    (Note [Timing over the mini-batch]). ``(0, median ms)``, or ``(cudnnStatus_t, None)``
-    when a run fails (the runs already enqueued are drained first); a failed CUDA call
-    raises, naming ``what``."""
-    cdef dnn.cudnnStatus_t st
+                      str what, int warmup=1):
+    """Time ``r`` with CUDA events: ``warmup`` (>= 1) untimed runs, then ``iters`` runs back
+    to back (no host synchronisation between them, as plans run; Note [Find times]) on
+    consecutive slices (Note [Timing over the mini-batch]). ``(0, median ms)``, or
+    ``(cudnnStatus_t, None)`` when a run fails (the runs already enqueued are drained first);
+    a failed CUDA call raises, naming ``what``."""
+    cdef dnn.cudnnStatus_t st = dnn.CUDNN_STATUS_SUCCESS
     cdef rt.cudaError_t cerr = rt.cudaSuccess
-    cdef int it = 0, stage = 0
+    cdef int it = 0, stage = 0, w
     cdef float ms = 0.0
+    warmup = max(1, warmup)
     with nogil:
-        st = _run_slice(r, 0)
+        for w in range(warmup):
+            st = _run_slice(r, w)
+            if st != dnn.CUDNN_STATUS_SUCCESS:
+                break
         if st == dnn.CUDNN_STATUS_SUCCESS:
             stage = 1
             cerr = rt.cudaEventRecord(ev[0], stream)
             while cerr == rt.cudaSuccess and it < iters:
-                st = _run_slice(r, it + 1)
+                st = _run_slice(r, warmup + it)
                 if st != dnn.CUDNN_STATUS_SUCCESS:
                     break
                 cerr = rt.cudaEventRecord(ev[it + 1], stream)
@@ -1008,7 +1024,8 @@ cdef class Kernel:
     # ------------------------------------------------------------------ benchmark
 
     def benchmark(self, sizes, int repeats=1, workspace_cap=None, progress=None,
-                  int time_iters=5, families=("legacy",)):
+                  int time_iters=5, families=("legacy",), int time_warmup=RETIME_WARMUP,
+                  bint retime_last=True):
         """Time every choice of ``families`` for each micro-batch size: the legacy algorithms
         with cudnnFind...AlgorithmEx, the graph family's engine configs as Note [Graph choices
         tried] says.
@@ -1019,8 +1036,9 @@ cdef class Kernel:
         hold_benchmark_buffers) and every choice's status; callers filter. With
         ``time_iters`` > 0 each successful algorithm near the (time, workspace) front is then
         timed again with CUDA events (median of ``time_iters`` runs enqueued back to back
-        after one warm-up), the way plans are
-        executed: see Note [Find times] and Note [Re-timing near the front]. The benchmark
+        after ``time_warmup`` untimed ones), the way plans are executed: see Note [Find
+        times] and Note [Re-timing near the front]; with ``retime_last`` after every size's
+        Find (Note [Re-timing after the Finds]), else right after each. The benchmark
         workspace is ``workspace_cap`` (default 8 GiB) capped by free memory.
         ``benchmark_seconds`` accumulates where the calls spent their time.
 
@@ -1045,7 +1063,7 @@ cdef class Kernel:
         check_cuda(rt.cudaGetDevice(&dev), "cudaGetDevice")
         with _device_lock(dev):
             return self._benchmark(sizes, repeats, workspace_cap, progress, time_iters,
-                                   families)
+                                   families, max(1, time_warmup), retime_last)
 
     def hold_benchmark_buffers(self, bint hold):
         """``True``: keep the benchmark's buffers (inputs and outputs for the whole mini-batch,
@@ -1058,7 +1076,8 @@ cdef class Kernel:
             self._held = None
             self._warm = False
 
-    def _benchmark(self, sizes, int repeats, workspace_cap, progress, int time_iters, families):
+    def _benchmark(self, sizes, int repeats, workspace_cap, progress, int time_iters, families,
+                   int time_warmup, bint retime_last):
         cdef int bmax = max(sizes)
         cdef Handle handle = _thread_handle()
         cdef size_t free_b = 0, total_b = 0
@@ -1102,11 +1121,14 @@ cdef class Kernel:
         try:
             check_cudnn(dnn.cudnnCreateTensorDescriptor(&xd), "cudnnCreateTensorDescriptor")
             check_cudnn(dnn.cudnnCreateTensorDescriptor(&yd), "cudnnCreateTensorDescriptor")
+            legacy, graph = "legacy" in families, "graph" in families
+            # Note [Re-timing after the Finds]
+            later = legacy and time_iters > 0 and retime_last
+            found, configs = {}, {}
             for i, b in enumerate(sizes):
                 self._set_tensor(xd, 0, b)
                 self._set_tensor(yd, 1, b)
-                records = []
-                if "legacy" in families:
+                if legacy:
                     if i == 0 and not self._warm:
                         # one warm-up Find per call (per hold: later rounds find the GPU warm)
                         t1 = perf_counter()
@@ -1116,23 +1138,27 @@ cdef class Kernel:
                     t1 = perf_counter()
                     runs = [self._find_c(handle, <uintptr_t>xd, <uintptr_t>yd, xbuf, ybuf, wbuf,
                                          ws) for _ in range(repeats)]
-                    records = _merge_runs(runs, self.math == "fma")
-                    t2 = perf_counter()
-                    spent["find"] += t2 - t1
-                    if time_iters > 0:
-                        records = self._time_c(handle, <uintptr_t>xd, <uintptr_t>yd, xbuf, ybuf,
-                                               wbuf, ws, records, time_iters, b, samples // b)
-                        spent["retime"] += perf_counter() - t2
-                    records = [r + ("",) for r in records]
-                if "graph" in families:
+                    found[b] = _merge_runs(runs, self.math == "fma")
+                    spent["find"] += perf_counter() - t1
+                    if time_iters > 0 and not later:
+                        self._retime(handle, <uintptr_t>xd, <uintptr_t>yd, xbuf, ybuf, wbuf, ws,
+                                     found, b, time_iters, time_warmup, samples, spent)
+                if graph:
                     t1 = perf_counter()
-                    records += self._graph_c(handle, b, xbuf, ybuf, wbuf, ws,
-                                             time_iters if time_iters > 0 else 5, samples // b,
-                                             <uintptr_t>xd, <uintptr_t>yd)
+                    configs[b] = self._graph_c(handle, b, xbuf, ybuf, wbuf, ws,
+                                               time_iters if time_iters > 0 else 5, samples // b,
+                                               <uintptr_t>xd, <uintptr_t>yd)
                     spent["graph_time"] += perf_counter() - t1
-                    if "legacy" in families:
-                        records.sort(key=lambda r: (r[1] != 0, r[2]))
-                result[b] = records
+                if not later:
+                    result[b] = _choices(found.get(b, []), configs.get(b, []), legacy and graph)
+                    if progress is not None:
+                        progress(b)
+            for b in (sizes if later else ()):
+                self._set_tensor(xd, 0, b)
+                self._set_tensor(yd, 1, b)
+                self._retime(handle, <uintptr_t>xd, <uintptr_t>yd, xbuf, ybuf, wbuf, ws, found,
+                             b, time_iters, time_warmup, samples, spent)
+                result[b] = _choices(found[b], configs.get(b, []), graph)
                 if progress is not None:
                     progress(b)
         finally:
@@ -1162,6 +1188,15 @@ cdef class Kernel:
         configs get STATUS_INACCURATE from the next benchmark on."""
         for engine, why in dict(reasons).items():
             self._refused_engines.setdefault(int(engine), str(why))
+
+    cdef _retime(self, Handle handle, uintptr_t xd, uintptr_t yd, DeviceBuffer x,
+                 DeviceBuffer y, DeviceBuffer w, DeviceBuffer ws, dict found, int b,
+                 int iters, int warmup, int samples, dict spent):
+        """Re-time ``found[b]`` (cudnnFind's records at ``b``) in place: :meth:`_time_c`."""
+        t1 = perf_counter()
+        found[b] = self._time_c(handle, xd, yd, x, y, w, ws, found[b], iters, warmup, b,
+                                samples // b)
+        spent["retime"] += perf_counter() - t1
 
     cdef list _find_c(self, Handle handle, uintptr_t xd_, uintptr_t yd_, DeviceBuffer x,
                       DeviceBuffer y, DeviceBuffer w, DeviceBuffer ws):
@@ -1205,7 +1240,7 @@ cdef class Kernel:
 
     cdef list _time_c(self, Handle handle, uintptr_t xd_, uintptr_t yd_, DeviceBuffer x,
                       DeviceBuffer y, DeviceBuffer w, DeviceBuffer ws, list records, int iters,
-                      int b, int slices):
+                      int warmup, int b, int slices):
         """Re-time each successful record near the (time, workspace) front with CUDA events
         (``_time_run``; Note [Find times], Note [Re-timing near the front]) at micro-batch
         ``b``, over the ``slices`` slices of ``b`` samples the buffers hold.
@@ -1244,7 +1279,7 @@ cdef class Kernel:
                 continue
             r.algo, r.conv, r.ws_bytes = algo, self.k.conv[mt], mem
             st, ms = _time_run(&r, <rt.cudaStream_t>handle.stream, events.ev, iters,
-                               f"{self.name}: algorithm {algo} (math {mt})")
+                               f"{self.name}: algorithm {algo} (math {mt})", warmup)
             out.append((algo, st, t, mem, mt) if st != 0 else (algo, status, ms, mem, mt))
         out.sort(key=lambda rec: (rec[1] != 0, rec[2]))
         return out
@@ -1718,6 +1753,15 @@ cdef class Kernel:
         for m in range(4):
             if self.k.conv[m] != NULL:
                 dnn.cudnnDestroyConvolutionDescriptor(self.k.conv[m])
+
+
+def _choices(legacy, graph, bint both):
+    """One size's records: cudnnFind's (each given the empty engine of an algorithm, Note
+    [Choices] in ucudnn/vocab.py) then the graph family's, fastest first where both ran."""
+    out = [r + ("",) for r in legacy] + list(graph)
+    if both:
+        out.sort(key=lambda r: (r[1] != 0, r[2]))
+    return out
 
 
 def _merge_runs(runs, bint strict_fma):
