@@ -4,7 +4,7 @@ import random
 import pytest
 
 from planner_brute import all_plans, brute_best, random_bench
-from ucudnn.plan.dp import best_algorithms, plan_kernel, undivided_plan
+from ucudnn.plan.dp import DIVIDE_MARGIN, best_algorithms, plan_kernel, undivided_plan
 from ucudnn.plan.settings import candidate_sizes
 from ucudnn.plan.table import AlgoPerf
 from ucudnn.vocab import POLICIES, UNLIMITED, InputError, PlanError
@@ -37,9 +37,17 @@ def test_dp_equals_brute_force(seed, policy):
             with pytest.raises(PlanError, match="no algorithm fits"):
                 plan_kernel(bench, n, policy, limit)
             continue
-        plan = plan_kernel(bench, n, policy, limit)
+        plan = plan_kernel(bench, n, policy, limit, margin=1)
         _check_plan(plan, bench, n, sizes, limit)
         assert plan.time_ms == pytest.approx(expected, rel=1e-12), (n, limit)
+        # Note [Dividing must beat the noise]: the undivided plan unless beaten by the margin
+        whole = brute_best(bench, n, [n], limit) if n in sizes else float("inf")
+        kept = plan_kernel(bench, n, policy, limit)
+        _check_plan(kept, bench, n, sizes, limit)
+        if expected * DIVIDE_MARGIN > whole:
+            assert kept.micro_batches == [n] and kept.time_ms == whole, (n, limit)
+        else:
+            assert kept.time_ms == pytest.approx(expected, rel=1e-12), (n, limit)
 
 
 @pytest.mark.parametrize("seed", range(15))
@@ -55,7 +63,7 @@ def test_dp_with_explicit_sizes_equals_brute_force(seed):
             with pytest.raises(PlanError):
                 plan_kernel(bench, n, "all", limit, sizes)
         else:
-            plan = plan_kernel(bench, n, "all", limit, sizes)
+            plan = plan_kernel(bench, n, "all", limit, sizes, margin=1)
             _check_plan(plan, bench, n, allowed, limit)
             assert plan.time_ms == expected          # integer times: exact
 
@@ -81,6 +89,22 @@ def test_micro_batching_wins_when_the_fast_algorithm_does_not_fit_whole():
     assert undivided_plan(bench, 8, 50).time_ms == 10.0
     assert plan_kernel(bench, 8, "powerOfTwo", 100).micro_batches == [8]
     assert plan_kernel(bench, 8, "undivided", 50).time_ms == 10.0
+
+
+def test_a_divided_plan_must_beat_the_undivided_one_by_the_margin():
+    """Note [Dividing must beat the noise]: 4 + 4 predicted 5 % faster keeps the undivided
+    plan, 20 % faster divides; with margin 1 the predictions alone decide; where no undivided
+    choice fits the limit the divided plan stands."""
+    def bench(half_ms):
+        return {8: [AlgoPerf(0, 10.0, 0)], 4: [AlgoPerf(1, half_ms, 40)]}
+    assert DIVIDE_MARGIN > 1.05
+    assert plan_kernel(bench(4.75), 8, "powerOfTwo", 100, strict=False).micro_batches == [8]
+    assert plan_kernel(bench(4.75), 8, "powerOfTwo", 100, strict=False,
+                       margin=1).micro_batches == [4, 4]
+    assert plan_kernel(bench(4.0), 8, "powerOfTwo", 100, strict=False).micro_batches == [4, 4]
+    only_divided = {8: [AlgoPerf(0, 9.6, 200)], 4: [AlgoPerf(1, 4.75, 40)]}
+    assert plan_kernel(only_divided, 8, "powerOfTwo", 100,
+                       strict=False).micro_batches == [4, 4]
 
 
 def test_best_algorithms_tie_breaks():

@@ -55,7 +55,10 @@ def test_shared_equals_brute_force_and_is_no_slower_than_the_ilp(seed):
     rng = random.Random(300 + seed)
     layers, benches = _random_network(rng, rng.randint(1, 4))
     slack = ALIGN * _concurrent(layers)
-    unlimited = plan_network(layers, benches, PlanSettings(limit=1 << 40))
+    # the fastest any plan is, whatever its workspace (the DP at an unlimited limit keeps an
+    # undivided plan that a divided one beats by less than Note [Dividing must beat the
+    # noise] asks)
+    fastest = _brute(layers, benches, 1 << 40)[0]
     for extra in (0, 10, 40, 100, 300):
         budget = slack + extra
         shared = plan_network(layers, benches, PlanSettings(optimizer="shared", budget=budget))
@@ -74,7 +77,7 @@ def test_shared_equals_brute_force_and_is_no_slower_than_the_ilp(seed):
         assert shared.time_ms <= ilp.time_ms + 1e-9
         assert [(k.layer, k.op, k.instance) for k in shared.kernels] == \
             [(k.layer, k.op, k.instance) for k in ilp.kernels]
-        assert shared.time_ms >= unlimited.time_ms - 1e-9
+        assert shared.time_ms >= fastest - 1e-9
 
 
 @pytest.mark.parametrize("seed", range(4))
