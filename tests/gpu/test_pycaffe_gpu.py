@@ -17,7 +17,13 @@ Note [pycaffe comparisons]
     gradient and every parameter gradient are compared: max |a - b| <= RTOL * max |ref| per
     array (RTOL = 1e-5; the tool's comparisons on AlexNet and ResNet-18 see <= 2.3e-6), the
     loss within RTOL relative. Micro-batching changes the summation order of the filter
-    gradients, so equality is not bitwise. The `caffe` tool's loss (`caffe test`, same
+    gradients, so equality is not bitwise. A parameter gradient sums over the whole batch
+    and every output position (conv1 here: 32 x 56 x 56 = 100,352 products per weight), and
+    another order of that sum moves it by more: on cuDNN 9.19 a graph engine's conv1
+    weight gradient was 1.56e-5 off stock's (results/h200/cudnn919/). Parameter gradients
+    are compared within GRAD_RTOL = 1e-4, the bound the core's own check puts on an fp32
+    engine config against the legacy algorithms (Note [Graph results checked] in
+    cython/ucudnn/_core.pyx). The `caffe` tool's loss (`caffe test`, same
     weights, the inputs through an HDF5Data layer) is printed with 6 significant digits:
     compared within TOOL_RTOL = 2e-5.
 
@@ -56,6 +62,7 @@ BUILD = Path(os.environ.get("UCUDNN_CAFFE_BUILD", REPO / "third_party" / "caffe"
 PYCAFFE = pycaffe_dir()
 MIB = 1 << 20
 RTOL = 1e-5
+GRAD_RTOL = 1e-4
 TOOL_RTOL = 2e-5
 BATCH = 32
 
@@ -256,10 +263,11 @@ def _compare(ref, got, what):
         scale = float(np.abs(a).max()) if a.size else 0.0
         err = float(np.abs(a - b).max()) / scale if scale > 0 else float(np.abs(b).max())
         worst = max(worst, err)
-        if not err <= RTOL:
-            bad.append(f"{k}: {err:.3g}")
+        tol = GRAD_RTOL if k.startswith("grad/") else RTOL
+        if not err <= tol:
+            bad.append(f"{k}: {err:.3g} (tolerance {tol})")
     print(f"{what}: worst normalised difference {worst:.3g} over {len(ref)} arrays")
-    assert not bad, f"{what}: differs by more than {RTOL} (max |a-b| / max |ref|): {bad}"
+    assert not bad, f"{what}: differs by more than its tolerance (max |a-b| / max |ref|): {bad}"
     return worst
 
 
