@@ -412,14 +412,18 @@ RETIME_ALWAYS_MS = 1.0
 
 # Note [Re-timing after the Finds]
 #     Legacy half-precision calls are bound by the host on the H200 (cuDNN 9.19: 0.05-0.4 ms
-#     per call, where fp32 takes 0.04-0.08), and re-timed right after their own cudnnFind
-#     they measured high: ResNet-50's res3b_branch2a backward-filter (fp16, NHWC, ALGO_1)
-#     read 0.37-0.40 ms at 128 samples in three benchmarks in a row, and 0.27 with 20 timed
-#     runs, where the same call timed as a plan, after the benchmarks, ran at 0.21 ms (db30's
-#     64-sample backward-data chunks: 0.088-0.093 against 0.050-0.060;
-#     results/h200/cudnn919/call_f/retime_probe.json). fp32 agreed every way. So a benchmark
-#     call re-times its sizes after all of its Finds, each choice after RETIME_WARMUP
-#     untimed runs.
+#     per call, where fp32 takes 0.04-0.08), and their re-timed benchmark times scatter: right
+#     after its own cudnnFind, ResNet-50's res3b_branch2a backward-filter (fp16, NHWC, ALGO_1,
+#     128 samples) read 0.37-0.40 ms in three benchmarks in a row, where the same call run as
+#     a plan afterwards took 0.21 ms (results/h200/cudnn919/call_f). Re-timing after all of a
+#     call's Finds with five warm-ups instead (the default) read 0.20-0.30 ms against the
+#     plan's 0.19, but db30's 64-sample backward-data chunks read 0.08-0.15 ms that way and
+#     0.05-0.07 in the old order, against 0.047 (call_g/retime_variants.json): at one kernel
+#     neither order matches the plan, and fp32's short calls scatter too. Over ResNet-18's
+#     legacy half-precision kernels at 64 MiB, the predicted sums came within 1.4 % of
+#     measured with this default (call G, with Note [Dividing must beat the noise] in
+#     ucudnn/plan/dp.py), against 3.0-5.0 % in the old order (call E). ``benchmark``'s
+#     ``time_warmup`` and ``retime_last`` keep both orders for such comparisons.
 RETIME_WARMUP = 5
 
 
