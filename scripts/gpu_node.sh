@@ -29,8 +29,8 @@
 #   --             the rest goes to `ucudnn reproduce` (e.g. --nets alexnet --iterations 10)
 # Environment: UCUDNN_CACHE (benchmark cache; default ~/.cache/ucudnn/bench.sqlite);
 #   CUDNN_ROOT (the cuDNN the core and Caffe build against, e.g. PyTorch's wheel
-#   "$(python3 -c 'import nvidia.cudnn as m; print(m.__path__[0])')"; default: the system's,
-#   Note [Which cuDNN] in setup.py).
+#   "$(python3 -c 'import nvidia.cudnn as m; print(m.__path__[0])')"; default: the newest
+#   found, Note [Which cuDNN] in setup.py).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -60,3 +60,15 @@ def test_a_root_without_a_library_is_not_a_cudnn(setup_py, tmp_path):
     wheel = _install(tmp_path / "wheel", (9, 19, 0))
     found = setup_py._find_all("cudnn.h", ("libcudnn.so.9",), [str(headers_only), wheel])
     assert found == [(f"{wheel}/include", f"{wheel}/lib", "libcudnn.so.9")]
+
+
+def test_the_newest_is_chosen_unless_cudnn_root_names_one(setup_py, tmp_path):
+    system = _install(tmp_path / "usr", (9, 14, 0), lib="lib64")
+    wheel = _install(tmp_path / "nvidia" / "cudnn", (9, 19, 0))
+    same = _install(tmp_path / "toolkit", (9, 19, 0))
+    libs = ("libcudnn.so.9",)
+    found = setup_py._find_all("cudnn.h", libs, [system, same, wheel])
+    assert setup_py.choose_cudnn(found)[0] == f"{same}/include"       # newest; first on a tie
+    named = setup_py._find_all("cudnn.h", libs, [system])
+    assert setup_py.choose_cudnn(found, named)[0] == f"{system}/include"
+    assert setup_py.choose_cudnn([]) is None
