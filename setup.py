@@ -8,8 +8,8 @@ Which cuDNN (a folder with ``cudnn.h`` and the library): ``CUDNN_ROOT`` (or ``CU
   2. the system: ``/usr/include[/x86_64-linux-gnu]``, ``/usr/lib/x86_64-linux-gnu`` (Ubuntu's
      packages keep cuDNN there)
   3. the ``nvidia-cudnn-cu13`` / ``-cu12`` wheel (``site-packages/nvidia/cudnn``)
-the first of them on a tie (Note [Which cuDNN]). The core links ``libcudnn.so.9`` by its versioned name (wheels ship no
-unversioned link) with an rpath to its folder. Set ``UCUDNN_VERBOSE_BUILD=1`` to print what
+the first of them on a tie (Note [Which cuDNN]). The core links ``libcudnn.so.9`` by its
+versioned name (wheels ship no unversioned link) with an rpath to its folder. Set ``UCUDNN_VERBOSE_BUILD=1`` to print what
 was found.
 
 Note [Which cuDNN]
@@ -112,19 +112,18 @@ def choose_cudnn(found, named=()):
     empty."""
     if named:
         return named[0]
-    best = None
-    for f in found:
-        if best is None or cudnn_version(f[0]) > cudnn_version(best[0]):
-            best = f
-    return best
+    return max(found, key=lambda f: cudnn_version(f[0]), default=None)
 
 
 def locate():
     cuda = _cuda_root()
-    named = [os.environ[v] for v in ("CUDNN_ROOT", "CUDNN_HOME") if os.environ.get(v)]
-    found = _find_all("cudnn.h", ("libcudnn.so.9", "libcudnn.so"), named + [
-        cuda, "/usr/local/cuda", "/usr", "/usr/local"] + _wheel_roots("cudnn"))
-    cudnn = choose_cudnn(found, _find_all("cudnn.h", ("libcudnn.so.9", "libcudnn.so"), named))
+    libs = ("libcudnn.so.9", "libcudnn.so")
+    named = _find_all("cudnn.h", libs, [os.environ[v] for v in ("CUDNN_ROOT", "CUDNN_HOME")
+                                        if os.environ.get(v)])
+    found = named + [f for f in _find_all("cudnn.h", libs, [cuda, "/usr/local/cuda", "/usr",
+                                                            "/usr/local"] + _wheel_roots("cudnn"))
+                     if f not in named]
+    cudnn = choose_cudnn(found, named)
     if cudnn is None:
         sys.exit("ucudnn: cuDNN 9 not found (cudnn.h and libcudnn.so.9). Set CUDNN_ROOT to the "
                  "folder holding include/ and lib/, or install nvidia-cudnn-cu13.")
