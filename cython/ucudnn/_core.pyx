@@ -1067,7 +1067,7 @@ cdef class Kernel:
         check_cuda(rt.cudaGetDevice(&dev), "cudaGetDevice")
         with _device_lock(dev):
             return self._benchmark(sizes, repeats, workspace_cap, progress, time_iters,
-                                   families, max(1, time_warmup), retime_last)
+                                   families, time_warmup, retime_last)
 
     def hold_benchmark_buffers(self, bint hold):
         """``True``: keep the benchmark's buffers (inputs and outputs for the whole mini-batch,
