@@ -214,21 +214,20 @@ def main(argv=None):
             cold_s = cold_on_devices(args, devices, cache, records)
             sizes, parts = bench_totals(records)
             records.unlink()
-            predicted = None
         else:
             cold_s, sizes, predicted, _ = plan_net(
                 args.net, args.policy, args.search, limit, cache, records, **common)
             _, parts = bench_totals(records)
-        warm = []
-        for _ in range(args.warm_passes):
-            seconds, again, warm_predicted, split = plan_net(
-                args.net, args.policy, args.search, limit, cache, records, **common)
-            if again:       # a warm pass must be served by the cache alone
-                raise SystemExit(f"cold_planning: a warm pass benchmarked {again} sizes again")
-            warm.append((seconds, split))
-            predicted = warm_predicted if predicted is None else predicted
+        # (seconds, sizes benchmarked again, predicted ms, split) of each warm pass
+        warm = [plan_net(args.net, args.policy, args.search, limit, cache, records, **common)
+                for _ in range(args.warm_passes)]
+    again = max(w[1] for w in warm)
+    if again:       # a warm pass must be served by the cache alone
+        raise SystemExit(f"cold_planning: a warm pass benchmarked {again} sizes again")
+    if devices:     # the children planned: the first warm pass here predicts the net
+        predicted = warm[0][2]
     warm.sort(key=lambda w: w[0])
-    warm_s, warm_split = warm[len(warm) // 2]
+    warm_s, _, _, warm_split = warm[len(warm) // 2]
     row = {"net": args.net, "policy": args.policy, "search": args.search, "limit_bytes": limit,
            "gpus": len(devices) if devices else 1, "repeats": args.repeats,
            "cold_s": round(cold_s, 2),
@@ -251,7 +250,7 @@ def main(argv=None):
     print(f"{args.net} {args.policy} ({args.search}, {args.limit}, {args.engines}) on "
           f"{device_info().get('gpu')}: cold {cold_s:.1f} s ({sizes} sizes benchmarked), "
           f"warm {warm_s:.2f} s"
-          + (f" (median of {len(warm)}: " + ", ".join(f"{w:.2f}" for w, _ in warm) + ")"
+          + (f" (median of {len(warm)}: " + ", ".join(f"{w[0]:.2f}" for w in warm) + ")"
              if len(warm) > 1 else "")
           + f" (cache and search {warm_split['bench_s']:.2f} s, DP and plan "
           f"builds {warm_split['plan_s']:.2f} s), predicted {predicted:.2f} ms; benchmarks: "
