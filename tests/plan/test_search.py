@@ -10,8 +10,8 @@ import pytest
 
 from repo_paths import ALL_SIZES as DATA
 from repo_paths import NETS as NETS_DIR
-from ucudnn.plan.dp import plan_kernel
-from ucudnn.plan.search import lower_bounds, plan_pruned, pruned_sizes, start_sizes
+from ucudnn.plan.dp import DIVIDE_MARGIN, plan_kernel
+from ucudnn.plan.search import WINDOW, lower_bounds, plan_pruned, pruned_sizes, start_sizes
 from ucudnn.plan.table import AlgoPerf, group_by_kernel, parse_table
 from ucudnn.vocab import PlanError
 
@@ -127,12 +127,57 @@ def test_net_plan_within_one_percent_of_all(net, limit):
     assert full <= pruned <= 1.01 * full
 
 
+def _size_weighted_cost(net, margin):
+    """The sizes the pruned search for ``margin`` measures over every kernel of ``net`` and the
+    three limits, weighted by size, as a fraction of all sizes 1..N; and the plans, by the DP
+    with its margin (DIVIDE_MARGIN), by (layer, op, limit)."""
+    asked = total = 0
+    plans = {}
+    n = BATCH[net]
+    for limit in LIMITS:
+        for (layer, op), bench in _table(net).items():
+            replay = Replay(bench)
+            res = pruned_sizes(replay, n, [limit * MiB], margin=margin, name=layer)
+            plans[layer, op, limit] = plan_kernel(res.bench, n, "all", limit * MiB,
+                                                  strict=False).describe()
+            asked += sum(replay.asked)
+            total += n * (n + 1) // 2
+    return asked / total, plans
+
+
 @pytest.mark.parametrize("net", NETS)
-def test_pruned_search_costs_a_seventh_of_all(net):
+def test_margin_measures_less_and_keeps_every_plan(net):
+    """Note [Pruned search], with a margin: the search for the DP's margin gives every kernel
+    the plan that the search without it gives (both planned by the DP with the margin), for
+    about two thirds of the measuring (measured: AlexNet 8.1 against 12.4 %, ResNet-18 9.2
+    against 13.8 %, CIFAR-10 2.4 against 3.6 %)."""
+    with_margin, plans = _size_weighted_cost(net, DIVIDE_MARGIN)
+    without, plans_without = _size_weighted_cost(net, 1.0)
+    assert plans == plans_without
+    assert with_margin <= 0.75 * without, (with_margin, without)
+
+
+def test_margin_settles_an_undivided_kernel_in_the_first_round():
+    # a fixed cost per call and one algorithm: undivided is the best plan, and no plan can be
+    # 10 % faster, which the start sizes already show; without the margin the bounds are not
+    # tight (gap > 0) and the search goes on, its local search measuring N's neighbours
+    bench = _table_from(lambda b: [AlgoPerf(0, 0.05 + 0.01 * b, 0)], N)
+    replay = Replay(bench)
+    plan, res = plan_pruned(replay, N, 0)
+    assert plan.describe() == plan_kernel(bench, N, "all", 0).describe() == f"{N}x1:algo0"
+    assert res.undivided == {0} and len(res.rounds) == 1
+    assert res.measured == start_sizes(N)
+    res_without = pruned_sizes(Replay(bench), N, [0])
+    assert res_without.undivided == set()
+    assert set(range(N - WINDOW, N)) <= set(res_without.measured)
+
+
+@pytest.mark.parametrize("net", NETS)
+def test_pruned_search_costs_a_tenth_of_all(net):
     """A cudnnFind at size b costs about in proportion to b (results/h200/cold_planning/):
     the sizes measured, weighted by size, against all sizes 1..N of every kernel, for the
-    three limits planned one by one (measured: AlexNet 12.4 %, ResNet-18 13.8 %, CIFAR-10
-    3.6 %)."""
+    three limits planned one by one (measured: AlexNet 8.1 %, ResNet-18 9.2 %, CIFAR-10
+    2.4 %)."""
     asked = total = 0
     for limit in LIMITS:
         for op in OPS:
@@ -145,7 +190,7 @@ def test_pruned_search_costs_a_seventh_of_all(net):
                 asked += sum(replay.asked)
                 total += n * (n + 1) // 2
     print(f"{net}: {100 * asked / total:.1f} % of exhaustive `all`, weighted by size")
-    assert asked <= 0.15 * total
+    assert asked <= 0.10 * total
 
 
 def test_most_kernels_within_one_percent():
@@ -206,8 +251,13 @@ def test_violated_bound_is_missed_without_local_search():
         return [AlgoPerf(0, t * (0.5 if b == 126 else 1.0), 0)]
     bench = _table_from(perfs, 128)
     for window, found in ((0, False), (4, True)):
-        plan, res = plan_pruned(Replay(bench), 128, 0, window=window)
+        plan, res = plan_pruned(Replay(bench), 128, 0, window=window, margin=1.0)
         assert (126 in res.measured) == found
+    # with the DP's margin the bounds settle the undivided plan (the sweet spot is 42 %
+    # faster, but invisible to them) and the local search leaves out N's neighbours: the
+    # price of measuring them on every undivided kernel (Note [Pruned search])
+    plan, res = plan_pruned(Replay(bench), 128, 0, window=4)
+    assert res.undivided == {0} and 126 not in res.measured and plan.describe() == "128x1:algo0"
 
 
 def test_lower_bounds():

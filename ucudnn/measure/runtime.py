@@ -60,7 +60,8 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..plan.conv import ConvShape
-from ..plan.dp import WINOGRAD_ALGOS, plan_kernel, undivided_plan, without_choices
+from ..plan.dp import (DIVIDE_MARGIN, WINOGRAD_ALGOS, plan_kernel, undivided_plan,
+                       without_choices)
 from ..plan.layers import LayerSpec
 from ..plan.network import NetworkPlan, plan_network
 from ..plan.settings import PlanSettings
@@ -203,7 +204,7 @@ def measure_for_plan(kern, settings: PlanSettings, *,
                     if res is None:
                         res = pruned_sizes(_focused(kern, lambda want: usable(
                             measure_sizes(want, cache)), graph), kern.n, [settings.limit],
-                            name=where)
+                            margin=DIVIDE_MARGIN, name=where)
                     # an engine refused in a later round was planned from in the earlier
                     # ones: search again (Note [Refused engines] in the cache's schema.py)
                     if not graph or kern.refused_engines.keys() == refused.keys():
@@ -256,7 +257,7 @@ def _search_cached(cache, keys, n: int, limit: int, usable, where: str, refused=
         return usable(merge_families(parts))
     try:
         return pruned_sizes(cached_only, n, [limit], start=set(start_sizes(n)) | known,
-                            name=where)
+                            margin=DIVIDE_MARGIN, name=where)
     except _Uncached:
         return None
 
