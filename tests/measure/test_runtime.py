@@ -252,6 +252,34 @@ SETTINGS = {
 }
 
 
+def test_a_net_opens_each_cache_once(fake_core, tmp_path, monkeypatch):
+    """Note [One open cache per net]: planning a net (plan_net, and sources.plan_kernels, which
+    the scripts and the pruned measuring run) opens each cache file once, whatever the number
+    of kernels; a kernel planned alone opens its own."""
+    from ucudnn.measure.cache.file import CacheFile
+    from ucudnn.measure.sources import plan_kernels
+    fake_core.model = _model
+    opened = []
+    init = CacheFile.__init__
+
+    def counted(self, path=None, *a, **kw):
+        opened.append(path)
+        init(self, path, *a, **kw)
+    monkeypatch.setattr(CacheFile, "__init__", counted)
+    one, two = str(tmp_path / "one.sqlite"), str(tmp_path / "two.sqlite")
+    runtime.plan_net(LAYERS, {"c1": legacy(cache_path=one), "c2": legacy(cache_path=two),
+                              "c3": legacy(cache_path=one)})
+    assert sorted(opened) == [one, two]
+    opened.clear()
+    kernels = [(l, op) for l in LAYERS for op in l.ops]
+    planned = plan_kernels(kernels, legacy(policy="all", limit=40_000, cache_path=one))
+    assert len(planned) == len(kernels) > 1 and opened == [one]
+    opened.clear()
+    runtime.prepare_kernel(fake_core.Kernel(SHAPE, "fwd", 8, name="alone"),
+                           legacy(cache_path=one))
+    assert opened == [one]
+
+
 @pytest.mark.parametrize("setting", list(SETTINGS))
 def test_plan_net_equals_plan_network_on_the_same_tables(fake_core, records_file, setting):
     """What ucudnn_net_plan runs: every kernel created on the core, benchmarked through the

@@ -52,6 +52,7 @@ Note [Falling back]
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -158,13 +159,44 @@ def _excluded(kern) -> Callable:
     return drop
 
 
-def measure_for_plan(kern, settings: PlanSettings, *,
-                     workspace_cap: Optional[int] = None) -> dict:
+# Note [One open cache per net]
+#     Opening the benchmark cache validates the file (PRAGMA quick_check, which reads all of
+#     it, and the schema) and starts a write transaction: about 7 ms for ResNet-18's cache on
+#     a CPU, a third of a warm ResNet-18 planned kernel by kernel (0.22 of 0.72 s, the fake
+#     core replaying the H200 tables), and more as a shared cache grows. So whoever plans
+#     several kernels opens each cache file once (``open_caches``) and hands it to every
+#     kernel's benchmark; a single kernel opens its own. An open cache holds no lock between
+#     its transactions, so other processes read and write it meanwhile, as during a kernel's
+#     search (Note [Pruned search at run time]).
+@contextlib.contextmanager
+def open_caches():
+    """``cache_of(path)``: the cache at ``path`` (None: the default), opened on first use and
+    closed on leaving (Note [One open cache per net])."""
+    from .cache import BenchCache
+    with contextlib.ExitStack() as stack:
+        opened: Dict[Optional[str], object] = {}
+
+        def cache_of(path):
+            if path not in opened:
+                opened[path] = stack.enter_context(BenchCache(path))
+            return opened[path]
+        yield cache_of
+
+
+def _opened(cache, path):
+    """``cache`` left open, or the cache at ``path`` opened for a ``with`` block."""
+    from .cache import BenchCache
+    return contextlib.nullcontext(cache) if cache is not None else BenchCache(path)
+
+
+def measure_for_plan(kern, settings: PlanSettings, *, workspace_cap: Optional[int] = None,
+                     cache=None) -> dict:
     """Benchmark ``kern`` (through the cache) for the plan its ``settings`` ask for, and set
     ``kern.bench``, ``kern.settings`` and ``kern.bench_record``; writes the "bench" plan
     record and returns its fields. Measuring in advance with the same settings (Note
     [Benchmarks over several GPUs in one process] in :mod:`.spread`) leaves nothing to measure
-    when the kernel is planned."""
+    when the kernel is planned. ``cache``: the open cache of ``settings.cache_path`` to use
+    and leave open (Note [One open cache per net]); by default the call opens its own."""
     from .bench import cache_key, measure
     where = f"layer {kern.name!r}"
     search = search_mode(settings.search)
@@ -174,7 +206,7 @@ def measure_for_plan(kern, settings: PlanSettings, *,
     measured: List[int] = []
     drop = _excluded(kern) if settings.exclude_winograd else None
 
-    def measure_sizes(want, cache=None):
+    def measure_sizes(want, cache):
         return measure(kern, want, repeats=settings.repeats, cache_path=settings.cache_path,
                        workspace_cap=workspace_cap, progress=measured.append, cache=cache,
                        engines=settings.engines)
@@ -184,14 +216,14 @@ def measure_for_plan(kern, settings: PlanSettings, *,
     rounds = None
     if pruned:
         from ..plan.search import pruned_sizes
-        from .cache import BenchCache
         kern.hold_benchmark_buffers(True)        # one set-up of the buffers for all rounds
         try:
-            with BenchCache(settings.cache_path) as cache:
+            with _opened(cache, settings.cache_path) as cache:
                 def usable(got):
                     # every size asked stays a key (the search needs one)
-                    return {b: [p for p in perfs if drop is None or not drop(p)]
-                            for b, perfs in got.items()}
+                    if drop is None:
+                        return got
+                    return {b: [p for p in perfs if not drop(p)] for b, perfs in got.items()}
 
                 keys = [cache_key(kern.shape, kern.op, kern.math, kern.dtype,
                                   workspace_cap=workspace_cap, family=family)
@@ -215,7 +247,7 @@ def measure_for_plan(kern, settings: PlanSettings, *,
                 kern.graph_focus = None
         kern.bench, cands, rounds = res.bench, res.measured, len(res.rounds)
     else:
-        kern.bench = measure_sizes(cands)
+        kern.bench = measure_sizes(cands, cache)
         if drop is not None:
             kern.bench = without_choices(kern.bench, drop)
     bench = {"bench_s": time.perf_counter() - t0, "sizes": len(cands),
@@ -355,14 +387,16 @@ def _plan_alone(kern, limit: int):
             return plan
 
 
-def prepare_kernel(kern, settings: PlanSettings, *, workspace_cap: Optional[int] = None):
+def prepare_kernel(kern, settings: PlanSettings, *, workspace_cap: Optional[int] = None,
+                   cache=None):
     """Benchmark ``kern`` and give it the DP's plan within ``settings.limit``; the optimizers
-    that plan a net's kernels together need :func:`plan_net`."""
+    that plan a net's kernels together need :func:`plan_net`. ``cache``: as for
+    :func:`measure_for_plan`."""
     if settings.optimizer != "dp":
         raise InputError(f"layer {kern.name!r}: field 'optimizer': {settings.optimizer} plans "
                          "a net's kernels together (ucudnn_net_plan); one kernel takes dp")
     settings = _within_batch(settings, kern.n, kern.name)
-    bench = measure_for_plan(kern, settings, workspace_cap=workspace_cap)
+    bench = measure_for_plan(kern, settings, workspace_cap=workspace_cap, cache=cache)
     t1 = time.perf_counter()
     plan = _plan_alone(kern, settings.limit)
     plan_s = time.perf_counter() - t1
@@ -418,7 +452,10 @@ def _measure_net(kernels, settings: Mapping[str, PlanSettings], layers) -> Dict:
         summary = measure_on_devices(jobs, gpus, where=f"${DEVICES_ENV}")
         log.info("%d kernels measured over GPUs %s in %.1f s", len(jobs), devices,
                  summary["seconds"])
-    return {key: measure_for_plan(kern, settings[key[0]]) for key, kern in kernels.items()}
+    with open_caches() as cache_of:
+        return {key: measure_for_plan(kern, settings[key[0]],
+                                      cache=cache_of(settings[key[0]].cache_path))
+                for key, kern in kernels.items()}
 
 
 def plan_net(layers: Sequence[LayerSpec], settings: Mapping[str, PlanSettings], *,

@@ -129,12 +129,14 @@ def plan_kernels(kernels, settings: PlanSettings, *, workspace_cap: Optional[int
     ``done(i, layer, op, kernel)`` after each."""
     from . import runtime
     out = []
-    for i, (l, op) in enumerate(kernels, start=1):
-        kern = core_kernel(l, op, settings.dtype, settings.math)
-        runtime.prepare_kernel(kern, settings, workspace_cap=workspace_cap)
-        out.append((l, op, kern))
-        if done is not None:
-            done(i, l, op, kern)
+    with runtime.open_caches() as cache_of:     # Note [One open cache per net]
+        for i, (l, op) in enumerate(kernels, start=1):
+            kern = core_kernel(l, op, settings.dtype, settings.math)
+            runtime.prepare_kernel(kern, settings, workspace_cap=workspace_cap,
+                                   cache=cache_of(settings.cache_path))
+            out.append((l, op, kern))
+            if done is not None:
+                done(i, l, op, kern)
     return out
 
 
