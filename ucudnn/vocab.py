@@ -77,6 +77,12 @@ MATH_MODES: Dict[str, int] = {"default": 0, "tensor_op": 1, "tensor_op_allow_con
 MATH_NAMES: Dict[int, str] = {code: name for name, code in MATH_MODES.items()}
 
 
+def packed_strides(c: int, h: int, w: int, layout: str) -> Tuple[int, int, int, int]:
+    """The (n, c, h, w) strides, in elements, of a packed N x c x h x w tensor stored in
+    ``layout`` (the planner's shapes and the core's descriptors both use them)."""
+    return (c * h * w, h * w, w, 1) if layout == "NCHW" else (h * w * c, 1, w * c, c)
+
+
 def default_math(dtype: str) -> str:
     """The math mode a study or a user who names none gets for ``dtype``: ``tensor_op`` for
     float16 and bfloat16, ``default`` (TF32 allowed on Ampere and later) otherwise. Under

@@ -47,7 +47,8 @@ from time import perf_counter
 
 from ucudnn.vocab import (DTYPES, ENGINE_FAMILIES, GRAPH_ALGO, LAYOUTS, MATH_MODES,
                           NUMERICAL_NOTES, OP_CODES, OPS, InputError, PlanError, Status,
-                          UcudnnError, engine_text, focus_configs, parse_engine)
+                          UcudnnError, engine_text, focus_configs, packed_strides,
+                          parse_engine)
 
 cdef extern from *:
     """
@@ -799,8 +800,8 @@ cdef class _FloatCopies:
         # Cython read the device pointer as a C string
         cdef size_t nx, ny, nw, total
         lay = kern.layout
-        fx = _packed_strides(s.c, s.h, s.w, lay)
-        fy = _packed_strides(s.k, s.out_h, s.out_w, lay)
+        fx = packed_strides(s.c, s.h, s.w, lay)
+        fy = packed_strides(s.k, s.out_h, s.out_w, lay)
         ws_ = s.filter_strides()
         up = lambda e: (e + 63) // 64 * 64         # 256-byte aligned regions
         nx = up(n * s.c * s.h * s.w)
@@ -868,14 +869,6 @@ cdef class _FloatCopies:
         if self.fw != NULL: dnn.cudnnDestroyTensorDescriptor(self.fw)
         if self.wd != NULL: dnn.cudnnDestroyFilterDescriptor(self.wd)
         if self.conv != NULL: dnn.cudnnDestroyConvolutionDescriptor(self.conv)
-
-
-def _packed_strides(c, h, w, layout):
-    """Packed strides of an N x c x h x w tensor (NCHW order) in ``layout`` (as
-    ucudnn.plan.conv's, which the core does not import)."""
-    if layout == "NCHW":
-        return (c * h * w, h * w, w, 1)
-    return (h * w * c, 1, w * c, c)
 
 
 cdef class Kernel:

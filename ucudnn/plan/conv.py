@@ -34,16 +34,11 @@ from __future__ import annotations
 from dataclasses import dataclass, asdict, replace
 from typing import Optional, Tuple
 
-from ..vocab import LAYOUTS
+from ..vocab import LAYOUTS, packed_strides
 
 __all__ = ["out_size", "ConvShape"]
 
 Strides = Optional[Tuple[int, int, int, int]]
-
-
-def _packed(c: int, h: int, w: int, layout: str) -> Tuple[int, int, int, int]:
-    """Packed strides of an N x c x h x w tensor (NCHW order) in ``layout``."""
-    return (c * h * w, h * w, w, 1) if layout == "NCHW" else (h * w * c, 1, w * c, c)
 
 
 def out_size(size: int, kernel: int, pad: int, stride: int, dilation: int) -> int:
@@ -103,14 +98,14 @@ class ConvShape:
         return out_size(self.w, self.s, self.pad_w, self.stride_w, self.dil_w)
 
     def packed_x_strides(self) -> Tuple[int, int, int, int]:
-        return self.x_strides or _packed(self.c, self.h, self.w, self.layout)
+        return self.x_strides or packed_strides(self.c, self.h, self.w, self.layout)
 
     def packed_y_strides(self) -> Tuple[int, int, int, int]:
-        return self.y_strides or _packed(self.k, self.out_h, self.out_w, self.layout)
+        return self.y_strides or packed_strides(self.k, self.out_h, self.out_w, self.layout)
 
     def filter_strides(self) -> Tuple[int, int, int, int]:
         """Strides of the K x C/groups x R x S filter: KCRS for NCHW, KRSC for NHWC."""
-        return _packed(self.c // self.groups, self.r, self.s, self.layout)
+        return packed_strides(self.c // self.groups, self.r, self.s, self.layout)
 
     @classmethod
     def from_layer(cls, layer) -> "ConvShape":
