@@ -69,16 +69,18 @@ def test_base_net_batch_override(pb2):
     assert [list(s.dim) for s in net.layer[0].input_param.shape] == [[64, 3, 32, 32], [64]]
 
 
-@pytest.mark.parametrize("setting,policy,optimizer", [
-    ("undivided", "undivided", "dp"), ("powerOfTwo", "powerOfTwo", "dp"),
-    ("all", "all", "dp"), ("ilp", "powerOfTwo", "ilp"), ("shared", "powerOfTwo", "shared")])
-def test_ucudnn_settings_write_their_param(pb2, tmp_path, setting, policy, optimizer):
+@pytest.mark.parametrize("setting,policy,optimizer,layout", [
+    ("undivided", "undivided", "dp", "NCHW"), ("powerOfTwo", "powerOfTwo", "dp", "NCHW"),
+    ("all", "all", "dp", "NCHW"), ("ilp", "powerOfTwo", "ilp", "NCHW"),
+    ("shared", "powerOfTwo", "shared", "NCHW"), ("shared-nhwc", "powerOfTwo", "shared", "NHWC")])
+def test_ucudnn_settings_write_their_param(pb2, tmp_path, setting, policy, optimizer, layout):
     net = variant(pb2, base_net(pb2, "digits"), setting, 3 * MiB)
     p = load_prototxt(_write(pb2, net, tmp_path / "v.prototxt"))
     s = p.net_ucudnn
     # the budget is unset (None): limit x calls for the ILP and the arena (Note [Workspace
     # budget]; a total_workspace of 0 would be 0 bytes)
     assert (s.policy, s.optimizer, s.limit, s.budget) == (policy, optimizer, 3 * MiB, None)
+    assert s.layout == layout and net.ucudnn_param.HasField("layout") == (layout != "NCHW")
     assert not net.ucudnn_param.HasField("total_workspace")
     assert s.math == "fma" and s.repeats == BENCH_REPEATS
     assert all(p.ucudnn[l.name] == s for l in p.layers)

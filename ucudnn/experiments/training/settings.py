@@ -24,12 +24,14 @@ class TrainingError(InputError):
 @dataclasses.dataclass(frozen=True)
 class Setting:
     """One way of running the convolutions. ``policy`` None: stock Caffe (no ucudnn_param).
-    ``available`` False: listed so that the table shows it, refused when asked for
-    (``why_not``)."""
+    ``layout``: the net's activations (``ucudnn_param.layout``, Note [NHWC in Caffe] in
+    Caffe's ``include/caffe/util/layout.hpp``). ``available`` False: listed so that the table
+    shows it, refused when asked for (``why_not``)."""
     name: str
     policy: Optional[str]
     optimizer: Optional[str]
     about: str
+    layout: str = "NCHW"
     available: bool = True
     why_not: str = ""
 
@@ -61,6 +63,10 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in (
     Setting("shared", "powerOfTwo", "shared", "ucudnn, one workspace arena of limit x kernels "
             "that every layer reuses (optimizer SHARED), power-of-two micro-batches "
             "(math FMA)"),
+    Setting("shared-nhwc", "powerOfTwo", "shared", "shared, with the net's activations stored "
+            "NHWC (ucudnn_param.layout: NHWC): convolutions, pooling and the elementwise "
+            "layers in NHWC, conversions where a blob meets another layer (math FMA)",
+            layout="NHWC"),
     # A setting that Caffe cannot run yet goes here with available=False and why_not: listed
     # in --help, refused when asked for.
 )}
@@ -69,8 +75,10 @@ SETTINGS: Dict[str, Setting] = {s.name: s for s in (
 #: micro-batch sizes per kernel with an empty cache (minutes), so it is left out by default
 #: there; ``--nets cifar10 --settings all`` adds it to the same --out.
 DEFAULT_SETTINGS: Dict[str, Tuple[str, ...]] = {
-    "digits": ("stock", "stock-rerun", "undivided", "powerOfTwo", "ilp", "shared", "all"),
-    "cifar10": ("stock", "stock-rerun", "undivided", "powerOfTwo", "ilp", "shared"),
+    "digits": ("stock", "stock-rerun", "undivided", "powerOfTwo", "ilp", "shared",
+               "shared-nhwc", "all"),
+    "cifar10": ("stock", "stock-rerun", "undivided", "powerOfTwo", "ilp", "shared",
+                "shared-nhwc"),
 }
 
 
@@ -103,7 +111,8 @@ def variant(pb2, net, setting: str, limit: int, *, engine: Optional[str] = None,
             cache_path: Optional[str] = None):
     """A copy of ``net`` with the net-wide ``ucudnn_param`` of ``setting`` (none for stock):
     its policy and optimizer, ``workspace_limit`` = ``limit`` (the ILP's budget: limit x
-    kernels, ``total_workspace`` unset), ``math: FMA``, :data:`BENCH_REPEATS`. ``engine``: set
+    kernels, ``total_workspace`` unset), ``math: FMA``, :data:`BENCH_REPEATS`, and its layout
+    where that is not NCHW. ``engine``: set
     the engine of every layer that has one (``CAFFE`` for a CPU run: no cuDNN layers)."""
     from ...caffe.params import set_param
     s = get_setting(setting)
@@ -121,5 +130,7 @@ def variant(pb2, net, setting: str, limit: int, *, engine: Optional[str] = None,
                   "repeats": BENCH_REPEATS}
         if cache_path is not None:
             fields["cache_path"] = cache_path
+        if s.layout != "NCHW":
+            fields["layout"] = s.layout
         set_param(out.ucudnn_param, fields)
     return out
