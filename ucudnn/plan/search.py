@@ -278,9 +278,10 @@ def pruned_sizes(measure: Measure, n: int, limits: Iterable[int], *, tol: float 
         want = set()
         still = []
         for limit in open_limits:
-            v_ub = lower_bounds(res.bench, n, limit, 0.0)
-            ub, _ = _dp(v_ub, n, res.measured)
-            lb, parts = _dp(lower_bounds(res.bench, n, limit, slack), n)
+            # at measured sizes the bounds are the measured best times, whatever the slack
+            v = lower_bounds(res.bench, n, limit, slack)
+            ub, _ = _dp(v, n, res.measured)
+            lb, parts = _dp(v, n)
             res.bounds[limit] = (lb, ub)
             if lb == INF:
                 # no algorithm may fit anywhere: nothing left to find
@@ -300,7 +301,8 @@ def pruned_sizes(measure: Measure, n: int, limits: Iterable[int], *, tol: float 
         if not want:
             # local search: the neighbours of the sizes of every limit's measured plan
             for limit in limits:
-                _, parts = _dp(lower_bounds(res.bench, n, limit, 0.0), n, res.measured)
+                _, parts = min_partition({b: p.time_ms for b, p in
+                                          best_algorithms(res.bench, limit).items()}, n)
                 for b in set(parts) - ({n} if limit in res.undivided else set()):
                     want.update(x for x in range(b - window, b + window + 1)
                                 if 1 <= x <= n and x not in res.bench)
