@@ -9,8 +9,8 @@ Which cuDNN (a folder with ``cudnn.h`` and the library): ``CUDNN_ROOT`` (or ``CU
      packages keep cuDNN there)
   3. the ``nvidia-cudnn-cu13`` / ``-cu12`` wheel (``site-packages/nvidia/cudnn``)
 the first of them on a tie (Note [Which cuDNN]). The core links ``libcudnn.so.9`` by its
-versioned name (wheels ship no unversioned link) with an rpath to its folder. Set ``UCUDNN_VERBOSE_BUILD=1`` to print what
-was found.
+versioned name (wheels ship no unversioned link) with an rpath to its folder. Set
+``UCUDNN_VERBOSE_BUILD=1`` to print what was found.
 
 Note [Which cuDNN]
     One process holds one ``libcudnn.so.9``: the first one loaded serves every library that
