@@ -332,9 +332,9 @@ def main(argv=None):
     ap.add_argument("--versus-rounds", type=int, default=6,
                     help="rounds of the side-by-side timing of a divided plan and its "
                     "undivided plan (Note [Divided against undivided, side by side]; 0: none)")
-    ap.add_argument("--max-configs", type=int, default=16,
+    ap.add_argument("--max-configs", type=int, default=None,
                     help="engine configs tried per size (0: every one heuristics propose; "
-                    "default 16, the core's)")
+                    "default: the core's GRAPH_CONFIGS_DEFAULT)")
     ap.add_argument("--deepbench-layers", type=int, default=0, help="first N distinct (0: all)")
     ap.add_argument("--kernels", nargs="+", default=None, metavar="NAME[/OP]",
                     help="only these kernels of the suites (a layer name, or name/op)")
@@ -371,6 +371,8 @@ def main(argv=None):
         print(f"bench_engines: {e}", file=sys.stderr)
         return 2
     core = bench.core()
+    if args.max_configs is None:
+        args.max_configs = core.GRAPH_CONFIGS_DEFAULT
     rows, versus = [], []
     t0 = time.perf_counter()
     points = versus_file = None
