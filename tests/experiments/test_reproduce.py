@@ -275,6 +275,13 @@ def test_merge_repeats_takes_medians_and_keeps_every_process():
     assert rec["kernels"] == {"conv1/fwd": {}} and rec["bench_s"] == 2.0   # the first's plans
     assert "iteration_ms" not in rec and "log" not in rec                  # per process only
     assert results.measured_repeats(rec) == reps
+    assert rec["timing"] == "per layer"          # processes that did not say: per layer
+    whole = [dict(r, timing="whole iterations", per_layer_median_ms=r["median_ms"] + 5,
+                  whole_iteration_ms=[r["median_ms"]]) for r in reps]
+    rec = results.merge_repeats(first, whole)
+    assert rec["timing"] == "whole iterations" and rec["per_layer_median_ms"] == 135.0
+    assert "whole_iteration_ms" not in rec
+    assert results.merge_repeats(first, [whole[0], reps[1]])["timing"] == "mixed"
     # a record from before repeats existed is one process
     legacy = {"status": "ok", "median_ms": 5.0, "layers": []}
     assert [r["median_ms"] for r in results.measured_repeats(legacy)] == [5.0]

@@ -11,6 +11,14 @@
     I1129 21:02:03.323456  4242 caffe.cpp:420] Average Backward pass: 40.9 ms.
     I1129 21:02:03.323456  4242 caffe.cpp:422] Average Forward-Backward: 61.1 ms.
 
+Its per-layer timer waits for the GPU at every layer, so those iterations also hold the idle
+gaps while the host starts each next layer. With caffe_patch/0012 (Note [Whole iterations]
+in ``tools/caffe.cpp``) it then times as many whole iterations, as training runs them and as
+PyTorch is timed, and logs::
+
+    I1129 21:02:04.123456  4242 caffe.cpp:424] Whole iteration: 3 forward-backward time: 55.0 ms.
+    I1129 21:02:04.423456  4242 caffe.cpp:441] Median whole Forward-Backward: 55.1 ms.
+
 What ucudnn planned -- kernels, predicted times, workspace, benchmark, planning and ILP times
 -- is not read from the log: the core writes it as plan records to ``$UCUDNN_RECORDS``
 (:mod:`ucudnn.caffe.records`). Its log lines (``ucudnn INFO: ...`` with ``UCUDNN_LOG=INFO``)
@@ -31,6 +39,7 @@ _NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)"
 _GLOG = re.compile(r"^[IWEF]\d{4}(?:\d{4})? [\d:.]+\s+\d+ [^\]]+\] ?(.*)$")
 _ITER = re.compile(r"^Iteration: (\d+) forward-backward time: " + _NUM + r" ms\.$")
 _LAYER = re.compile(r"^\s*(\S+)\s+(forward|backward): " + _NUM + r" ms\.$")
+_WHOLE = re.compile(r"^Whole iteration: (\d+) forward-backward time: " + _NUM + r" ms\.$")
 _AVG = re.compile(r"^Average (Forward pass|Backward pass|Forward-Backward): " + _NUM + r" ms\.$")
 _TOTAL = re.compile(r"^Total Time: " + _NUM + r" ms\.$")
 _TESTING = re.compile(r"^Testing for (\d+) iterations\.$")
@@ -43,7 +52,9 @@ class CaffeLogError(ValueError):
 
 @dataclass
 class CaffeTime:
-    """What one ``caffe time`` run measured, in milliseconds (per iteration)."""
+    """What one ``caffe time`` run measured, in milliseconds (per iteration).
+    ``iteration_ms``: the iterations of the per-layer timer; ``whole_iteration_ms``: the whole
+    iterations (empty where Caffe has no caffe_patch/0012)."""
     iterations: int
     iteration_ms: List[float]
     forward_ms: float
@@ -52,10 +63,24 @@ class CaffeTime:
     # name -> {"forward": ms, "backward": ms}
     layers: Dict[str, Dict[str, float]] = field(default_factory=dict)
     gpu: Optional[int] = None
+    whole_iteration_ms: List[float] = field(default_factory=list)
+
+    @property
+    def timing(self) -> str:
+        """How :attr:`median_ms` was timed: ``whole iterations`` or ``per layer``."""
+        return "whole iterations" if self.whole_iteration_ms else "per layer"
 
     @property
     def median_ms(self) -> float:
-        """Median forward-backward time over the timed iterations."""
+        """Median forward-backward time: over the whole iterations where the log has them
+        (the time training takes, comparable with PyTorch's), else over the per-layer
+        timer's."""
+        return statistics.median(self.whole_iteration_ms or self.iteration_ms)
+
+    @property
+    def per_layer_median_ms(self) -> float:
+        """Median over the per-layer timer's iterations (idle gaps between layers
+        included)."""
         return statistics.median(self.iteration_ms)
 
 
@@ -68,6 +93,7 @@ def parse_caffe_time(text: str) -> CaffeTime:
     """Parse the output of ``caffe time`` (stdout and stderr together): Caffe's own lines
     only (ucudnn's plans are in its records)."""
     iters: Dict[int, float] = {}
+    whole: Dict[int, float] = {}
     layers: Dict[str, Dict[str, float]] = {}
     avg: Dict[str, float] = {}
     testing = None
@@ -81,6 +107,10 @@ def parse_caffe_time(text: str) -> CaffeTime:
         m = _ITER.match(msg)
         if m:
             iters[int(m.group(1))] = float(m.group(2))
+            continue
+        m = _WHOLE.match(msg)
+        if m:
+            whole[int(m.group(1))] = float(m.group(2))
             continue
         m = _LAYER.match(msg)
         if m and in_layers:
@@ -107,6 +137,10 @@ def parse_caffe_time(text: str) -> CaffeTime:
     if sorted(iters) != list(range(1, n + 1)):
         raise CaffeLogError(f"'caffe time' ran {n} iterations but the log has iteration "
                             f"lines {sorted(iters)[:5]}...")
+    if whole and sorted(whole) != list(range(1, n + 1)):
+        raise CaffeLogError(f"'caffe time' ran {n} iterations but the log has whole-iteration "
+                            f"lines {sorted(whole)[:5]}...")
     return CaffeTime(iterations=n, iteration_ms=[iters[i] for i in range(1, n + 1)],
                      forward_ms=avg["Forward pass"], backward_ms=avg["Backward pass"],
-                     forward_backward_ms=avg["Forward-Backward"], layers=layers, gpu=gpu)
+                     forward_backward_ms=avg["Forward-Backward"], layers=layers, gpu=gpu,
+                     whole_iteration_ms=[whole[i] for i in sorted(whole)])

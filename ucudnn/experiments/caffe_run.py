@@ -171,7 +171,9 @@ def timing_record(t) -> dict:
     """The JSON form of a :class:`~ucudnn.caffe.log.CaffeTime`."""
     return {
         "iterations": t.iterations, "iteration_ms": t.iteration_ms,
-        "median_ms": t.median_ms, "mean_ms": t.forward_backward_ms,
+        "whole_iteration_ms": t.whole_iteration_ms, "timing": t.timing,
+        "median_ms": t.median_ms, "per_layer_median_ms": t.per_layer_median_ms,
+        "mean_ms": t.forward_backward_ms,
         "forward_ms": t.forward_ms, "backward_ms": t.backward_ms,
         # a list: the layers' order (the JSON is written with sorted keys)
         "layers": [dict(name=n, **v) for n, v in t.layers.items()],

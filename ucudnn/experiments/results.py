@@ -15,7 +15,10 @@ Note [Results schema]
     convolution choices: ``legacy``, ``graph`` or ``both``; absent before them: ``legacy``), ``limit_bytes`` (``unlimited`` points:
     vocab.UNLIMITED; schema 1 stored 1 << 40, read as unlimited too), ``status`` (``ok``,
     ``failed``, ``predicted``, ``skipped``), ``error``/``log_tail`` when failed; measured:
-    ``median_ms``, ``mean_ms``, ``forward_ms``, ``backward_ms``, ``conv_ms``, ``type_ms``
+    ``median_ms`` (over whole iterations where ``timing`` says ``whole iterations``, Note
+    [Whole iterations] of caffe_patch/0012, else over the per-layer timer's iterations:
+    ``per layer``), ``per_layer_median_ms``, ``mean_ms`` (the per-layer timer's),
+    ``forward_ms``, ``backward_ms``, ``conv_ms``, ``type_ms``
     (per kind of layer, :func:`type_ms`), ``peak_gpu_memory_bytes`` (the most GPU memory
     any of its processes held, Note [Measured memory]) and ``layers``
     (medians over ``repeats``, Note [Repeats]), ``min_ms``/``max_ms``; from the first
@@ -132,9 +135,10 @@ def runs_needed(rec: Optional[dict], retry_failed: bool, repeats: int) -> int:
 
 
 # per Caffe process of a point (Note [Repeats]); the point's are medians over these
-REPEAT_FIELDS = ("median_ms", "mean_ms", "forward_ms", "backward_ms", "conv_ms", "layers",
-                 "peak_gpu_memory_bytes",
-                 "iteration_ms", "wall_s", "log", "records", "run", "command")
+REPEAT_FIELDS = ("median_ms", "per_layer_median_ms", "timing", "mean_ms", "forward_ms",
+                 "backward_ms", "conv_ms", "layers", "peak_gpu_memory_bytes",
+                 "iteration_ms", "whole_iteration_ms", "wall_s", "log", "records", "run",
+                 "command")
 
 
 def measured_repeats(rec: dict) -> List[dict]:
@@ -153,8 +157,11 @@ def merge_repeats(first: dict, repeats: List[dict]) -> dict:
         return statistics.median(vals) if vals else None
 
     rec = dict(first, repeats=repeats)
-    for f in ("median_ms", "mean_ms", "forward_ms", "backward_ms", "conv_ms"):
+    for f in ("median_ms", "per_layer_median_ms", "mean_ms", "forward_ms", "backward_ms",
+              "conv_ms"):
         rec[f] = med(f)
+    timings = {r.get("timing") or "per layer" for r in repeats}
+    rec["timing"] = timings.pop() if len(timings) == 1 else "mixed"
     medians = [r["median_ms"] for r in repeats]
     rec["min_ms"], rec["max_ms"] = min(medians), max(medians)
     peaks = [r["peak_gpu_memory_bytes"] for r in repeats if r.get("peak_gpu_memory_bytes")]
@@ -167,7 +174,7 @@ def merge_repeats(first: dict, repeats: List[dict]) -> dict:
                        **{d: statistics.median(x[d] for x in same)
                           for d in ("forward", "backward") if d in layer}})
     rec["layers"] = layers
-    for f in ("iteration_ms", "wall_s", "log", "records", "command"):
+    for f in ("iteration_ms", "whole_iteration_ms", "wall_s", "log", "records", "command"):
         rec.pop(f, None)                 # per process: under repeats
     return rec
 

@@ -13,7 +13,7 @@ from .results import measured_repeats, pytorch_fields, speedup, vs_pytorch
 POINT_COLUMNS = ("net", "setting", "policy", "optimizer", "bn_engine", "engines", "layout",
                  "limit_bytes",
                  "status",
-                 "median_ms",
+                 "median_ms", "timing", "per_layer_median_ms",
                  "min_ms", "max_ms", "processes", "mean_ms", "forward_ms", "backward_ms",
                  "speedup_vs_undivided", "conv_ms", "conv_speedup_vs_undivided", "vs_pytorch",
                  "predicted_conv_ms", "workspace_bytes", "peak_gpu_memory_bytes", "bench_s",
@@ -47,7 +47,8 @@ def write_csv(out: Path, doc: dict) -> None:
         w.writerow(POINT_COLUMNS)
         for key in sorted(doc["points"]):
             rec = doc["points"][key]
-            rec = dict(rec, bn_engine=bn_engine(rec), engines=engines_of(rec),
+            timing = rec.get("timing") or ("per layer" if rec.get("status") == "ok" else None)
+            rec = dict(rec, bn_engine=bn_engine(rec), engines=engines_of(rec), timing=timing,
                        layout=layout_of(rec),
                        speedup_vs_undivided=speedup(doc, rec),
                        conv_speedup_vs_undivided=speedup(doc, rec, "conv_ms"),
