@@ -10,7 +10,7 @@ HERE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(HERE.parents[2] / "scripts"))
 from bench_engines import print_versus, read_points, read_versus  # noqa: E402
 
-CALLS = ("d", "e", "f", "g", "j", "k", "l")           # in the order they ran
+CALLS = ("d", "e", "f", "g", "j", "k", "l", "r", "r2")    # in the order they ran
 
 points, versus = {}, {}
 for call in CALLS:
