@@ -85,6 +85,14 @@ def test_core_imports_without_gpu():
             bench.device_info()
 
 
+def test_the_fake_core_mirrors_the_core_s_constants():
+    """The CPU tests' fake core (tests/support/fake_core.py) gives what scripts read of the
+    core's module, with the core's values."""
+    from fake_core import FakeCore
+    from ucudnn import _core
+    assert FakeCore.GRAPH_CONFIGS_DEFAULT == _core.GRAPH_CONFIGS_DEFAULT
+
+
 def test_core_imports_only_the_vocabulary(tmp_path):
     """Imports run one way: ucudnn._core needs only ucudnn.vocab; the C API (ucudnn._capi)
     sits on top of the runtime. (Run outside the checkout: the installed package.)"""

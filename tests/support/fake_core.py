@@ -83,6 +83,7 @@ class FakeCore:
 
     CoreError = CoreError
     CudnnError = CoreError
+    GRAPH_CONFIGS_DEFAULT = 8           # the core's (Note [Graph choices tried])
 
     def __init__(self, gpus: Sequence[str] = ("Fake GPU",), model: Callable = two_algorithms,
                  *, cudnn_version: int = 91400, memory_free: int = 80 * GiB):
