@@ -16,7 +16,7 @@ from ucudnn.plan.conv import ConvShape
 from ucudnn.plan.dp import plan_kernel
 from ucudnn.plan.layers import LayerSpec
 from ucudnn.plan.network import plan_network
-from ucudnn.plan.settings import PlanSettings
+from ucudnn.plan.settings import PlanSettings, plan_workspace
 from ucudnn.plan.table import AlgoPerf, group_by_kernel, parse_table
 from ucudnn.vocab import InputError, PlanError
 
@@ -225,14 +225,17 @@ def _model(kern, b):
             AlgoPerf(2, (work + extra) * b / 400 + 0.05, int(work * b * 3000))]
 
 
-def _tables(core, layers):
-    """What the fake core's benchmark gives for every kernel: plan_network's input."""
+def _tables(core, layers, settings):
+    """What the fake core's benchmark gives for every kernel offered the workspace its plans
+    may use (Note [Workspace a plan may use]): plan_network's input."""
+    offered = plan_workspace(settings, layers)
     out = {}
     for l in layers:
         kern = core.Kernel(ConvShape.from_layer(l), "fwd", l.n, name=l.name, instances=l.groups)
         for op in l.ops:
             kern.op = op
-            out[l.name, op] = {b: sorted(core.perfs(kern, b),
+            out[l.name, op] = {b: sorted((p for p in core.perfs(kern, b)
+                                          if p.ws_bytes <= offered[l.name]),
                                          key=lambda p: (p.time_ms, p.ws_bytes, p.algo))
                                for b in range(1, l.n + 1)}
     return out
@@ -280,6 +283,30 @@ def test_a_net_opens_each_cache_once(fake_core, tmp_path, monkeypatch):
     assert opened == [one]
 
 
+def test_benchmarks_offer_the_workspace_plans_may_use(fake_core):
+    """Note [Workspace a plan may use]: a net's DP kernels are benchmarked with their limit
+    offered, those of the ILP and the shared arena with the budget of the calls they plan
+    together; a kernel planned alone with its limit; never more than the core's default cap
+    (an unlimited kernel)."""
+    from ucudnn.measure.cache import DEFAULT_WORKSPACE_CAP
+    from ucudnn.vocab import UNLIMITED
+    fake_core.model = _model
+    runtime.plan_net(LAYERS, SETTINGS["mixed"])
+    offered = {(c.name, c.op): c.workspace_cap for c in fake_core.calls}
+    netwide = sum(l.calls for l in LAYERS if l.name != "c1")
+    assert offered == {(l.name, op): (20_000 if l.name == "c1" else
+                                      (9000 * netwide if l.name == "c2" else 60_000))
+                       for l in LAYERS for op in l.ops}
+    fake_core.calls.clear()
+    runtime.plan_net(LAYERS, SETTINGS["shared"])
+    assert {c.workspace_cap for c in fake_core.calls} == {200_000}
+    fake_core.calls.clear()
+    runtime.prepare_kernel(fake_core.Kernel(SHAPE, "fwd", 8, name="alone"), legacy(limit=5000))
+    runtime.prepare_kernel(fake_core.Kernel(SHAPE, "fwd", 8, name="free"),
+                           legacy(limit=UNLIMITED))
+    assert [c.workspace_cap for c in fake_core.calls] == [5000, DEFAULT_WORKSPACE_CAP]
+
+
 @pytest.mark.parametrize("setting", list(SETTINGS))
 def test_plan_net_equals_plan_network_on_the_same_tables(fake_core, records_file, setting):
     """What ucudnn_net_plan runs: every kernel created on the core, benchmarked through the
@@ -288,7 +315,7 @@ def test_plan_net_equals_plan_network_on_the_same_tables(fake_core, records_file
     fake_core.model = _model
     settings = SETTINGS[setting]
     live = runtime.plan_net(LAYERS, settings, name="small")
-    ref = plan_network(LAYERS, _tables(fake_core, LAYERS), settings)
+    ref = plan_network(LAYERS, _tables(fake_core, LAYERS, settings), settings)
     assert _summary(live.plan) == _summary(ref)
     assert set(live.kernels) == {(l.name, op) for l in LAYERS for op in l.ops}
     for k in live.plan.kernels:
@@ -330,7 +357,7 @@ def test_plan_net_falls_back_for_the_whole_net(fake_core, caplog):
     with caplog.at_level(logging.WARNING, logger="ucudnn"):
         live = runtime.plan_net(LAYERS, settings)
     assert any(f"dropping micro-batch {c.batch} algorithm" in m for m in caplog.messages)
-    tables = _tables(fake_core, LAYERS)
+    tables = _tables(fake_core, LAYERS, settings)
     tables[chosen.layer, chosen.op][c.batch] = [p for p in tables[chosen.layer, chosen.op][c.batch]
                                                 if p.algo != c.algo]
     assert _summary(live.plan) == _summary(plan_network(LAYERS, tables, settings))
@@ -338,17 +365,20 @@ def test_plan_net_falls_back_for_the_whole_net(fake_core, caplog):
     assert (c.batch, c.algo) not in {(x.batch, x.algo) for x in again.plan.chunks}
 
 
-def test_plan_net_within_a_cap(fake_core):
+def test_plan_net_within_a_cap(fake_core, tmp_path):
     """After a host could not allocate a plan's workspace it asks again within a cap: the
     net's own workspace and arena together within it."""
     fake_core.model = _model
     for setting in ("dp", "ilp", "mixed"):
-        free = runtime.plan_net(LAYERS, SETTINGS[setting])
+        # a cache of its own: another setting's entries, offered more, would be read
+        settings = {n: s.replace(cache_path=str(tmp_path / f"{setting}.sqlite"))
+                    for n, s in SETTINGS[setting].items()}
+        free = runtime.plan_net(LAYERS, settings)
         cap = free.plan.held_bytes // 3
-        capped = runtime.plan_net(LAYERS, SETTINGS[setting], cap=cap)
+        capped = runtime.plan_net(LAYERS, settings, cap=cap)
         assert capped.plan.held_bytes <= cap < free.plan.held_bytes
         assert _summary(capped.plan) == _summary(plan_network(
-            LAYERS, _tables(fake_core, LAYERS), SETTINGS[setting], cap=cap))
+            LAYERS, _tables(fake_core, LAYERS, settings), settings, cap=cap))
 
 
 def test_plan_net_refuses_what_a_live_net_cannot_be(fake_core):

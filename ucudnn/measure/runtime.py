@@ -24,9 +24,10 @@ Note [Pruned search at run time]
     size (on the H200 the exhaustive benchmarks of a cold ResNet-18 at batch 256 took 345 s,
     the pruned search 27.1 s; the plans are within 0.45 % of each other on the recorded
     tables: results/h200/cold_planning/). Each round of the search is one benchmark call, and
-    a call pays its own set-up (the workspace offered to cudnnFind, up to 8 GiB, allocated,
-    and the buffers for its largest size filled), so the kernel keeps them for the whole
-    search (``Kernel.hold_benchmark_buffers``) and frees them after it.
+    a call pays its own set-up (the workspace offered to cudnnFind allocated, Note [Workspace
+    a plan may use] in :mod:`ucudnn.plan.settings`, and the buffers for its largest size
+    filled), so the kernel keeps them for the whole search (``Kernel.hold_benchmark_buffers``)
+    and frees them after it.
 
     Warm: replaying the cold search's rounds from the cache costs a DP per round. So the
     search first runs from every size the cache holds for the kernel (with its own start
@@ -65,7 +66,7 @@ from ..plan.dp import (DIVIDE_MARGIN, WINOGRAD_ALGOS, plan_kernel, undivided_pla
                        without_choices)
 from ..plan.layers import LayerSpec
 from ..plan.network import NetworkPlan, plan_network
-from ..plan.settings import PlanSettings
+from ..plan.settings import PlanSettings, plan_workspace
 from ..plan.table import AlgoPerf
 from ..vocab import (ENGINE_FAMILIES, SEARCH, WINOGRAD_NOTES, InputError, PlanError, algo_name,
                      format_size)
@@ -390,12 +391,16 @@ def _plan_alone(kern, limit: int):
 def prepare_kernel(kern, settings: PlanSettings, *, workspace_cap: Optional[int] = None,
                    cache=None):
     """Benchmark ``kern`` and give it the DP's plan within ``settings.limit``; the optimizers
-    that plan a net's kernels together need :func:`plan_net`. ``cache``: as for
-    :func:`measure_for_plan`."""
+    that plan a net's kernels together need :func:`plan_net`. ``workspace_cap``: the
+    workspace its benchmark offers (default: the limit, Note [Workspace a plan may use]).
+    ``cache``: as for :func:`measure_for_plan`."""
     if settings.optimizer != "dp":
         raise InputError(f"layer {kern.name!r}: field 'optimizer': {settings.optimizer} plans "
                          "a net's kernels together (ucudnn_net_plan); one kernel takes dp")
     settings = _within_batch(settings, kern.n, kern.name)
+    if workspace_cap is None:
+        from .cache import DEFAULT_WORKSPACE_CAP
+        workspace_cap = min(settings.limit, DEFAULT_WORKSPACE_CAP)
     bench = measure_for_plan(kern, settings, workspace_cap=workspace_cap, cache=cache)
     t1 = time.perf_counter()
     plan = _plan_alone(kern, settings.limit)
@@ -443,7 +448,10 @@ class LiveNet:
 
 
 def _measure_net(kernels, settings: Mapping[str, PlanSettings], layers) -> Dict:
-    """Benchmark every kernel (spread over ``$UCUDNN_BENCH_DEVICES`` first when set)."""
+    """Benchmark every kernel (spread over ``$UCUDNN_BENCH_DEVICES`` first when set), each
+    offered the workspace its plans may use (Note [Workspace a plan may use])."""
+    from .cache import DEFAULT_WORKSPACE_CAP
+    need = plan_workspace(settings, layers)
     devices = os.environ.get(DEVICES_ENV, "").strip()
     if devices:
         from .spread import Job, measure_on_devices, parse_devices
@@ -454,6 +462,7 @@ def _measure_net(kernels, settings: Mapping[str, PlanSettings], layers) -> Dict:
                  summary["seconds"])
     with open_caches() as cache_of:
         return {key: measure_for_plan(kern, settings[key[0]],
+                                      workspace_cap=min(need[key[0]], DEFAULT_WORKSPACE_CAP),
                                       cache=cache_of(settings[key[0]].cache_path))
                 for key, kern in kernels.items()}
 

@@ -445,6 +445,7 @@ def gather_net(layers, settings, *, tables: Optional[Sequence] = None, cache_pat
     repeats), each with the workspace its plans may use offered, and the Winograd algorithms
     left out where a layer's settings ask."""
     from ..plan.dp import WINOGRAD_ALGOS, without_algorithms
+    from ..plan.settings import plan_workspace
     from .cache import DEFAULT_WORKSPACE_CAP
     # Note [Predictions from legacy measurements]
     #     Shipped data, tables and the command line's gathering hold the legacy family's
@@ -459,11 +460,7 @@ def gather_net(layers, settings, *, tables: Optional[Sequence] = None, cache_pat
                          "where the net runs (Caffe through the C API); ucudnn plan predicts "
                          f"from the legacy family only ({len(graph)} layer(s) ask for GRAPH)")
     both = [l.name for l in layers if settings[l.name].engines == "both"]
-    netwide_calls = sum(l.calls for l in layers if settings[l.name].netwide)
-
-    def need(l):
-        s = settings[l.name]
-        return s.limit if not s.netwide else s.budget_for(netwide_calls)
+    need = plan_workspace(settings, layers)     # Note [Workspace a plan may use]
     groups: Dict[tuple, list] = {}
     for l in layers:
         s = settings[l.name]
@@ -473,7 +470,7 @@ def gather_net(layers, settings, *, tables: Optional[Sequence] = None, cache_pat
     for (policy, sizes, math, dtype, repeats), group in groups.items():
         got = gather(group, policy=policy, sizes=sizes, tables=tables, cache_path=cache_path,
                      gpu=gpu, cudnn_version=cudnn_version, math=math, dtype=dtype,
-                     workspace_cap=min(max(need(l) for l in group), DEFAULT_WORKSPACE_CAP),
+                     workspace_cap=min(max(need[l.name] for l in group), DEFAULT_WORKSPACE_CAP),
                      repeats=repeats, benchmark=benchmark, strict=strict, progress=progress)
         for l in group:
             for op in l.ops:

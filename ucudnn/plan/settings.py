@@ -27,17 +27,26 @@ Note [Workspace budget]
     give the same kernels, so the settings compare at equal memory. A budget that is set is
     that many bytes, 0 included (only zero-workspace algorithms): ``--budget 0`` and
     ``total_workspace: 0`` mean the same everywhere.
+
+Note [Workspace a plan may use]
+    No plan of a kernel planned alone (the DP) uses more workspace than its ``limit``, and
+    none of a kernel of the ILP or the shared arena more than the net's budget
+    (:func:`plan_workspace`). That is all its benchmark needs to offer cudnnFind and the
+    graph engines: offering more measures algorithms no plan can take, and a process that
+    plans where it runs (Caffe) would hold the larger workspace (the core's default cap is
+    8 GiB) while it benchmarks, which can set its peak GPU memory.
 """
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 from ..vocab import (DTYPE, ENGINE, LAYOUT, MATH, NETWIDE_OPTIMIZERS, OPTIMIZER, POLICY,
                      SEARCH, InputError, PlanError, parse_size)
 
-__all__ = ["PlanSettings", "DEFAULTS", "candidate_sizes", "FIND_REPEATS", "DEFAULT_LIMIT"]
+__all__ = ["PlanSettings", "DEFAULTS", "candidate_sizes", "plan_workspace", "FIND_REPEATS",
+           "DEFAULT_LIMIT"]
 
 #: cudnnFind calls per micro-batch size (their median); Note [Find repeats] in
 #: ucudnn/measure/bench.py.
@@ -118,6 +127,16 @@ class PlanSettings:
 
 #: The defaults (Note [Default settings]).
 DEFAULTS = PlanSettings()
+
+
+def plan_workspace(settings: Mapping[str, PlanSettings], layers) -> Dict[str, int]:
+    """Per layer name, the most workspace a plan of its kernels may use (Note [Workspace a
+    plan may use]): its ``limit``, or for the ILP and the shared arena the budget of the net's
+    cuDNN calls that those optimizers plan together (Note [Workspace budget]). ``layers``:
+    :class:`~ucudnn.plan.layers.LayerSpec` (their ``calls``)."""
+    netwide_calls = sum(l.calls for l in layers if settings[l.name].netwide)
+    return {l.name: (settings[l.name].budget_for(netwide_calls) if settings[l.name].netwide
+                     else settings[l.name].limit) for l in layers}
 
 
 def candidate_sizes(policy: str, n: int, sizes: Optional[Iterable[int]] = None,
