@@ -126,12 +126,14 @@ def _apply(tree, names):
 
 
 @pytest.mark.parametrize("series", [("0001", "0004"), ("0001", "0004", "0002", "0003"),
-                                    ("0001", "0005"), ("0001", "0006")],
-                         ids=["0001+0004", "0001+0004+0002+0003", "0001+0005", "0001+0006"])
-def test_patches_that_need_only_0001_apply_alone(patched_caffe_source, tmp_path, series):
+                                    ("0001", "0005"), ("0001", "0006"), ("0012",)],
+                         ids=["0001+0004", "0001+0004+0002+0003", "0001+0005", "0001+0006",
+                              "0012"])
+def test_patches_apply_with_only_what_they_need(patched_caffe_source, tmp_path, series):
     """0004 (BatchNorm), 0005 (pycaffe) and 0006 (prototxt errors) need only 0001: each
     applies to the pristine tree with 0001 alone, and after the patches before it (the
-    fixture applies the whole series in order); 0004 also before 0002/0003."""
+    fixture applies the whole series in order); 0004 also before 0002/0003. 0012 (caffe
+    time's whole iterations) applies to the pristine tree alone."""
     if shutil.which("patch") is None:
         pytest.skip("patch not installed")
     src = patched_caffe_source
@@ -150,6 +152,8 @@ def test_patches_that_need_only_0001_apply_alone(patched_caffe_source, tmp_path,
             assert (tree / rel).is_file(), rel
     io = (tree / "src/caffe/util/io.cpp").read_text()
     assert ("LayerNamingErrorCollector" in io) == ("0006" in series)
+    tool = (tree / "tools/caffe.cpp").read_text()
+    assert ("Note [Whole iterations]" in tool) == ("0012" in series)
 
 
 #: What Caffe's lint checks (cmake/lint.cmake: SRC_FILE_EXTENSIONS).
