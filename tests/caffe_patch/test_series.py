@@ -9,7 +9,8 @@
   touches; 0002 keeps few preprocessor branches and interprets no ucudnn_param
   field; the Notes caffe_patch/README.md names are where it says.
 * test_full_build (marker ``caffe_build``): the full build produces the
-  ``caffe`` tool, libcaffe and test.testbin. It runs scripts/build_caffe.sh
+  ``caffe`` tool, libcaffe and test.testbin, whose CPU checks pass, and pycaffe's blob
+  layouts (0013) work with the Python pycaffe was built for. It runs scripts/build_caffe.sh
   with its default work root third_party/caffe, so an existing build is
   reused and the test is quick once Caffe has been built.
   Extra arguments for build_caffe.sh: env UCUDNN_CAFFE_BUILD_ARGS.
@@ -324,3 +325,23 @@ def test_full_build(capsys):
                             timeout=300, env={**os.environ, "GLOG_minloglevel": "2"})
     assert layout.returncode == 0, layout.stdout[-4000:]
     assert "[  PASSED  ] 5 tests." in layout.stdout, layout.stdout[-4000:]
+
+    # 0013: pycaffe's blob layouts, with the Python pycaffe was built for (CPU mode; the
+    # upstream-style test builds a net whose pooling runs NHWC and reads its blobs)
+    pycaffe = CAFFE_ROOT / "src" / "python"
+    if list((pycaffe / "caffe").glob("_caffe*.so")):
+        cache = (build / "CMakeCache.txt").read_text()
+        python = re.search(r"^PYTHON_EXECUTABLE:FILEPATH=(.+)$", cache, re.M).group(1)
+        runtime = subprocess.run([python, "-c", "import skimage, google.protobuf"],
+                                 capture_output=True, text=True)
+        assert runtime.returncode == 0, (
+            f"pycaffe's runtime is missing for {python} (bash .ci/caffe_deps.sh "
+            f"--with-pycaffe-runtime): {runtime.stderr[-500:]}")
+        blobs = subprocess.run([python, "-m", "unittest", "-v", "caffe.test.test_net_layout"],
+                               cwd=pycaffe, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, timeout=300,
+                               env={**os.environ, "GLOG_minloglevel": "2",
+                                    "PYTHONPATH": str(pycaffe)})
+        assert blobs.returncode == 0, blobs.stdout[-4000:]
+        assert "Ran 2 tests" in blobs.stdout and blobs.stdout.rstrip().endswith("OK"), \
+            blobs.stdout[-4000:]
