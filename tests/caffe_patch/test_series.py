@@ -9,8 +9,9 @@
   touches; 0002 keeps few preprocessor branches and interprets no ucudnn_param
   field; the Notes caffe_patch/README.md names are where it says.
 * test_full_build (marker ``caffe_build``): the full build produces the
-  ``caffe`` tool, libcaffe and test.testbin, whose CPU checks pass, and pycaffe's blob
-  layouts (0013) work with the Python pycaffe was built for. It runs scripts/build_caffe.sh
+  ``caffe`` tool, libcaffe and test.testbin, whose CPU checks pass (``caffe time``'s
+  whole iterations, 0012, among them), and pycaffe's blob layouts (0013) work with the
+  Python pycaffe was built for. It runs scripts/build_caffe.sh
   with its default work root third_party/caffe, so an existing build is
   reused and the test is quick once Caffe has been built.
   Extra arguments for build_caffe.sh: env UCUDNN_CAFFE_BUILD_ARGS.
@@ -325,6 +326,18 @@ def test_full_build(capsys):
                             timeout=300, env={**os.environ, "GLOG_minloglevel": "2"})
     assert layout.returncode == 0, layout.stdout[-4000:]
     assert "[  PASSED  ] 5 tests." in layout.stdout, layout.stdout[-4000:]
+
+    # 0012: caffe time's whole iterations (CPU mode), as ucudnn reproduce reads them
+    from ucudnn.caffe.log import parse_caffe_time
+    timed = subprocess.run([str(tool), "time", "-model",
+                            str(Path(__file__).parent / "data" / "share_diffs_cpu.prototxt"),
+                            "-iterations", "3"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=300,
+                           env={**os.environ, "GLOG_minloglevel": "0"})
+    assert timed.returncode == 0, timed.stdout[-4000:]
+    t = parse_caffe_time(timed.stdout)
+    assert t.timing == "whole iterations" and len(t.whole_iteration_ms) == 3, timed.stdout[-4000:]
+    assert all(ms > 0 for ms in t.whole_iteration_ms), t.whole_iteration_ms
 
     # 0013: pycaffe's blob layouts, with the Python pycaffe was built for (CPU mode; the
     # upstream-style test builds a net whose pooling runs NHWC and reads its blobs)
