@@ -68,8 +68,10 @@ def test_each_kernel_is_measured_once_over_both_gpus_into_one_cache(two_gpus, tm
     assert len(live.kernels) == 11
     assert len(calls) == 16 and len(set(_measured(two_gpus))) == 16
     assert {c.families for c in calls} == {("legacy",), ("graph",)}
-    # both GPUs measured: each benchmark ran with its thread's device current
+    # both GPUs measured: each benchmark ran with its thread's device current, offered the
+    # net's 8 MiB limit (Note [Workspace a plan may use])
     assert {c.device for c in calls} == {0, 1}
+    assert {c.workspace_cap for c in calls} == {8 << 20}
     assert not any(t.name.startswith("ucudnn-bench") for t in threading.enumerate())
     # the net's own planning (on its GPU) found everything in the one cache
     recs = rr.read_records(tmp_path / "records.jsonl")

@@ -451,18 +451,19 @@ def _measure_net(kernels, settings: Mapping[str, PlanSettings], layers) -> Dict:
     """Benchmark every kernel (spread over ``$UCUDNN_BENCH_DEVICES`` first when set), each
     offered the workspace its plans may use (Note [Workspace a plan may use])."""
     from .cache import DEFAULT_WORKSPACE_CAP
-    need = plan_workspace(settings, layers)
+    offered = {name: min(need, DEFAULT_WORKSPACE_CAP)
+               for name, need in plan_workspace(settings, layers).items()}
     devices = os.environ.get(DEVICES_ENV, "").strip()
     if devices:
         from .spread import Job, measure_on_devices, parse_devices
         gpus = parse_devices(devices, f"${DEVICES_ENV}")
-        jobs = [Job(l, op, settings[l.name]) for l in layers for op in l.ops]
+        jobs = [Job(l, op, settings[l.name], offered[l.name]) for l in layers for op in l.ops]
         summary = measure_on_devices(jobs, gpus, where=f"${DEVICES_ENV}")
         log.info("%d kernels measured over GPUs %s in %.1f s", len(jobs), devices,
                  summary["seconds"])
     with open_caches() as cache_of:
         return {key: measure_for_plan(kern, settings[key[0]],
-                                      workspace_cap=min(need[key[0]], DEFAULT_WORKSPACE_CAP),
+                                      workspace_cap=offered[key[0]],
                                       cache=cache_of(settings[key[0]].cache_path))
                 for key, kern in kernels.items()}
 

@@ -34,14 +34,18 @@ __all__ = ["Job", "parse_devices", "measure_on_devices"]
 
 @dataclass(frozen=True)
 class Job:
-    """One kernel to measure: ``layer``'s ``op`` with the settings it will be planned with."""
+    """One kernel to measure: ``layer``'s ``op`` with the settings it will be planned with and
+    the workspace its benchmark offers (None: the core's default; Note [Workspace a plan may
+    use] in :mod:`ucudnn.plan.settings`)."""
     layer: LayerSpec
     op: str
     settings: PlanSettings = field(default_factory=PlanSettings)
+    workspace_cap: Optional[int] = None
 
     def identity(self) -> tuple:
         """What the benchmark cache sees of the job (the layer's name aside)."""
-        return (ConvShape.from_layer(self.layer), self.op, self.layer.n, self.settings)
+        return (ConvShape.from_layer(self.layer), self.op, self.layer.n, self.settings,
+                self.workspace_cap)
 
     def cost(self) -> float:
         from .sources import kernel_cost
@@ -126,7 +130,8 @@ def measure_on_devices(jobs: Sequence[Job], devices: Sequence[int], *,
                     job = queue.pop(0)
                 t = time.perf_counter()
                 kern = core_kernel(job.layer, job.op, job.settings.dtype, job.settings.math)
-                m = runtime.measure_for_plan(kern, job.settings)
+                m = runtime.measure_for_plan(kern, job.settings,
+                                             workspace_cap=job.workspace_cap)
                 with lock:
                     d = done[device]
                     d["kernels"] += 1
