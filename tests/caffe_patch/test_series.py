@@ -245,7 +245,7 @@ def test_readme_and_patch_headers_tell_no_history():
 
 
 @pytest.mark.caffe_build
-def test_full_build(capsys):
+def test_full_build(capsys, tmp_path):
     cuda_root = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
     if not (cuda_root / "bin" / "nvcc").exists():
         pytest.skip(f"no nvcc under {cuda_root}")
@@ -310,13 +310,25 @@ def test_full_build(capsys):
     rounds = [l for l in check.stdout.splitlines() if l.startswith("round ")]
     assert len(rounds) == 3 and all("difference 0," in l for l in rounds), check.stdout
 
-    # 0008, 0009: the fusions change no blob, loss or parameter gradient (CPU mode)
-    fused = subprocess.run([str(build / "tools" / "net_fusion_check"),
-                            str(Path(__file__).parent / "data" / "share_diffs_cpu.prototxt")],
-                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                           timeout=300, env={**os.environ, "GLOG_minloglevel": "2"})
-    assert fused.returncode == 0 and fused.stdout.rstrip().endswith("IDENTICAL"), fused.stdout
-    assert fused.stdout.startswith("1 ReLU layer(s) fused into an Eltwise layer"), fused.stdout
+    # 0008, 0009, 0014: the fusions change no blob, loss or parameter gradient (CPU mode),
+    # also where the activation gradients share buffers (the folded Split's top diffs must live
+    # until its Eltwise layer's backward)
+    net = (Path(__file__).parent / "data" / "share_diffs_cpu.prototxt").read_text()
+    shared = tmp_path / "share_diffs_on.prototxt"
+    shared.write_text(net.replace('name: "share"\n', 'name: "share"\nshare_diffs: true\n', 1))
+    for path in (Path(__file__).parent / "data" / "share_diffs_cpu.prototxt", shared):
+        fused = subprocess.run([str(build / "tools" / "net_fusion_check"), str(path)],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                               timeout=300, env={**os.environ, "GLOG_minloglevel": "2"})
+        assert fused.returncode == 0 and fused.stdout.rstrip().endswith("IDENTICAL"), \
+            fused.stdout
+        assert fused.stdout.startswith("2 ReLU layer(s) fused into an Eltwise layer, 0 into a "
+                                       "BatchNorm layer; 1 Split layer(s) summed by an Eltwise "
+                                       "layer\n"), fused.stdout
+        # the folded Split's bottom diff is not used: never more activation-gradient memory
+        held = [re.search(r"activation gradients (\d+) and (\d+) bytes", l).groups()
+                for l in fused.stdout.splitlines() if l.startswith("round ")]
+        assert len(held) == 3 and all(int(f) <= int(p) for p, f in held), fused.stdout
 
     # 0011: where the net inserts layout conversions, and the conversion layer on the CPU
     # (with a gradient check); the NHWC layers' GPU gtests run on the GPU host

@@ -378,6 +378,26 @@ def test_eltwise_relu_fusion_gives_the_same_results_on_the_gpu(caffe):
     assert rc == 0 and out.rstrip().endswith("IDENTICAL"), out
 
 
+@pytest.mark.parametrize("share_diffs", [False, True])
+def test_split_sum_fusion_gives_the_same_results_on_the_gpu(caffe, share_diffs):
+    """caffe_patch/0014 on the GPU (Note [Split sum fusion]): ResNet-18 as above, the Eltwise
+    + ReLU fusion with and without its Split's sum folded in, against every fusion off: every
+    blob, loss and parameter gradient identical. Seven Splits fold (every residual block's
+    output but the last, which goes to pool5). With ``share_diffs`` the Splits' top diffs
+    must stay alive until the Eltwise layers' backward (Note [Shared activation gradients])."""
+    from repo_paths import REPO
+    from ucudnn.caffe.proto import read_net, write_net
+    net = read_net(caffe["pb2"], str(REPO / "results" / "cpu" / "share-diffs" /
+                                     "resnet18_cpu.prototxt"))
+    net.share_diffs = share_diffs
+    path = caffe["dir"] / f"resnet18_split_sum_{share_diffs}.prototxt"
+    write_net(net, str(path))
+    rc, out = _fusion_check(caffe, path, "eltwise_relu", "split_sum")
+    assert out.startswith("8 ReLU layer(s) fused into an Eltwise layer, 0 into a BatchNorm "
+                          "layer; 7 Split layer(s) summed by an Eltwise layer\n"), out
+    assert rc == 0 and out.rstrip().endswith("IDENTICAL"), out
+
+
 @pytest.mark.parametrize("global_stats, share_diffs", [(False, False), (True, False),
                                                       (False, True)])
 def test_batch_norm_relu_fusion_gives_the_same_results_on_the_gpu(caffe, global_stats,
@@ -405,7 +425,7 @@ def test_batch_norm_relu_fusion_gives_the_same_results_on_the_gpu(caffe, global_
     rc, out = _fusion_check(caffe, path)
     # conv1's and the first of each block's BatchNorm + Scale take the ReLU after them
     assert out.startswith("8 ReLU layer(s) fused into an Eltwise layer, 9 into a BatchNorm "
-                          "layer\n"), out
+                          "layer; 7 Split layer(s) summed by an Eltwise layer\n"), out
     assert rc == 0 and out.rstrip().endswith("IDENTICAL"), out
 
 
