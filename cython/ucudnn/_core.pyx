@@ -1038,8 +1038,19 @@ cdef class Kernel:
         after ``time_warmup`` untimed ones), the way plans are executed: see Note [Find
         times] and Note [Re-timing near the front]; with ``retime_last`` after every size's
         Find (Note [Re-timing after the Finds]), else right after each. The benchmark
-        workspace is ``workspace_cap`` (default 8 GiB) capped by free memory.
-        ``benchmark_seconds`` accumulates where the calls spent their time.
+        workspace is ``workspace_cap`` (default 8 GiB) capped by free memory, or less: Note
+        [Benchmark workspace]. ``benchmark_seconds`` accumulates where the calls spent their
+        time.
+
+        Note [Benchmark workspace]
+            The workspace offered to the benchmark is held while it runs, so it sets the
+            process's peak memory during planning: an offer of the shared arena's budget
+            (several GiB) peaked above everything the planned net then holds. With the legacy
+            family alone, the offer is the largest workspace any algorithm asks for at the
+            sizes benchmarked (cudnnGet...WorkspaceSize, every math type) that is at most
+            ``workspace_cap``: cudnnFind then tries the same algorithms as with the whole cap,
+            so the cache records the cap as offered. The graph family's configs are sized
+            only once built, so with it the offer stays the cap.
 
         Note [Find times]
             On the H200, plans predicted from cudnnFind...Ex times alone were measured 13-29 %
@@ -1084,8 +1095,12 @@ cdef class Kernel:
         spent = self.benchmark_seconds
         t0 = perf_counter()
         cap = 8 << 30 if workspace_cap is None else int(workspace_cap)
+        # Note [Benchmark workspace]: what the algorithms at these sizes can use of the cap
+        need = cap
+        if families == ("legacy",):
+            need = min(cap, max(1 << 20, self._legacy_need(sizes, cap)))
         held = self._held
-        if held is not None and held[0] >= bmax and held[1] == cap:
+        if held is not None and held[0] >= bmax and held[1] == cap and held[5].nbytes >= need:
             samples, _, xbuf, ybuf, wbuf, ws = held
             ws_size = ws.nbytes
         else:
@@ -1099,7 +1114,7 @@ cdef class Kernel:
                 fill_random_tiled(buf.p, buf.nbytes, self.k.elem_size, 17 + i,
                                   self.k.dtype == 9)
             check_cuda(rt.cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo")
-            ws_size = max(0, min(cap, int(free_b) - (512 << 20)))
+            ws_size = max(0, min(need, int(free_b) - (512 << 20)))
             ws = None
             while ws is None:
                 try:
@@ -1111,8 +1126,9 @@ cdef class Kernel:
             if self._holding:
                 self._held = (samples, cap, xbuf, ybuf, wbuf, ws)
         # what cudnnFind was really offered: the benchmark cache keys on it (an algorithm
-        # missing here may only have lacked workspace)
-        self.last_benchmark_workspace = int(ws_size)
+        # missing here may only have lacked workspace); every need up to the cap fits
+        # the cap (Note [Benchmark workspace])
+        self.last_benchmark_workspace = cap if ws_size >= need else int(ws_size)
         cdef dnn.cudnnTensorDescriptor_t xd = NULL, yd = NULL
         result = {}
         t1 = perf_counter()
@@ -1586,6 +1602,25 @@ cdef class Kernel:
             refused[parse_engine(engine)[0]] = self.last_graph_error
 
     # ------------------------------------------------------------------ plan
+
+    def _legacy_need(self, sizes, cap):
+        """The largest workspace that a legacy algorithm asks for at ``sizes`` with any math
+        type, of those at most ``cap`` (Note [Benchmark workspace]); algorithms cuDNN cannot
+        run there ask for nothing."""
+        counts = {UCUDNN_FWD: dnn.CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                  UCUDNN_BWD_DATA: dnn.CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                  UCUDNN_BWD_FILTER: dnn.CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT}
+        need = 0
+        for b in sizes:
+            for algo in range(int(counts[self.k.op])):
+                for math in range(4):
+                    try:
+                        size = self.workspace_for(b, algo, math)
+                    except CudnnError:
+                        continue
+                    if need < size <= cap:
+                        need = size
+        return need
 
     def workspace_for(self, int batch, int algo, int math, engine=""):
         """cuDNN's workspace need for a choice at micro-batch ``batch``: algorithm ``algo``

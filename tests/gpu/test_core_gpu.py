@@ -321,6 +321,27 @@ def test_ilp_divides_budget_among_live_kernels(tmp_path):
     _close(y, F.conv2d(x.double(), w.double(), padding=1).float(), "ILP plan fwd", 1e-5)
 
 
+def test_benchmark_workspace_is_the_largest_need_under_the_cap():
+    """Note [Benchmark workspace]: with the legacy family alone the benchmark holds only the
+    largest workspace an algorithm asks for within the cap, records the cap as offered, and
+    every algorithm cudnnFind ran fits in it; the graph family keeps the cap."""
+    N, C, H, W, K, R, S, pad, stride, dil = SHAPES["alexnet_conv3"]
+    shape = ConvShape(C, H, W, K, R, S, pad, pad, stride, stride, dil, dil)
+    kern = _core.Kernel(shape, "fwd", 64, "float32", "default", "sized")
+    cap = 8 << 30
+    res = kern.benchmark([16, 64], 1, workspace_cap=cap)
+    assert kern.last_benchmark_workspace == cap
+    need = kern._legacy_need([16, 64], cap)
+    assert 0 < need < cap
+    ran = [r for recs in res.values() for r in recs if r[1] == 0]
+    assert ran and max(r[3] for r in ran) <= need
+    # a cap below the largest need: the offer is the cap, and what needs more is left out
+    small = need // 2
+    res = kern.benchmark([16, 64], 1, workspace_cap=small)
+    assert kern.last_benchmark_workspace == small
+    assert all(r[3] <= small for recs in res.values() for r in recs if r[1] == 0)
+
+
 def test_held_benchmark_buffers_serve_calls_in_rounds():
     """Kernel.hold_benchmark_buffers (Note [Pruned search at run time]): sizes measured in
     rounds with the buffers kept find the same algorithms as one call, offered the same
