@@ -301,9 +301,11 @@ def test_full_build(capsys, tmp_path):
                          text=True, timeout=60)
     assert "not found" not in ldd.stdout, ldd.stdout
 
+    # the small net of the CPU checks below (every layer on the CPU)
+    small = Path(__file__).parent / "data" / "share_diffs_cpu.prototxt"
+
     # 0007: shared activation gradients change no loss and no parameter gradient (CPU mode)
-    check = subprocess.run([str(build / "tools" / "net_share_diffs_check"),
-                            str(Path(__file__).parent / "data" / "share_diffs_cpu.prototxt")],
+    check = subprocess.run([str(build / "tools" / "net_share_diffs_check"), str(small)],
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                            timeout=300, env={**os.environ, "GLOG_minloglevel": "2"})
     assert check.returncode == 0 and check.stdout.rstrip().endswith("IDENTICAL"), check.stdout
@@ -311,12 +313,12 @@ def test_full_build(capsys, tmp_path):
     assert len(rounds) == 3 and all("difference 0," in l for l in rounds), check.stdout
 
     # 0008, 0009, 0014: the fusions change no blob, loss or parameter gradient (CPU mode),
-    # also where the activation gradients share buffers (the folded Split's top diffs must live
-    # until its Eltwise layer's backward)
-    net = (Path(__file__).parent / "data" / "share_diffs_cpu.prototxt").read_text()
+    # also where the activation gradients share buffers (the Eltwise layer reads the folded
+    # Split's top diffs, whose buffers its bottoms' diffs may take)
     shared = tmp_path / "share_diffs_on.prototxt"
-    shared.write_text(net.replace('name: "share"\n', 'name: "share"\nshare_diffs: true\n', 1))
-    for path in (Path(__file__).parent / "data" / "share_diffs_cpu.prototxt", shared):
+    shared.write_text(small.read_text().replace('name: "share"\n',
+                                                'name: "share"\nshare_diffs: true\n', 1))
+    for path in (small, shared):
         fused = subprocess.run([str(build / "tools" / "net_fusion_check"), str(path)],
                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                timeout=300, env={**os.environ, "GLOG_minloglevel": "2"})
@@ -341,9 +343,8 @@ def test_full_build(capsys, tmp_path):
 
     # 0012: caffe time's whole iterations (CPU mode), as ucudnn reproduce reads them
     from ucudnn.caffe.log import parse_caffe_time
-    timed = subprocess.run([str(tool), "time", "-model",
-                            str(Path(__file__).parent / "data" / "share_diffs_cpu.prototxt"),
-                            "-iterations", "3"], stdout=subprocess.PIPE,
+    timed = subprocess.run([str(tool), "time", "-model", str(small), "-iterations", "3"],
+                           stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, timeout=300,
                            env={**os.environ, "GLOG_minloglevel": "0"})
     assert timed.returncode == 0, timed.stdout[-4000:]
