@@ -1045,7 +1045,7 @@ cdef class Kernel:
         Note [Benchmark workspace]
             The workspace offered to the benchmark is held while it runs, so it sets the
             process's peak memory during planning: an offer of the shared arena's budget
-            (several GiB) peaked above everything the planned net then holds. With the legacy
+            (several GiB) would peak above everything the planned net holds. With the legacy
             family alone, the offer is the largest workspace any algorithm asks for at the
             sizes benchmarked (cudnnGet...WorkspaceSize, every math type) that is at most
             ``workspace_cap``: cudnnFind then tries the same algorithms as with the whole cap,
