@@ -15,8 +15,8 @@
 //   sbr+conv    y = conv(relu(x * scale + bias), w); sum, sqsum of y per channel
 //   sbr+wgrad   dw = wgrad(relu(x * scale + bias), dy)
 //
-// For each graph: the engine configs heuristics modes A and FALLBACK propose, which of them
-// finalise into a plan (runtime-compiled engines compile here), each built plan's median time
+// For each graph: the engine configs heuristics modes A and FALLBACK propose (the first K
+// distinct ones, by engine and knob choices, are built), which of them finalise into a plan (runtime-compiled engines compile here), each built plan's median time
 // (CUDA events, back-to-back runs after a warm-up) and its largest error against the
 // reference computed by the unfused graphs' fastest plan on the same inputs (the prologue done
 // by a plain kernel first; the statistics summed on the host in double), relative to the
@@ -282,6 +282,20 @@ static bool BuildPlan(cudnnHandle_t h, cudnnBackendDescriptor_t cfg, Plan* p, st
       for (int64_t i = 0; i < n; ++i) p->runtime_compiled |= bn[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION;
   }
   if (engine) cudnnBackendDestroyDescriptor(engine);
+  // the knob choices, "type=value" each: with the engine, what tells two configs apart
+  std::vector<cudnnBackendDescriptor_t> knobs(CUDNN_KNOB_TYPE_COUNTS);
+  for (auto& k : knobs) cudnnBackendCreateDescriptor(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &k);
+  n = 0;
+  if (!cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                (int64_t)knobs.size(), &n, knobs.data()))
+    for (int64_t i = 0; i < n; ++i) {
+      cudnnBackendKnobType_t type;
+      int64_t value = 0, got = 0;
+      if (!cudnnBackendGetAttribute(knobs[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &got, &type) &&
+          !cudnnBackendGetAttribute(knobs[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &got, &value))
+        p->knobs += (p->knobs.empty() ? "" : " ") + std::to_string((int)type) + "=" + std::to_string(value);
+    }
+  for (auto k : knobs) cudnnBackendDestroyDescriptor(k);
   cudnnStatus_t st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &p->plan);
   if (!st) st = cudnnBackendSetAttribute(p->plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
   if (!st) st = cudnnBackendSetAttribute(p->plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg);
@@ -396,7 +410,7 @@ static void RunShape(cudnnHandle_t h, const Shape& s, cudnnDataType_t dt, const 
     std::vector<cudnnBackendDescriptor_t> cfgs;
     if (ok) cfgs = Configs(g, &proposed);
     const bool wgrad = kind == WGRAD || kind == SBR_WGRAD;
-    std::vector<int64_t> seen;
+    std::vector<std::string> seen;     // configs built, by engine and knob choices
     std::string rows;
     for (auto cfg : cfgs) {
       double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -404,10 +418,11 @@ static void RunShape(cudnnHandle_t h, const Shape& s, cudnnDataType_t dt, const 
       Plan p;
       std::string err;
       if (!BuildPlan(h, cfg, &p, &err)) { ++finalize_failed; if (errors.size() < 3) errors.push_back(err); continue; }
-      if (std::find(seen.begin(), seen.end(), p.engine) != seen.end() || (size_t)p.ws > b.ws_bytes) {
+      const std::string key = std::to_string(p.engine) + ":" + p.knobs;
+      if (std::find(seen.begin(), seen.end(), key) != seen.end() || (size_t)p.ws > b.ws_bytes) {
         cudnnBackendDestroyDescriptor(p.plan); continue;
       }
-      seen.push_back(p.engine);
+      seen.push_back(key);
       ++built;
       void* x_saved = b.ptr[X];
       float ms = MedianMs(h, p, g, b, 10);
@@ -443,9 +458,9 @@ static void RunShape(cudnnHandle_t h, const Shape& s, cudnnDataType_t dt, const 
       const double tol = dt == CUDNN_DATA_FLOAT ? 5e-3 : 2e-2;
       const bool right = err_v < 0 || err_v <= tol;
       if (!right) ++wrong;
-      char row[256];
-      snprintf(row, sizeof row, "%s{\"engine\": %lld, \"ms\": %.4f, \"ws\": %lld, \"tensor_core\": %s, \"runtime_compiled\": %s, \"rel_err\": %.3g}",
-               rows.empty() ? "" : ", ", (long long)p.engine, ms, (long long)p.ws, p.tensor_core ? "true" : "false",
+      char row[512];
+      snprintf(row, sizeof row, "%s{\"engine\": %lld, \"knobs\": \"%s\", \"ms\": %.4f, \"ws\": %lld, \"tensor_core\": %s, \"runtime_compiled\": %s, \"rel_err\": %.3g}",
+               rows.empty() ? "" : ", ", (long long)p.engine, p.knobs.c_str(), ms, (long long)p.ws, p.tensor_core ? "true" : "false",
                p.runtime_compiled ? "true" : "false", err_v);
       rows += row;
       if (ms >= 0 && right && (r.best_ms < 0 || ms < r.best_ms)) { r.best_ms = ms; r.engine = p.engine; r.err = err_v; }
