@@ -494,16 +494,23 @@ int main(int argc, char** argv) {
     if (a == "--dtype" && i + 1 < argc) dtype = argv[++i];
     else if (a == "--builds" && i + 1 < argc) builds = atoi(argv[++i]);
     else if (a == "--seconds" && i + 1 < argc) seconds = atof(argv[++i]);
+    else if (a.rfind("--", 0) == 0) { fprintf(stderr, "probe: unknown option '%s'\n", a.c_str()); return 2; }
     else {
       Shape s;
-      if (sscanf(a.c_str(), "%d,%d,%d,%d,%d,%d,%d", &s.n, &s.c, &s.h, &s.w, &s.k, &s.r, &s.stride) != 7) {
+      char rest = 0;
+      if (sscanf(a.c_str(), "%d,%d,%d,%d,%d,%d,%d%c", &s.n, &s.c, &s.h, &s.w, &s.k, &s.r, &s.stride, &rest) != 7) {
         fprintf(stderr, "probe: a shape is N,C,H,W,K,R,stride, not '%s'\n", a.c_str());
+        return 2;
+      }
+      if (std::min({s.n, s.c, s.h, s.w, s.k, s.r, s.stride}) < 1) {   // padding R/2: the filter fits
+        fprintf(stderr, "probe: shape '%s': every number is at least 1\n", a.c_str());
         return 2;
       }
       shapes.push_back(s);
     }
   }
   if (dtype != "float" && dtype != "half") { fprintf(stderr, "probe: --dtype is float or half\n"); return 2; }
+  if (builds < 1) { fprintf(stderr, "probe: --builds is at least 1\n"); return 2; }
   if (shapes.empty())
     shapes = {{128, 256, 56, 56, 64, 1, 1}, {128, 64, 56, 56, 64, 3, 1}, {128, 64, 56, 56, 256, 1, 1},
               {128, 256, 14, 14, 256, 3, 1}, {256, 64, 56, 56, 64, 3, 1}, {256, 256, 14, 14, 256, 3, 1}};
