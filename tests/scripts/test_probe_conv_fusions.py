@@ -1,5 +1,6 @@
-"""scripts/probe_conv_fusions.cu without a GPU: it compiles against the toolkit's cuDNN, and
-bad arguments get a one-line refusal (exit 2) before any GPU is touched."""
+"""scripts/probe_conv_fusions.cu without a GPU: it compiles against the cuDNN the core was
+built against (Note [Which cuDNN] in setup.py), and bad arguments get a one-line refusal
+(exit 2) before any GPU is touched."""
 import os
 import shutil
 import subprocess
@@ -8,29 +9,21 @@ from pathlib import Path
 import pytest
 
 from repo_paths import REPO
+from ucudnn import config
 
 SOURCE = REPO / "scripts" / "probe_conv_fusions.cu"
-
-
-def _cudnn_include():
-    roots = [os.environ.get(v) for v in ("CUDNN_ROOT", "CUDNN_HOME", "CUDA_HOME")]
-    roots += ["/usr/local/cuda", "/usr"]
-    for root in filter(None, roots):
-        if (Path(root) / "include" / "cudnn.h").is_file():
-            return Path(root)
-    return None
 
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory):
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-    root = _cudnn_include()
-    if not Path(nvcc).exists() or root is None:
-        pytest.skip("no nvcc or no cudnn.h to build the probe against")
+    if not Path(nvcc).exists():
+        pytest.skip("no nvcc to build the probe with")
+    cfg = config.build_config()
+    lib = cfg["cudnn_library"]
     exe = tmp_path_factory.mktemp("probe") / "probe"
-    libdirs = [d for d in (root / "lib64", root / "lib") if d.is_dir()]
     cmd = [nvcc, "-O0", "-std=c++17", "-arch=sm_90", "-o", str(exe), str(SOURCE),
-           f"-I{root / 'include'}", *[f"-L{d}" for d in libdirs], "-lcudnn"]
+           f"-I{cfg['cudnn_include']}", f"-L{os.path.dirname(lib)}", f"-l:{os.path.basename(lib)}"]
     built = subprocess.run(cmd, capture_output=True, text=True)
     assert built.returncode == 0, built.stderr[-2000:]
     return exe

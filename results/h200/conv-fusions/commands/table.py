@@ -43,7 +43,8 @@ def main(paths):
     print("| --- | --- | --- | --- |")
     for (dtype, (n, c, h, w, k, r, s)), g in rows.items():
         conv, y_pass = g["conv"]["best_ms"], g["y_pass_ms"]
-        x_over_y = (c * h * w) / (k * ((h - 1) // s + 1) * ((w - 1) // s + 1))
+        oh, ow = ((d + 2 * (r // 2) - r) // s + 1 for d in (h, w))   # the probe's padding R/2
+        x_over_y = (c * h * w) / (k * oh * ow)
 
         def ratio(name, unfused):
             got = g.get(name)
