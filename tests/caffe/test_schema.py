@@ -72,6 +72,7 @@ def test_ids_follow_the_next_available_comments(proto_dir):
     assert "NetParameter next available ID: 12 (last added: fusion)" in text
     assert "optional bool batch_norm_relu = 2 [default = true];" in text
     assert "optional bool split_sum = 3 [default = true];" in text
+    assert "optional bool batch_norm_eltwise = 4 [default = true];" in text
 
 
 @pytest.mark.parametrize("net", ["alexnet", "resnet18", "resnet50", "cifar10"])

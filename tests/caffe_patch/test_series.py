@@ -326,11 +326,37 @@ def test_full_build(capsys, tmp_path):
             fused.stdout
         assert fused.stdout.startswith("2 ReLU layer(s) fused into an Eltwise layer, 0 into a "
                                        "BatchNorm layer; 1 Split layer(s) summed by an Eltwise "
+                                       "layer\n0 BatchNorm layer(s) applied by an Eltwise "
                                        "layer\n"), fused.stdout
         # the folded Split's bottom diff is not used: never more activation-gradient memory
         held = [re.search(r"activation gradients (\d+) and (\d+) bytes", l).groups()
                 for l in fused.stdout.splitlines() if l.startswith("round ")]
         assert len(held) == 3 and all(int(f) <= int(p) for p, f in held), fused.stdout
+
+    # 0015: Net::Init folds a FUSED BatchNorm + Scale into the Eltwise SUM + ReLU right after
+    # them; the CPU passes are each layer's own, so the net with it gives the same blobs,
+    # losses and gradients, also in a forward stopped at the Scale layer (the GPU passes are
+    # checked on the GPU host: tests/gpu/test_caffe_gpu.py)
+    bn_text = small.read_text().replace(
+        'layer { name: "res" type: "Eltwise"',
+        'layer { name: "bn2b" type: "BatchNorm" bottom: "conv2b" top: "conv2b" '
+        'batch_norm_param { engine: FUSED } }\n'
+        'layer { name: "scale2b" type: "Scale" bottom: "conv2b" top: "conv2b" '
+        'scale_param { bias_term: true filler { type: "constant" value: 0.5 } } }\n'
+        'layer { name: "res" type: "Eltwise"', 1)
+    assert "bn2b" in bn_text
+    bn_net = tmp_path / "bn_eltwise.prototxt"
+    bn_net.write_text(bn_text)
+    fused = subprocess.run([str(build / "tools" / "net_fusion_check"), str(bn_net),
+                            "eltwise_relu", "batch_norm_eltwise"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                           timeout=300, env={**os.environ, "GLOG_minloglevel": "2"})
+    assert fused.returncode == 0 and fused.stdout.rstrip().endswith("IDENTICAL"), fused.stdout
+    assert fused.stdout.startswith("2 ReLU layer(s) fused into an Eltwise layer, 0 into a "
+                                   "BatchNorm layer; 0 Split layer(s) summed by an Eltwise "
+                                   "layer\n1 BatchNorm layer(s) applied by an Eltwise layer "
+                                   "(GPU passes only)\n"), fused.stdout
+    assert "forward to scale2b: its tops' largest difference 0;" in fused.stdout, fused.stdout
 
     # 0011: where the net inserts layout conversions, and the conversion layer on the CPU
     # (with a gradient check); the NHWC layers' GPU gtests run on the GPU host

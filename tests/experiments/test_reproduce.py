@@ -713,8 +713,8 @@ def test_variant_prototxt_writes_share_diffs_only_when_asked(tmp_path):
     assert rp.Options(out=tmp_path).to_json()["fusions"] is None
 
 
-@pytest.mark.parametrize("on", [["eltwise_relu"], ["batch_norm_relu"], ["split_sum"], [],
-                                list(grid.FUSIONS)])
+@pytest.mark.parametrize("on", [["eltwise_relu"], ["batch_norm_relu"], ["split_sum"],
+                                ["batch_norm_eltwise"], [], list(grid.FUSIONS)])
 def test_variant_prototxt_turns_on_the_fusions_asked_and_off_the_others(tmp_path, on):
     from ucudnn.caffe.proto import load_caffe_pb2, read_net
     pb2 = load_caffe_pb2()
@@ -754,7 +754,7 @@ def test_an_unknown_fusion_is_refused_naming_the_option(tmp_path, capsys):
                    "eltwise_relu,conv_bn", "--no-pytorch", "--predict"])
     err = capsys.readouterr().err
     assert rc != 0 and ("--fusions: 'conv_bn' is not one of eltwise_relu, batch_norm_relu, "
-                        "split_sum, or all, or none") in err, err
+                        "split_sum, batch_norm_eltwise, or all, or none") in err, err
     assert not (tmp_path / "reproduce.json").exists()
 
 

@@ -423,9 +423,45 @@ def test_batch_norm_relu_fusion_gives_the_same_results_on_the_gpu(caffe, global_
     path = caffe["dir"] / f"resnet18_fused_bn_{global_stats}_{share_diffs}.prototxt"
     write_net(net, str(path))
     rc, out = _fusion_check(caffe, path)
-    # conv1's and the first of each block's BatchNorm + Scale take the ReLU after them
+    # conv1's and the first of each block's BatchNorm + Scale take the ReLU after them; the
+    # last of each block's is applied by its Eltwise layer (Note [BatchNorm + Eltwise fusion])
     assert out.startswith("8 ReLU layer(s) fused into an Eltwise layer, 9 into a BatchNorm "
-                          "layer; 7 Split layer(s) summed by an Eltwise layer\n"), out
+                          "layer; 7 Split layer(s) summed by an Eltwise layer\n"
+                          "8 BatchNorm layer(s) applied by an Eltwise layer\n"), out
+    assert rc == 0 and out.rstrip().endswith("IDENTICAL"), out
+
+
+@pytest.mark.parametrize("global_stats, share_diffs, split_sum", [
+    (False, False, False), (False, False, True), (False, True, True), (True, False, True)])
+def test_batch_norm_eltwise_fusion_gives_the_same_results_on_the_gpu(caffe, global_stats,
+                                                                     share_diffs, split_sum):
+    """caffe_patch/0015 on the GPU (Note [BatchNorm + Eltwise fusion]): ResNet-18 with FUSED
+    BatchNorm as above; the last BatchNorm + Scale of each of its 8 blocks applied by the
+    block's Eltwise SUM + ReLU, against every fusion off: every other blob, each loss and
+    every parameter gradient identical, and a forward stopped at each such Scale layer gives
+    the BatchNorm's output, the rest of that iteration the same loss and gradients. The
+    backward's gradient goes to the shortcut's diff, which with ``split_sum`` is computed from
+    the Split's two diffs, and with ``share_diffs`` may share their buffers; with
+    ``use_global_stats`` only the forward is fused."""
+    from repo_paths import REPO
+    from ucudnn.caffe.proto import read_net, write_net
+    pb2 = caffe["pb2"]
+    net = read_net(pb2, str(REPO / "results" / "cpu" / "share-diffs" / "resnet18_cpu.prototxt"))
+    for layer in net.layer:
+        if layer.type == "BatchNorm":
+            layer.batch_norm_param.engine = pb2.BatchNormParameter.FUSED
+            if global_stats:
+                layer.batch_norm_param.use_global_stats = True
+    net.share_diffs = share_diffs
+    path = caffe["dir"] / f"resnet18_bn_eltwise_{global_stats}_{share_diffs}_{split_sum}.prototxt"
+    write_net(net, str(path))
+    fusions = ["eltwise_relu", "batch_norm_eltwise"] + (["split_sum"] if split_sum else [])
+    rc, out = _fusion_check(caffe, path, *fusions)
+    assert out.startswith(f"8 ReLU layer(s) fused into an Eltwise layer, 0 into a BatchNorm "
+                          f"layer; {7 if split_sum else 0} Split layer(s) summed by an Eltwise "
+                          f"layer\n8 BatchNorm layer(s) applied by an Eltwise layer\n"), out
+    stops = [l for l in out.splitlines() if l.startswith("forward to ")]
+    assert len(stops) == 8 and all("largest difference 0;" in l for l in stops), out
     assert rc == 0 and out.rstrip().endswith("IDENTICAL"), out
 
 

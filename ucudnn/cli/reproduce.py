@@ -56,8 +56,9 @@ def add_parser(sub) -> None:
                    "after it as one layer; caffe_patch/0008), batch_norm_relu (a FUSED "
                    "BatchNorm, its Scale and the in-place ReLU after them; 0009) and "
                    "split_sum (that Eltwise layer sums the gradients of the Split layer "
-                   "after it; 0014), or all, or none (default: the nets' own, Caffe's "
-                   "defaults: all on)")
+                   "after it; 0014) and batch_norm_eltwise (that Eltwise layer applies the "
+                   "FUSED BatchNorm and Scale before it; 0015), or all, or none (default: "
+                   "the nets' own, Caffe's defaults: all on)")
     s.add_argument("--layouts", default="NCHW",
                    help="activations' layouts of ucudnn's points, each a point of its own "
                    "(the net's ucudnn_param.layout): NCHW, NHWC (the blobs between Caffe's "

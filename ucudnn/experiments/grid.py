@@ -16,9 +16,9 @@ LIMITS = ("8MiB", "64MiB", "512MiB")
 SETTINGS = ("caffe", "unlimited", *POLICIES, "ilp", "shared", "shared_stock")
 #: Settings planned with one budget for the net (the ILP's policy, ``--ilp-policy``).
 NETWIDE = ("ilp", "shared", "shared_stock")
-#: The fusions of a Caffe net (NetParameter.fusion: caffe_patch/0008, 0009 and 0014), each on
-#: by default in Caffe.
-FUSIONS = ("eltwise_relu", "batch_norm_relu", "split_sum")
+#: The fusions of a Caffe net (NetParameter.fusion: caffe_patch/0008, 0009, 0014 and 0015),
+#: each on by default in Caffe.
+FUSIONS = ("eltwise_relu", "batch_norm_relu", "split_sum", "batch_norm_eltwise")
 
 # Note [Shared arena at stock memory]
 #     The shared arena is also run at the workspace memory that stock Caffe holds,
