@@ -4,6 +4,8 @@ call's grid (reproduce.json, points.csv, summary.txt) the way ``ucudnn reproduce
 
     python results/h200/whole-iterations/commands/merge_pytorch.py [GRID PYTORCH.json NET]...
 
+NET as the grid names it (``resnet50`` or ``resnet50@256``).
+
 Without arguments, this folder's calls: ResNet-18 (call N) and ResNet-50 (call O) with
 ``channels_last`` and ``torch.compile``, one process each (eager NCHW, the slowest mode, left
 out for time); AlexNet (call Q) with ``torch.compile``, 3 processes: its fastest mode in call
@@ -13,6 +15,7 @@ import json
 import sys
 from pathlib import Path
 
+from ucudnn.experiments.grid import parse_net
 from ucudnn.experiments.reproduce import pytorch_record
 from ucudnn.experiments.results import load_results, save_results
 from ucudnn.experiments.summary import format_summary, write_csv
@@ -25,7 +28,9 @@ OWN = [(HERE / call / "grid", HERE / call / "pytorch.json", net)
 def merge(out: Path, pytorch_json: Path, net: str) -> None:
     got = json.loads(pytorch_json.read_text(encoding="utf-8"))
     doc = load_results(out / "reproduce.json")
-    doc["pytorch"][net] = dict(pytorch_record(got, net), command=got["meta"]["command_line"])
+    # a grid's net may name its batch (NAME@BATCH); time_pytorch.py's JSON names the net alone
+    doc["pytorch"][net] = dict(pytorch_record(got, parse_net(net)[0]),
+                               command=got["meta"]["command_line"])
     save_results(out / "reproduce.json", doc)
     write_csv(out, doc)
     (out / "summary.txt").write_text(format_summary(doc) + "\n", encoding="utf-8")
