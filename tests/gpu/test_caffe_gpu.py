@@ -398,17 +398,10 @@ def test_split_sum_fusion_gives_the_same_results_on_the_gpu(caffe, share_diffs):
     assert rc == 0 and out.rstrip().endswith("IDENTICAL"), out
 
 
-@pytest.mark.parametrize("global_stats, share_diffs", [(False, False), (True, False),
-                                                      (False, True)])
-def test_batch_norm_relu_fusion_gives_the_same_results_on_the_gpu(caffe, global_stats,
-                                                                  share_diffs):
-    """caffe_patch/0009 on the GPU (Note [BatchNorm + ReLU fusion]): ResNet-18 as above but
-    with FUSED BatchNorm (deterministic: its sums finish in a fixed order), both fusions on
-    against both off: every blob, loss and parameter gradient identical. With
-    ``use_global_stats`` the forward applies the ReLU and the ReLU layer runs its own
-    backward; without, the training backward masks the gradient itself. With
-    ``share_diffs`` (caffe_patch/0007) both nets share activation gradients, as the fastest
-    setting runs them."""
+def _resnet18_fused_bn(caffe, tag, global_stats, share_diffs):
+    """The checks' ResNet-18 (batch 2) with its 20 BatchNorm layers on engine FUSED (and
+    ``use_global_stats`` where asked) and the net's ``share_diffs``, written as TAG.prototxt;
+    its path."""
     from repo_paths import REPO
     from ucudnn.caffe.proto import read_net, write_net
     pb2 = caffe["pb2"]
@@ -420,8 +413,24 @@ def test_batch_norm_relu_fusion_gives_the_same_results_on_the_gpu(caffe, global_
         if global_stats:
             layer.batch_norm_param.use_global_stats = True
     net.share_diffs = share_diffs
-    path = caffe["dir"] / f"resnet18_fused_bn_{global_stats}_{share_diffs}.prototxt"
+    path = caffe["dir"] / f"{tag}.prototxt"
     write_net(net, str(path))
+    return path
+
+
+@pytest.mark.parametrize("global_stats, share_diffs", [(False, False), (True, False),
+                                                      (False, True)])
+def test_batch_norm_relu_fusion_gives_the_same_results_on_the_gpu(caffe, global_stats,
+                                                                  share_diffs):
+    """caffe_patch/0009 on the GPU (Note [BatchNorm + ReLU fusion]): ResNet-18 as above but
+    with FUSED BatchNorm (deterministic: its sums finish in a fixed order), both fusions on
+    against both off: every blob, loss and parameter gradient identical. With
+    ``use_global_stats`` the forward applies the ReLU and the ReLU layer runs its own
+    backward; without, the training backward masks the gradient itself. With
+    ``share_diffs`` (caffe_patch/0007) both nets share activation gradients, as the fastest
+    setting runs them."""
+    path = _resnet18_fused_bn(caffe, f"resnet18_fused_bn_{global_stats}_{share_diffs}",
+                              global_stats, share_diffs)
     rc, out = _fusion_check(caffe, path)
     # conv1's and the first of each block's BatchNorm + Scale take the ReLU after them; the
     # last of each block's is applied by its Eltwise layer (Note [BatchNorm + Eltwise fusion])
@@ -443,18 +452,9 @@ def test_batch_norm_eltwise_fusion_gives_the_same_results_on_the_gpu(caffe, glob
     backward's gradient goes to the shortcut's diff, which with ``split_sum`` is computed from
     the Split's two diffs, and with ``share_diffs`` may share their buffers; with
     ``use_global_stats`` only the forward is fused."""
-    from repo_paths import REPO
-    from ucudnn.caffe.proto import read_net, write_net
-    pb2 = caffe["pb2"]
-    net = read_net(pb2, str(REPO / "results" / "cpu" / "share-diffs" / "resnet18_cpu.prototxt"))
-    for layer in net.layer:
-        if layer.type == "BatchNorm":
-            layer.batch_norm_param.engine = pb2.BatchNormParameter.FUSED
-            if global_stats:
-                layer.batch_norm_param.use_global_stats = True
-    net.share_diffs = share_diffs
-    path = caffe["dir"] / f"resnet18_bn_eltwise_{global_stats}_{share_diffs}_{split_sum}.prototxt"
-    write_net(net, str(path))
+    path = _resnet18_fused_bn(
+        caffe, f"resnet18_bn_eltwise_{global_stats}_{share_diffs}_{split_sum}", global_stats,
+        share_diffs)
     fusions = ["eltwise_relu", "batch_norm_eltwise"] + (["split_sum"] if split_sum else [])
     rc, out = _fusion_check(caffe, path, *fusions)
     assert out.startswith(f"8 ReLU layer(s) fused into an Eltwise layer, 0 into a BatchNorm "

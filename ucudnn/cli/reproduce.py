@@ -54,7 +54,7 @@ def add_parser(sub) -> None:
                    help="the fusions on in every Caffe point's net, the others off: a "
                    "comma-separated list of eltwise_relu (an Eltwise SUM and the in-place ReLU "
                    "after it as one layer; caffe_patch/0008), batch_norm_relu (a FUSED "
-                   "BatchNorm, its Scale and the in-place ReLU after them; 0009) and "
+                   "BatchNorm, its Scale and the in-place ReLU after them; 0009), "
                    "split_sum (that Eltwise layer sums the gradients of the Split layer "
                    "after it; 0014) and batch_norm_eltwise (that Eltwise layer applies the "
                    "FUSED BatchNorm and Scale before it; 0015), or all, or none (default: "

@@ -38,8 +38,8 @@ def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Op
     every BatchNorm layer even where it is BVLC's (Note [BatchNorm engines]). ``share_diffs``:
     the net's ``share_diffs: true`` (caffe_patch/0007, Note [Shared activation gradients] in
     Caffe's net.cpp), for every point alike; ``fusions``: the fusions to turn on in the net's
-    ``fusion`` (``grid.FUSIONS``, caffe_patch/0008, 0009, 0014 and 0015), every other one off; None
-    leaves the net's field as it is. A ucudnn point's ``layout`` is its net's
+    ``fusion`` (``grid.FUSIONS``, caffe_patch/0008, 0009, 0014 and 0015), every other one
+    off; None leaves the net's field as it is. A ucudnn point's ``layout`` is its net's
     ``ucudnn_param.layout`` (Note [NHWC in Caffe] in caffe_patch/0011)."""
     from ..caffe.params import set_param
     from ..caffe.proto import read_net, write_net
