@@ -154,11 +154,21 @@ def main(argv=None):
     p.add_argument("--gap-us", type=float, default=5.0)
     p.add_argument("--out", help="the record as JSON")
     args = p.parse_args(argv)
-
-    import torch                                            # first (module docstring)
-    from torch.profiler import ProfilerActivity, profile
+    if args.side == "caffe" and not os.path.isfile(args.subject):
+        p.error(f"{args.subject}: no such prototxt")
+    try:
+        import torch                                        # first (module docstring)
+        from torch.profiler import ProfilerActivity, profile
+    except ImportError as e:
+        p.error(f"needs PyTorch with CUDA for its profiler ({e})")
+    if not torch.cuda.is_available():
+        p.error("needs a CUDA GPU (torch.cuda.is_available() is False)")
     if args.side == "caffe":
-        iteration = caffe_subject(args.subject)
+        try:
+            iteration = caffe_subject(args.subject)
+        except ImportError as e:
+            p.error(f"needs pycaffe on PYTHONPATH (scripts/gpu_node.sh setup builds it in "
+                    f"third_party/caffe/src/python): {e}")
     else:
         iteration = pytorch_subject(args.subject, args.mode, args.batch)
     for _ in range(args.warmup):

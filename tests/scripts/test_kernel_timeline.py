@@ -1,11 +1,15 @@
 """scripts/kernel_timeline.py's analysis of a Chrome trace (pure functions, no GPU): busy time
 as the union of overlapping kernels, idle time and the gaps between them, the kinds of the
-kernel names seen in Caffe's and PyTorch's traces, and the per-iteration division."""
+kernel names seen in Caffe's and PyTorch's traces, and the per-iteration division; and its
+command line's one-line errors where the prototxt, PyTorch, a GPU or pycaffe is missing."""
 import json
+import re
+import subprocess
+import sys
 
 import pytest
 
-from repo_paths import load_script
+from repo_paths import SCRIPTS, load_script
 
 
 @pytest.fixture(scope="module")
@@ -79,3 +83,18 @@ def test_kernel_kinds(kt, name, kind):
 def test_a_trace_without_kernels_is_an_error(kt, tmp_path):
     with pytest.raises(SystemExit, match="no kernels"):
         kt.analyse(_trace(tmp_path, []), iterations=1, gap_us=5)
+
+
+def test_the_command_line_says_what_is_missing_without_a_traceback(tmp_path):
+    script = SCRIPTS / "kernel_timeline.py"
+    r = subprocess.run([sys.executable, str(script), "caffe", str(tmp_path / "none.prototxt")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "none.prototxt: no such prototxt" in r.stderr
+    assert "Traceback" not in r.stderr
+    model = tmp_path / "net.prototxt"
+    model.write_text('name: "n"\n')
+    r = subprocess.run([sys.executable, str(script), "caffe", str(model)],
+                       capture_output=True, text=True, timeout=120)
+    # without torch, without a GPU or without pycaffe: one line that says which
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert re.search(r"needs (PyTorch|a CUDA GPU|pycaffe)", r.stderr)
