@@ -109,7 +109,7 @@ def analyse(trace_path, iterations, gap_us):
         "span_ms": span / per,
         "busy_ms": busy / per,
         "idle_ms": (span - busy) / per,
-        "kernel_ms": sum(t1 - t0 for t0, t1, _, _ in ops) / per,
+        "kernel_ms": sum(by_kind.values()) / per,
         "launches": len(ops) / iterations,
         "by_kind_ms": {k: v / per for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])},
         "top_kernels": [{"name": n, "per_iteration": c / iterations, "ms": t / per,
@@ -134,12 +134,11 @@ def caffe_subject(model):
 
 
 def pytorch_subject(net_name, mode, batch):
-    import torch
     sys.path.insert(0, HERE)
     import time_pytorch
     device = time_pytorch.worker_device("cuda")
     iteration, _ = time_pytorch.prepare(net_name, batch, mode, device)
-    return lambda: iteration()
+    return iteration
 
 
 def main(argv=None):
