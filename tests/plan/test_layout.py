@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from planner_brute import random_network
-from ucudnn.plan.network import ALIGN, PASSES, align, plan_network
+from planner_brute import caffe_passes, random_network
+from ucudnn.plan.network import ALIGN, align, plan_network
 from ucudnn.plan.settings import PlanSettings
 
 OPTIMIZERS = ("dp", "ilp", "shared")
@@ -18,7 +18,7 @@ def _ranges(plan):
     every group call of every kernel."""
     out = []
     for k in plan.kernels:
-        pass_ = next(i for i, p in enumerate(PASSES) if k.op in p)
+        pass_ = next(i for i, p in enumerate(caffe_passes(k.groups)) if k.op in p)
         for g in range(k.groups):
             start = k.slot.offset + g * k.slot.stride
             out.append((k.slot.arena, start, start + k.slot.bytes, k.name, g,
@@ -57,7 +57,8 @@ def _check_layout(plan):
     passes = {}
     for k in plan.kernels:
         if k.optimizer == "shared":
-            key = (k.layer, k.instance, next(i for i, p in enumerate(PASSES) if k.op in p))
+            key = (k.layer, k.instance,
+                   next(i for i, p in enumerate(caffe_passes(k.groups)) if k.op in p))
             passes[key] = passes.get(key, 0) + align(k.plan.ws_bytes) * k.groups
     assert plan.arena_bytes == max(passes.values())
 
@@ -116,6 +117,33 @@ def test_layout_of_a_hand_made_net():
     _check_layout(shared)
 
 
+def test_one_group_layer_gives_each_call_the_whole_arena():
+    """A one-group layer runs its calls one after another (Note [Shared arena]): every slot
+    starts at the arena's start, and each call may take the whole budget, where a grouped
+    layer's backward calls divide it."""
+    from ucudnn.plan.layers import LayerSpec
+    from ucudnn.plan.table import AlgoPerf
+    one = [LayerSpec("c", 4, 4, 8, 8, 4, 3, 3, 1)]
+    two = [LayerSpec("c", 4, 4, 8, 8, 4, 3, 3, 1, groups=2)]
+
+    def benches(layers):
+        # per op: a slow algorithm without workspace, and a fast one needing 1000 B per call
+        return {(l.name, op): {b: [AlgoPerf(0, 10.0 * b, 0), AlgoPerf(1, 1.0 * b, 1000)]
+                               for b in (1, 2, 4)} for l in layers for op in l.ops}
+    settings = PlanSettings(optimizer="shared", budget=1280, policy="undivided")
+    plan = plan_network(one, benches(one), settings)
+    slots = {k.name: (k.slot.offset, k.slot.bytes) for k in plan.kernels}
+    assert slots == {"c/fwd": (0, 1000), "c/bwd_filter": (0, 1000), "c/bwd_data": (0, 1000)}
+    assert plan.arena_bytes == 1024
+    _check_layout(plan)
+    # two groups: each pass runs two calls (the backward's four), which leave 1280 - 2 x 256
+    # B or less to divide: the fast algorithm fits in no pass
+    grouped = plan_network(two, benches(two), settings)
+    assert {k.op: k.plan.ws_bytes for k in grouped.kernels} == \
+        {"fwd": 0, "bwd_filter": 0, "bwd_data": 0}
+    _check_layout(grouped)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_shared_pass_budget_leaves_room_for_the_alignment(seed):
     """The arena's pass budget is the budget less 256 B per concurrent call (kernels in the
@@ -130,7 +158,7 @@ def test_shared_pass_budget_leaves_room_for_the_alignment(seed):
             continue
         assert plan.arena_bytes <= budget
         for l in layers:
-            for pass_ in PASSES:
+            for pass_ in caffe_passes(l.groups):
                 ks = [k for k in plan.kernels if k.layer == l.name and k.op in pass_
                       and k.instance == 0]
                 calls = sum(k.groups for k in ks)

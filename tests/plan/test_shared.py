@@ -5,11 +5,11 @@ import random
 
 import pytest
 
-from planner_brute import random_network as _random_network
+from planner_brute import caffe_passes, random_network as _random_network
 from repo_paths import SHIPPED
 from ucudnn.plan.dp import desirable_set
 from ucudnn.plan.layers import read_layers
-from ucudnn.plan.network import ALIGN, PASSES, plan_network
+from ucudnn.plan.network import ALIGN, plan_network
 from ucudnn.plan.settings import PlanSettings
 from ucudnn.plan.table import group_by_kernel, read_table
 from ucudnn.vocab import PlanError
@@ -23,7 +23,7 @@ def _pass_ops(l, pass_):
 
 def _concurrent(layers):
     """The most group calls any pass runs at once."""
-    return max(len(_pass_ops(l, p)) * l.groups for l in layers for p in PASSES)
+    return max(len(_pass_ops(l, p)) * l.groups for l in layers for p in caffe_passes(l.groups))
 
 
 def _brute(layers, benches, budget):
@@ -31,7 +31,7 @@ def _brute(layers, benches, budget):
     the pass's budget, the budget less 256 B per call the pass runs at once."""
     total, arena = 0.0, 0
     for l in layers:
-        for pass_ in PASSES:
+        for pass_ in caffe_passes(l.groups):
             ops = _pass_ops(l, pass_)
             within = max(0, budget - ALIGN * len(ops) * l.groups)
             fronts = [desirable_set(benches[l.name, op], l.n, "powerOfTwo") for op in ops]
@@ -69,7 +69,7 @@ def test_shared_equals_brute_force_and_is_no_slower_than_the_ilp(seed):
         assert shared.held_bytes == shared.arena_bytes and shared.workspace_bytes == 0
         # the arena is the largest pass: each pass's kernels fit it at once
         for l in layers:
-            for pass_ in PASSES:
+            for pass_ in caffe_passes(l.groups):
                 used = sum(k.groups * k.plan.ws_bytes for k in shared.kernels
                            if k.layer == l.name and k.op in pass_ and k.instance == 0)
                 assert used <= shared.arena_bytes
@@ -95,7 +95,7 @@ def test_unset_budget_is_limit_times_calls_for_both(seed):
 def _least_workspace_per_pass(layers, benches):
     need = {}
     for l in layers:
-        for pass_ in PASSES:
+        for pass_ in caffe_passes(l.groups):
             ops = _pass_ops(l, pass_)
             need[l.name, pass_] = (sum(
                 l.groups * desirable_set(benches[l.name, op], l.n, "powerOfTwo")[0].ws_bytes

@@ -59,6 +59,16 @@ def brute_front(bench, n, sizes) -> List[Tuple[float, int]]:
     return sorted(front, key=lambda p: (p[1], p[0]))
 
 
+def caffe_passes(groups: int):
+    """The calls Caffe's cuDNN layer runs at the same time, written out for the twins: a
+    one-group layer runs its forward, backward-filter and backward-data one after another; a
+    grouped one runs its forward's group calls at once, then its backward-filter's and
+    backward-data's group calls all at once."""
+    if groups == 1:
+        return (("fwd",), ("bwd_filter",), ("bwd_data",))
+    return (("fwd",), ("bwd_filter", "bwd_data"))
+
+
 def random_network(rng: random.Random, n_layers: int, n: int = 8, zero_ws: float = 1.0):
     """(layers, benches): ``n_layers`` small convolution layers (1 or 2 groups, 1 or 2
     identical copies, no backward-data for the first) with :func:`random_bench` tables."""
