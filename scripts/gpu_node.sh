@@ -2,10 +2,10 @@
 # ucudnn on an air-gapped GPU node: install, build Caffe, test, run the paper's grid.
 #
 # On a connected machine, next to the checkout:
-#   scripts/gather_offline.sh .offline            # Caffe source + the libraries the node lacks
-#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
-#       -d .wheels "pulp>=3.3,<4"   # (PuLP 3 ships the CBC the ILP runs)
-#                                                  # Python packages the node lacks
+#   scripts/gather_offline.sh .offline      # Caffe source + the libraries the node lacks
+#   python3 scripts/node_wheels.py .wheels  # the Python packages it lacks: grpcio-tools
+#                                           # (the build's protobuf compiler) and PuLP (its
+#                                           # CBC runs the ILP), slimmed to the node's CBC
 # copy the checkout (with .offline and .wheels) to the node, then there:
 #   scripts/gpu_node.sh setup test grid
 #
