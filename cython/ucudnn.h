@@ -47,6 +47,9 @@
  *       this net's previous plan: the net is planned within half of that.
  *   size_t ucudnn_net_workspace_size(const ucudnn_net *net);  bytes of the net's own workspace
  *   size_t ucudnn_net_arena_size(const ucudnn_net *net);      bytes the shared arena must hold
+ *       (arena slots of calls that never run at once overlap: a one-group layer's three ops
+ *       run one after another, a grouped layer's backward-filter and backward-data calls all
+ *       at once, as Caffe runs them: Note [Shared arena] in ucudnn/plan/network.py)
  *   double ucudnn_net_predicted_ms(const ucudnn_net *net);    all kernels, every group call
  *   void ucudnn_net_destroy(ucudnn_net *net);
  *   int ucudnn_kernel_create(const ucudnn_conv_params *, const ucudnn_plan_options *,
