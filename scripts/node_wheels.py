@@ -28,8 +28,8 @@ import zipfile
 from pathlib import Path
 from typing import Iterable, List, Tuple
 
-#: (requirement, binary wheel only) for the node's Python
-WHEELS = (("grpcio-tools>=1.48", True), ("pulp>=3.3,<4", True))
+#: what the node's Python needs, as binary wheels
+WHEELS = ("grpcio-tools>=1.48", "pulp>=3.3,<4")
 #: PuLP's CBC folder per target platform (Note [Slim PuLP wheel])
 CBC_DIRS = {"x86_64": "pulp/solverdir/cbc/linux/i64/", "aarch64": "pulp/solverdir/cbc/linux/arm64/"}
 
@@ -86,13 +86,11 @@ def sha256(path: Path) -> str:
 def download(out: Path, python_version: str, arch: str) -> None:
     """pip download of :data:`WHEELS` for the node (``arch`` Linux, glibc 2.17 or newer)
     into ``out``."""
-    for req, binary in WHEELS:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(out),
-               "--python-version", python_version, "--platform", f"manylinux_2_17_{arch}",
-               "--platform", f"manylinux2014_{arch}"]
-        if binary:
-            cmd.append("--only-binary=:all:")
-        cmd.append(req)
+    for req in WHEELS:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+               "-d", str(out), "--python-version", python_version,
+               "--platform", f"manylinux_2_17_{arch}", "--platform", f"manylinux2014_{arch}",
+               req]
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if r.returncode:
             raise SystemExit(f"node_wheels: pip download {req} failed:\n{r.stdout[-2000:]}")
