@@ -144,6 +144,7 @@ cdef class Kernel:
                                         # choices tried])
     cdef public object plan, bench, settings, bench_record, timing
     cdef readonly object last_benchmark_workspace   # bytes offered to cudnnFind last time
+    cdef readonly object last_benchmark_held    # bytes of workspace it held to offer them
     cdef readonly object benchmark_seconds   # where benchmark calls spent their time (sums)
     cdef readonly object graph_stats    # engine configs tried, built, runtime-compiled, failed
     cdef readonly object last_graph_error   # why the graph family had no choice, or None

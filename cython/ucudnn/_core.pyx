@@ -1045,12 +1045,12 @@ cdef class Kernel:
         Note [Benchmark workspace]
             The workspace offered to the benchmark is held while it runs, so it sets the
             process's peak memory during planning: an offer of the shared arena's budget
-            (several GiB) would peak above everything the planned net holds. With the legacy
-            family alone, the offer is the largest workspace any algorithm asks for at the
-            sizes benchmarked (cudnnGet...WorkspaceSize, every math type) that is at most
-            ``workspace_cap``: cudnnFind then tries the same algorithms as with the whole cap,
-            so the cache records the cap as offered. The graph family's configs are sized
-            only once built, so with it the offer stays the cap.
+            (several GiB) would peak above everything the planned net holds. So the offer is
+            the largest workspace that a choice of ``families`` asks for at the sizes
+            benchmarked, of those at most ``workspace_cap``: for an algorithm,
+            cudnnGet...WorkspaceSize with every math type; for an engine config, its plan's,
+            all of them built first (:meth:`_graph_build`). Every choice the whole cap would
+            run is then tried, so the cache records the cap as offered.
 
         Note [Find times]
             On the H200, plans predicted from cudnnFind...Ex times alone were measured 13-29 %
@@ -1093,12 +1093,16 @@ cdef class Kernel:
         cdef size_t free_b = 0, total_b = 0
         cdef DeviceBuffer buf
         spent = self.benchmark_seconds
-        t0 = perf_counter()
         cap = 8 << 30 if workspace_cap is None else int(workspace_cap)
         # Note [Benchmark workspace]: what the algorithms at these sizes can use of the cap
-        need = cap
-        if families == ("legacy",):
-            need = min(cap, max(1 << 20, self._legacy_need(sizes, cap)))
+        legacy, graph = "legacy" in families, "graph" in families
+        built = {b: self._graph_build(b) for b in sizes} if graph else {}
+        t1 = perf_counter()
+        need = max((plan.ws_bytes for configs in built.values() for _, plan, _, _ in configs
+                    if plan is not None and plan.ws_bytes <= cap), default=0)
+        if legacy:
+            need = max(need, self._legacy_need(sizes, cap))
+        need = min(cap, max(1 << 20, need))
         held = self._held
         if held is not None and held[0] >= bmax and held[1] == cap and held[5].nbytes >= need:
             samples, _, xbuf, ybuf, wbuf, ws = held
@@ -1129,14 +1133,13 @@ cdef class Kernel:
         # missing here may only have lacked workspace); every need up to the cap fits
         # the cap (Note [Benchmark workspace])
         self.last_benchmark_workspace = cap if ws_size >= need else int(ws_size)
+        self.last_benchmark_held = int(ws_size)
         cdef dnn.cudnnTensorDescriptor_t xd = NULL, yd = NULL
         result = {}
-        t1 = perf_counter()
-        spent["setup"] += t1 - t0
+        spent["setup"] += perf_counter() - t1
         try:
             check_cudnn(dnn.cudnnCreateTensorDescriptor(&xd), "cudnnCreateTensorDescriptor")
             check_cudnn(dnn.cudnnCreateTensorDescriptor(&yd), "cudnnCreateTensorDescriptor")
-            legacy, graph = "legacy" in families, "graph" in families
             # Note [Re-timing after the Finds]
             later = legacy and time_iters > 0 and retime_last
             found, configs = {}, {}
@@ -1159,11 +1162,9 @@ cdef class Kernel:
                         self._retime(handle, <uintptr_t>xd, <uintptr_t>yd, xbuf, ybuf, wbuf, ws,
                                      found, b, time_iters, time_warmup, samples, spent)
                 if graph:
-                    t1 = perf_counter()
-                    configs[b] = self._graph_c(handle, b, xbuf, ybuf, wbuf, ws,
+                    configs[b] = self._graph_c(handle, b, built.pop(b), xbuf, ybuf, wbuf, ws,
                                                time_iters if time_iters > 0 else 5, samples // b,
                                                <uintptr_t>xd, <uintptr_t>yd)
-                    spent["graph_time"] += perf_counter() - t1
                 if not later:
                     result[b] = _choices(found.get(b, []), configs.get(b, []), legacy and graph)
                     if progress is not None:
@@ -1389,17 +1390,40 @@ cdef class Kernel:
         finally:
             free(cfgs)
 
-    def _graph_c(self, Handle handle, int b, DeviceBuffer x, DeviceBuffer y, DeviceBuffer w,
-                 DeviceBuffer ws, int iters, int slices, uintptr_t xd_, uintptr_t yd_):
-        """Records of the graph family at micro-batch ``b`` (Note [Graph choices tried]), timed
-        as ``_time_c`` times algorithms, then checked (Note [Graph results checked]; ``xd_``,
-        ``yd_``: the tensor descriptors of ``b`` samples). Backward-filter is timed with beta
-        1 (Note [Backward-filter timed with beta 1]), and its beta-0 plan must build too
-        (Note [Graph plans and beta] in graph.h)."""
+    def _graph_build(self, int b):
+        """The graph family's configs at micro-batch ``b`` (Note [Graph choices tried]), each
+        built into its plan: ``[(engine, GraphPlan or None, cudnnStatus_t, runtime
+        compiled)]``. Backward-filter's plans have beta 1 (Note [Backward-filter timed with
+        beta 1]), and its beta-0 plan must build too (Note [Graph plans and beta] in
+        graph.h). Built before the benchmark allocates its workspace, which their needs size
+        (Note [Benchmark workspace])."""
+        cdef double beta = 1.0 if self.k.op == UCUDNN_BWD_FILTER else 0.0
+        spent = self.benchmark_seconds
+        t0 = perf_counter()
+        configs = self._graph_configs(b, beta)
+        spent["graph_heuristics"] += perf_counter() - t0
+        out = []
+        for engine, behavior in configs:
+            plan, status, _ = self._graph_plan(engine, b, beta)
+            if plan is not None:
+                spent["graph_build"] += plan.build_seconds
+            if plan is not None and beta != 0.0:
+                other, status, _ = self._graph_plan(engine, b, 0.0)
+                spent["graph_build"] += other.build_seconds if other is not None else 0.0
+            out.append((engine, plan if status == 0 else None, status,
+                        bool(behavior & BEHAVIOR_RUNTIME_COMPILATION)))
+        return out
+
+    def _graph_c(self, Handle handle, int b, list built, DeviceBuffer x, DeviceBuffer y,
+                 DeviceBuffer w, DeviceBuffer ws, int iters, int slices, uintptr_t xd_,
+                 uintptr_t yd_):
+        """Records of the graph family at micro-batch ``b`` from its configs ``built``
+        (:meth:`_graph_build`), timed as ``_time_c`` times algorithms, then checked (Note
+        [Graph results checked]; ``xd_``, ``yd_``: the tensor descriptors of ``b``
+        samples)."""
         cdef GraphPlan gp
         cdef TimedRun r
         cdef _Events events = _Events(iters + 1)
-        cdef double beta = 1.0 if self.k.op == UCUDNN_BWD_FILTER else 0.0
         spent, stats = self.benchmark_seconds, self.graph_stats
         mt = MATH_MODES[self.math]
         r.h, r.op = handle.h, self.k.op
@@ -1409,19 +1433,11 @@ cdef class Kernel:
         r.slices = max(1, slices)
         out, timed = [], []
         t0 = perf_counter()
-        configs = self._graph_configs(b, beta)
-        spent["graph_heuristics"] += perf_counter() - t0
-        for engine, behavior in configs:
+        for engine, plan, status, compiled in built:
             stats["configs"] += 1
-            if behavior & BEHAVIOR_RUNTIME_COMPILATION:
+            if compiled:
                 stats["runtime_compiled"] += 1
-            plan, status, why = self._graph_plan(engine, b, beta)
-            if plan is not None and beta != 0.0:
-                other, status, why = self._graph_plan(engine, b, 0.0)
-                spent["graph_build"] += other.build_seconds if other is not None else 0.0
-            if plan is not None:
-                spent["graph_build"] += plan.build_seconds
-            if status != 0:
+            if plan is None:
                 stats["failed"] += 1
                 out.append((GRAPH_ALGO, status, 0.0, 0, mt, engine))
                 continue
@@ -1453,10 +1469,11 @@ cdef class Kernel:
                 out.append((GRAPH_ALGO, st, 0.0, plan.ws_bytes, mt, plan.engine))
                 continue
             out.append((GRAPH_ALGO, 0, ms, plan.ws_bytes, mt, plan.engine))
-        t0 = perf_counter()
+        t1 = perf_counter()
+        spent["graph_time"] += t1 - t0
         self._check_graph(handle, b, x, y, w, ws, xd_, yd_, out,
                           {plan.engine: plan for plan, _ in timed})
-        spent["graph_check"] += perf_counter() - t0
+        spent["graph_check"] += perf_counter() - t1
         return out
 
     def _check_region(self):

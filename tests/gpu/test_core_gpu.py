@@ -324,7 +324,7 @@ def test_ilp_divides_budget_among_live_kernels(tmp_path):
 def test_benchmark_workspace_is_the_largest_need_under_the_cap():
     """Note [Benchmark workspace]: with the legacy family alone the benchmark holds only the
     largest workspace an algorithm asks for within the cap, records the cap as offered, and
-    every algorithm cudnnFind ran fits in it; the graph family keeps the cap."""
+    every algorithm cudnnFind ran fits in it."""
     N, C, H, W, K, R, S, pad, stride, dil = SHAPES["alexnet_conv3"]
     shape = ConvShape(C, H, W, K, R, S, pad, pad, stride, stride, dil, dil)
     kern = _core.Kernel(shape, "fwd", 64, "float32", "default", "sized")
@@ -335,11 +335,30 @@ def test_benchmark_workspace_is_the_largest_need_under_the_cap():
     assert 0 < need < cap
     ran = [r for recs in res.values() for r in recs if r[1] == 0]
     assert ran and max(r[3] for r in ran) <= need
+    assert kern.last_benchmark_held == max(1 << 20, need)
     # a cap below the largest need: the offer is the cap, and what needs more is left out
     small = need // 2
     res = kern.benchmark([16, 64], 1, workspace_cap=small)
     assert kern.last_benchmark_workspace == small
     assert all(r[3] <= small for recs in res.values() for r in recs if r[1] == 0)
+
+
+def test_benchmark_workspace_of_both_families_is_their_largest_need():
+    """Note [Benchmark workspace] with the engine configs too: their plans are built before
+    the workspace is allocated, so the benchmark holds the largest need of either family
+    under the cap -- far below an 8 GiB cap -- and still records the cap as offered."""
+    N, C, H, W, K, R, S, pad, stride, dil = SHAPES["alexnet_conv3"]
+    shape = ConvShape(C, H, W, K, R, S, pad, pad, stride, stride, dil, dil)
+    kern = _core.Kernel(shape, "bwd_filter", 64, "float32", "default", "sized both")
+    cap, sizes = 8 << 30, [16, 64]
+    res = kern.benchmark(sizes, 1, workspace_cap=cap, families=("legacy", "graph"))
+    assert kern.last_benchmark_workspace == cap
+    configs = [r for recs in res.values() for r in recs if r[5] and r[3] > 0]
+    assert configs, "no engine config with a workspace at these sizes"
+    held = kern.last_benchmark_held
+    assert held == max(1 << 20, kern._legacy_need(sizes, cap), max(r[3] for r in configs))
+    assert held < cap
+    assert all(r[3] <= held for recs in res.values() for r in recs if r[1] == 0)
 
 
 def test_held_benchmark_buffers_serve_calls_in_rounds():

@@ -36,11 +36,11 @@ Note [Plan records]
         bench_s             seconds for both; repeats, cache_path, exclude_winograd
         search              "exhaustive" | "pruned" (Note [Pruned search at run time]);
                             search_rounds: the pruned search's rounds (null: exhaustive)
-        benchmark_seconds   where the core's benchmark spent bench_s: {setup (buffers and
-                            workspace), warmup_find, find, retime (Note [Re-timing near the
-                            front] in cython/ucudnn/_core.pyx), graph_heuristics, graph_build,
-                            graph_time, and graph_check within it (Note [Graph results
-                            checked])}; zeros when all was cached
+        benchmark_seconds   where the core's benchmark spent bench_s, in parts that do not
+                            overlap: {setup (buffers and workspace), warmup_find, find, retime
+                            (Note [Re-timing near the front] in cython/ucudnn/_core.pyx),
+                            graph_heuristics, graph_build, graph_time, graph_check (Note [Graph
+                            results checked])}; zeros when all was cached
 
     ``kind: "kernel"`` -- one per plan a kernel is given; the last of a kernel is the plan it
     runs::
