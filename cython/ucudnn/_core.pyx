@@ -1094,7 +1094,7 @@ cdef class Kernel:
         cdef DeviceBuffer buf
         spent = self.benchmark_seconds
         cap = 8 << 30 if workspace_cap is None else int(workspace_cap)
-        # Note [Benchmark workspace]: what the algorithms at these sizes can use of the cap
+        # Note [Benchmark workspace]: what the choices at these sizes can use of the cap
         legacy, graph = "legacy" in families, "graph" in families
         built = {b: self._graph_build(b) for b in sizes} if graph else {}
         t1 = perf_counter()
