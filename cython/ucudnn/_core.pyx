@@ -1049,8 +1049,9 @@ cdef class Kernel:
             the largest workspace that a choice of ``families`` asks for at the sizes
             benchmarked, of those at most ``workspace_cap``: for an algorithm,
             cudnnGet...WorkspaceSize with every math type; for an engine config, its plan's,
-            all of them built first (:meth:`_graph_build`). Every choice the whole cap would
-            run is then tried, so the cache records the cap as offered.
+            all of them built first (:meth:`_graph_build`; each size's plans live until that
+            size is timed). Every choice the whole cap would run is then tried, so the cache
+            records the cap as offered.
 
         Note [Find times]
             On the H200, plans predicted from cudnnFind...Ex times alone were measured 13-29 %
