@@ -383,24 +383,25 @@ def layout(net: NetworkPlan) -> int:
     """Give every kernel of ``net`` its :class:`Slot` (Note [One network planner], Note
     [Shared arena]); returns the bytes of the net's own workspace. Owned slots follow each
     other, per layer forward, backward-filter, backward-data, each group's slot aligned;
-    shared kernels lie in the arena from its start, but a grouped layer's backward-data after
-    its backward-filter (they run at once, :func:`passes`)."""
+    shared kernels lie in the arena, each pass of a layer (:func:`passes`) from the arena's
+    start and its kernels one after another (a grouped layer's backward-data after its
+    backward-filter)."""
     offset = 0
     by_layer: Dict[Tuple[str, int], Dict[str, KernelPlan]] = {}
     for k in net.kernels:
         by_layer.setdefault((k.layer, k.instance), {})[k.op] = k
     for kernels in by_layer.values():
-        at = 0
+        pass_end: Dict[Tuple[str, ...], int] = {}      # where a pass's next slot starts
         for op in SLOT_ORDER:
             k = kernels.get(op)
             if k is None:
                 continue
             stride = align(k.plan.ws_bytes)
             if k.optimizer == "shared":
-                start = at if op == "bwd_data" and k.groups > 1 else 0
+                pass_ = next(p for p in passes(k.groups) if op in p)
+                start = pass_end.get(pass_, 0)
                 k.slot = Slot(True, start, stride, k.plan.ws_bytes)
-                if op == "bwd_filter":
-                    at = stride * k.groups
+                pass_end[pass_] = start + stride * k.groups
             else:
                 k.slot = Slot(False, offset, stride, k.plan.ws_bytes)
                 offset += stride * k.groups
