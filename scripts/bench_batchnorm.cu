@@ -1,8 +1,8 @@
 // Batch normalization on the GPU, NCHW fp32, training step (forward with batch statistics and
 // backward with the scale/bias gradients): cuDNN's legacy API (SPATIAL, SPATIAL_PERSISTENT)
-// against the fused kernels as caffe_patch/0004 wrote them (a copy of them, kept equal by hand:
-// this is a measuring tool, not a second home of the layer; caffe_patch/0016 later gave the
-// finishing kernels a warp per channel, which this copy does not have). For each of ResNet-18's BatchNorm shapes at
+// against the fused kernels of caffe_patch/0004 (a copy of them, kept equal by hand: this is a
+// measuring tool, not a second home of the layer; it lacks caffe_patch/0016's finishing kernels
+// of a warp per channel). For each of ResNet-18's BatchNorm shapes at
 // a batch of N: median times (CUDA events) and the largest error of y, dx, dscale, dbias and
 // the batch statistics against a double-precision computation of the same formulas.
 //
