@@ -85,8 +85,8 @@ def test_kernel_names_are_horizontal_and_layer_shades_explained(tmp_path):
     assert "one segment per layer" in legend
 
 
-FIRST_RUN = REPO / "results" / "h200" / "reproduce_first_run_2026-11-29" / "reproduce.json"
-FULL_GRID = REPO / "results" / "h200" / "reproduce.json"
+FIRST_RUN = REPO / "tests" / "data" / "h200_reproduce" / "first-run" / "reproduce.json"
+FULL_GRID = REPO / "tests" / "data" / "h200_reproduce" / "reproduce.json"
 
 
 @pytest.mark.parametrize("results,draw", [
@@ -130,7 +130,7 @@ def test_load_bench_core_merges(tmp_path):
 
 def test_plot_figures_script_on_committed_results(tmp_path):
     res = subprocess.run([sys.executable, str(REPO / "scripts" / "plot_figures.py"),
-                          "--results", str(REPO / "results" / "h200"), "-o", str(tmp_path)],
+                          "--results", str(REPO / "tests" / "data" / "h200_reproduce"), "-o", str(tmp_path)],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     names = sorted(p.name for p in tmp_path.glob("*.png"))

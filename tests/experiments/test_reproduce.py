@@ -413,7 +413,7 @@ def test_options_are_recorded_and_paths_do_not_depend_on_the_cwd(tmp_path, monke
 
 def test_old_results_still_load_and_summarise(tmp_path):
     """The committed H200 grid (schema 1, unlimited stored as 1 TiB, kernels with groups)."""
-    path = REPO / "results" / "h200" / "reproduce.json"
+    path = REPO / "tests" / "data" / "h200_reproduce" / "reproduce.json"
     doc = results.load_results(path)
     assert doc["schema"] == 2
     unl = doc["points"]["alexnet/unlimited/-"]

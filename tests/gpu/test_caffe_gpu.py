@@ -159,7 +159,7 @@ def _split_variant(caffe, name, batch):
 
 # AlexNet at 128: on the H200 no limit from 256 KiB to 48 MiB splits any AlexNet kernel at
 # batch 32 (measured 2026-11-30); at 256 most kernels split at 8 MiB with default math
-# (results/h200/)
+# (results/h200/reproduce/)
 @pytest.mark.parametrize("name,batch", [("alexnet", 128), ("resnet18", 32)])
 def test_results_equal_stock_caffe(caffe, name, batch):
     """Each policy and the ILP against stock Caffe, strict fp32 everywhere
@@ -372,7 +372,7 @@ def test_eltwise_relu_fusion_gives_the_same_results_on_the_gpu(caffe):
     blob's data, each loss and every parameter gradient identical (``net_fusion_check
     --gpu``)."""
     from repo_paths import REPO
-    net = REPO / "results" / "cpu" / "share-diffs" / "resnet18_cpu.prototxt"
+    net = REPO / "tests" / "data" / "cpu_nets" / "resnet18_cpu.prototxt"
     rc, out = _fusion_check(caffe, net, "eltwise_relu")
     assert out.startswith("8 ReLU layer(s) fused into an Eltwise layer, 0 into"), out
     assert rc == 0 and out.rstrip().endswith("IDENTICAL"), out
@@ -387,7 +387,7 @@ def test_split_sum_fusion_gives_the_same_results_on_the_gpu(caffe, share_diffs):
     must stay alive until the Eltwise layers' backward (Note [Shared activation gradients])."""
     from repo_paths import REPO
     from ucudnn.caffe.proto import read_net, write_net
-    net = read_net(caffe["pb2"], str(REPO / "results" / "cpu" / "share-diffs" /
+    net = read_net(caffe["pb2"], str(REPO / "tests" / "data" / "cpu_nets" /
                                      "resnet18_cpu.prototxt"))
     net.share_diffs = share_diffs
     path = caffe["dir"] / f"resnet18_split_sum_{share_diffs}.prototxt"
@@ -405,7 +405,7 @@ def _resnet18_fused_bn(caffe, tag, global_stats, share_diffs):
     from repo_paths import REPO
     from ucudnn.caffe.proto import read_net, write_net
     pb2 = caffe["pb2"]
-    net = read_net(pb2, str(REPO / "results" / "cpu" / "share-diffs" / "resnet18_cpu.prototxt"))
+    net = read_net(pb2, str(REPO / "tests" / "data" / "cpu_nets" / "resnet18_cpu.prototxt"))
     bns = [l for l in net.layer if l.type == "BatchNorm"]
     assert len(bns) == 20
     for layer in bns:
@@ -491,7 +491,7 @@ def _resnet18_ucudnn(caffe, share_diffs):
     TF32, so two layouts differ only in the order of their sums)."""
     from repo_paths import REPO
     from ucudnn.caffe.proto import read_net, write_net
-    net = read_net(caffe["pb2"], str(REPO / "results" / "cpu" / "share-diffs" /
+    net = read_net(caffe["pb2"], str(REPO / "tests" / "data" / "cpu_nets" /
                                      "resnet18_cpu.prototxt"))
     for layer in net.layer:
         for field in ("convolution_param", "batch_norm_param", "pooling_param"):

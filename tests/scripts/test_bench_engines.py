@@ -6,7 +6,7 @@ import pytest
 
 from repo_paths import REPO, load_script
 
-POINTS = REPO / "results" / "h200" / "engines" / "points.csv"
+POINTS = REPO / "tests" / "data" / "h200_engines" / "points.csv"
 
 
 @lru_cache(maxsize=None)

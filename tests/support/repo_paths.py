@@ -31,16 +31,7 @@ def load_script(name: str):
     return mod
 
 
-def _shared_data() -> Path:
-    """The project's shared H200 tables (shared/data/h200-cudnn9.14 beside a checkout or
-    above a worktree), where there are some."""
-    for root in (REPO, *REPO.parents):
-        d = root / "shared" / "data" / "h200-cudnn9.14"
-        if d.is_dir():
-            return d
-    return REPO.parent / "shared" / "data" / "h200-cudnn9.14"
-
-
-SHARED = _shared_data()
-#: tests that read the shared tables skip where there are none
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared data not found at {SHARED}")
+#: the project's benchmark tables of the H200 (cuDNN 9.14; AlexNet and ResNet-18 at powers of two)
+SHARED = DATA / "h200-cudnn9.14"
+#: tests that read the shared tables skip where the checkout lacks them
+needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"test data not found at {SHARED}")

@@ -1,6 +1,6 @@
 """Write {net}_bench.csv.xz from the recorded H200 cache (see README.md next to this file).
 
-    xz -dkc results/h200/rerun-2026-11-30/bench_cache.sqlite.xz > /tmp/rerun_cache.sqlite
+    xz -dkc results/h200/reproduce/rerun/bench_cache.sqlite.xz > /tmp/rerun_cache.sqlite
     python tests/data/h200_all_sizes/extract.py /tmp/rerun_cache.sqlite
 
 Each cache key is matched to a layer of the shipped layer lists
