@@ -19,7 +19,8 @@ Note [Layers of the package]
     6. ``ucudnn.__main__``: imports layer 5.
 
     Within a layer the imports form no cycle. The compiled core (``ucudnn._core``, built from
-    cython/) is imported inside one function only, ``ucudnn.measure.bench.core`` (the door):
+    cython/) is imported inside one function only, ``ucudnn.measure.bench._load_core`` (the
+    door, behind ``core()`` and ``core_status()``):
     the CPU tier runs without it, or with the fake core of tests/support/fake_core.py
     installed as ``sys.modules["ucudnn._core"]``. Every other import of the package's own
     modules sits at the top of its module, so that the graph the tests read is the graph
@@ -47,7 +48,7 @@ LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
 )
 #: the compiled core, and the one function that imports it
 CORE = "ucudnn._core"
-CORE_DOOR = ("ucudnn.measure.bench", "core")
+CORE_DOOR = ("ucudnn.measure.bench", "_load_core")
 #: compiled modules: no source file here
 COMPILED = {"ucudnn._core", "ucudnn._capi", "ucudnn._capi_api"}
 MAX_FILE_LINES = 800
@@ -239,9 +240,25 @@ def test_own_imports_at_the_top_except_the_core():
         f"{'.'.join(CORE_DOOR)}()):\n" + "\n".join(inside)
 
 
+def _imports_by_name(module: str) -> List[str]:
+    """Where ``module`` imports a module by a name in a string (``importlib.import_module``,
+    ``__import__``) that names the compiled core."""
+    out = []
+    for node in ast.walk(ast.parse(MODULES[module].read_text())):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if name in ("import_module", "__import__") and "_core" in str(node.args[0].value):
+                out.append(f"{MODULES[module].relative_to(REPO)}:{node.lineno}")
+    return out
+
+
 def test_the_core_has_one_door():
     doors = [i for i in IMPORTS if i.target == CORE]
     assert [(i.source, i.function) for i in doors] == [CORE_DOOR], doors
+    by_name = [where for m in MODULES for where in _imports_by_name(m)]
+    assert not by_name, "the compiled core imported by name, not through its door: " + \
+        ", ".join(by_name)
 
 
 def _docstring(path: Path) -> str:
@@ -257,9 +274,9 @@ def test_folder_docstrings_name_their_modules():
                        + [p.name for p in folder.iterdir()
                           if (p / "__init__.py").is_file()])
         for name in names:
-            if not re.search(rf"`\.?{re.escape(name)}(\.py)?`", doc):
+            if not re.search(rf"`(?:[\w.]*\.)?{re.escape(name)}(?:\.py)?`", doc):
                 missing.append(f"{init.relative_to(REPO)}: {name}")
-        if "import" not in doc:
+        if "import" not in doc.lower():
             missing.append(f"{init.relative_to(REPO)}: says nothing of what it imports")
     assert not missing, "folder docstrings lacking a module:\n" + "\n".join(missing)
 

@@ -30,7 +30,10 @@ import sys
 import traceback
 from typing import List, Optional, Sequence
 
-from ..vocab import InputError
+from ..caffe.prototxt import PrototxtError
+from ..measure.cache import CacheError
+from ..plan.layers import LayerError
+from ..vocab import InputError, PlanError
 from . import bench, cache, config, info, plan, prototxt, reproduce, training
 from .common import PROG, CliError, Parser, version
 
@@ -79,10 +82,6 @@ _FIELDS = {"workspace_budget": "--budget", "workspace_limit": "--limit", "policy
 
 def _message(e: BaseException) -> str:
     """The error text, led by the option it concerns."""
-    from ..caffe.prototxt import PrototxtError
-    from ..measure.cache import CacheError
-    from ..plan.layers import LayerError
-    from ..vocab import PlanError
     msg = str(e)
     head, sep, rest = msg.partition(":")
     if sep and head in _FIELDS:
