@@ -64,8 +64,8 @@ class NoGpuError(UcudnnError, RuntimeError):
 
 def _load_core():
     """The one import of the compiled core (Note [Layers of the package] in
-    tests/test_imports.py): lazy, so that what needs no GPU runs without it, or with the
-    tests' fake core in ``sys.modules["ucudnn._core"]``."""
+    :mod:`ucudnn`): lazy, so that what needs no GPU runs without it, or with the tests' fake
+    core in ``sys.modules["ucudnn._core"]``."""
     from .. import _core
     return _core
 

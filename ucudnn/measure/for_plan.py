@@ -10,20 +10,20 @@ open cache per net]). :func:`core_kernel` creates the kernel Caffe runs for a la
 :mod:`.live`'s.
 
 Note [Pruned search at run time]
-    By default (settings ``search``, else ``$UCUDNN_SEARCH``, else pruned) a DP kernel of policy ``all``
-    (no explicit sizes) is not benchmarked at every size 1..N: ``ucudnn.plan.search.
+    By default (settings ``search``, else ``$UCUDNN_SEARCH``, else pruned) a DP kernel of policy
+    ``all`` (no explicit sizes) is not benchmarked at every size 1..N: ``ucudnn.plan.search.
     pruned_sizes`` asks for the sizes whose result could still change the plan at its limit
-    (Note [Pruned search]), each through the cache like any benchmark, and the kernel is
-    planned over the sizes measured (not strictly); a later re-plan under a smaller limit
-    uses the same sizes. The ILP and the shared arena need every limit's optimum (the
-    desirable set), so they measure all sizes. ``UCUDNN_SEARCH=exhaustive`` measures every
-    size (on the H200 the exhaustive benchmarks of a cold ResNet-18 at batch 256 took 345 s,
-    the pruned search 27.1 s; the plans are within 0.45 % of each other on the recorded
-    tables: results/h200/cold_planning/). Each round of the search is one benchmark call, and
-    a call pays its own set-up (the workspace offered to cudnnFind allocated, Note [Workspace
-    a plan may use] in :mod:`ucudnn.plan.settings`, and the buffers for its largest size
-    filled), so the kernel keeps them for the whole search (``Kernel.hold_benchmark_buffers``)
-    and frees them after it.
+    (Note [Pruned search]), each through the cache like any benchmark, and the kernel is planned
+    over the sizes measured (not strictly); a later re-plan under a smaller limit uses the same
+    sizes. The ILP and the shared arena need every limit's optimum (the desirable set), so they
+    measure all sizes. ``UCUDNN_SEARCH=exhaustive`` measures every size (on the H200 the
+    exhaustive benchmarks of a cold ResNet-18 at batch 256 took 345 s, the pruned search 27.1 s;
+    the plans are within 0.45 % of each other on the recorded tables:
+    results/h200/cold_planning/). Each round of the search is one benchmark call, and a call
+    pays its own set-up (the workspace offered to cudnnFind allocated, Note [Workspace a plan
+    may use] in :mod:`ucudnn.plan.settings`, and the buffers for its largest size filled), so
+    the kernel keeps them for the whole search (``Kernel.hold_benchmark_buffers``) and frees
+    them after it.
 
     Warm: replaying the cold search's rounds from the cache costs a DP per round. So the
     search first runs from every size the cache holds for the kernel (with its own start
@@ -41,20 +41,20 @@ Note [Pruned search at run time]
     again with the engine refused.
 
 Note [Benchmarks over several GPUs in one process]
-    A net planned through the C API (:func:`ucudnn.measure.live.plan_net`, which Caffe's
-    net calls once) measures its kernels on the net's GPU. With ``$UCUDNN_BENCH_DEVICES``
-    (e.g. ``0,1``) :func:`measure_on_devices` first measures them over those GPUs, with the
-    settings each kernel will be planned with: one thread per GPU
-    (``_core.set_device``; the core keeps cuDNN handles per thread and device and one
-    benchmark lock per device, and its cudnnFind calls run without the GIL, so the GPUs
-    measure at once), each taking the costliest kernel left (largest first,
-    :func:`kernel_cost`; kernels identical for the cache -- layers of one shape and settings
-    -- once, since two threads would both miss it), all through :func:`measure_for_plan` into
-    the one benchmark cache. The net's planning then finds everything there. The GPUs must be
-    of one model: the cache keys measurements on it. Threads rather than the processes of ``ucudnn bench --devices`` (Note [Benchmarks over
-    several GPUs] in :mod:`ucudnn.cli.bench`): inside Caffe's embedded interpreter
-    ``sys.executable`` is not a Python to start, and the GIL-bound part of a benchmark (the
-    pruned search's bookkeeping) is small next to cudnnFind.
+    A net planned through the C API (:func:`ucudnn.measure.live.plan_net`, which Caffe's net
+    calls once) measures its kernels on the net's GPU. With ``$UCUDNN_BENCH_DEVICES`` (e.g.
+    ``0,1``) :func:`measure_on_devices` first measures them over those GPUs, with the settings
+    each kernel will be planned with: one thread per GPU (``_core.set_device``; the core keeps
+    cuDNN handles per thread and device and one benchmark lock per device, and its cudnnFind
+    calls run without the GIL, so the GPUs measure at once), each taking the costliest kernel
+    left (largest first, :func:`kernel_cost`; kernels identical for the cache -- layers of one
+    shape and settings -- once, since two threads would both miss it), all through
+    :func:`measure_for_plan` into the one benchmark cache. The net's planning then finds
+    everything there. The GPUs must be of one model: the cache keys measurements on it. Threads
+    rather than the processes of ``ucudnn bench --devices`` (Note [Benchmarks over several GPUs]
+    in :mod:`ucudnn.cli.bench`): inside Caffe's embedded interpreter ``sys.executable`` is not a
+    Python to start, and the GIL-bound part of a benchmark (the pruned search's bookkeeping) is
+    small next to cudnnFind.
 """
 from __future__ import annotations
 
@@ -98,21 +98,21 @@ def search_mode(value: Optional[str] = None) -> str:
 # Note [Graph focus in the pruned search]
 #     The pruned search's first round measures its start sizes (start_sizes in
 #     ucudnn/plan/search.py) with every engine config the core tries (Note [Graph choices
-#     tried]); timing them took 77.5 of the 80.7 s of ResNet-18's cold search with the graph family on the
-#     H200 (2219 sizes, results/h200/engines/cold_planning.csv). Every later round measures
-#     sizes between those, where the configs that win are the ones that won around them:
-#     so from the second round on the core tries, among the configs the heuristics propose
+#     tried]); timing them took 77.5 of the 80.7 s of ResNet-18's cold search with the graph
+#     family on the H200 (2219 sizes, results/h200/engines/cold_planning.csv). Every later round
+#     measures sizes between those, where the configs that win are the ones that won around
+#     them: so from the second round on the core tries, among the configs the heuristics propose
 #     at each size, only those on the (time, workspace) front of some size measured so far
-#     (``plan.search.front_configs``; ``Kernel.graph_focus``); where the heuristics propose
-#     none of them, the configs of their engines; where none of those either, all
-#     (``plan.search.focus_configs``). The core stops asking the heuristics' later modes
-#     once a mode proposed a config of the focus. Focusing on whole engines (every knob
-#     setting of a front engine) instead still took 93.8 s for ResNet-18 on the H200: the
-#     heuristics were asked all three modes at every size (27.5 s) and each size still timed
-#     most of its configs; focused on the front's configs it took 56.5 s (heuristics 4.4 s;
-#     results/h200/engines/cold_planning.csv). The cache then holds fewer graph choices at those sizes than a
-#     full measurement would; their plans are valid, and a policy that is not ``all`` never
-#     reads them.
+#     (``plan.search.front_configs``; ``Kernel.graph_focus``); where the heuristics propose none
+#     of them, the configs of their engines; where none of those either, all
+#     (``plan.search.focus_configs``). The core stops asking the heuristics' later modes once a
+#     mode proposed a config of the focus. Focusing on whole engines (every knob setting of a
+#     front engine) instead still took 93.8 s for ResNet-18 on the H200: the heuristics were
+#     asked all three modes at every size (27.5 s) and each size still timed most of its
+#     configs; focused on the front's configs it took 56.5 s (heuristics 4.4 s;
+#     results/h200/engines/cold_planning.csv). The cache then holds fewer graph choices at those
+#     sizes than a full measurement would; their plans are valid, and a policy that is not
+#     ``all`` never reads them.
 
 
 def _focused(kern, measure, graph: bool):
