@@ -1,5 +1,5 @@
 """A warm pass of scripts/cold_planning.py on a CPU, with a net's kernels sharing one open
-benchmark cache (Note [One open cache per net] in ucudnn/measure/for_plan.py) and with each
+benchmark cache (Note [One open cache per net] in ucudnn/measure/runtime.py) and with each
 kernel opening its own, alternating, in one process. The fake core of the tests replays the
 H200's recorded ResNet-18 tables (tests/data/h200_all_sizes) as cudnnFind, so only the
 Python side runs: the cache reads, the pruned search, the DP. Prints one JSON line.
@@ -42,8 +42,8 @@ def main():
     core = fake_core.install(Patch(), fake_core.FakeCore())
     core.gpus, core.model = ["replayed H200"], fake_core.replay(tables)
     import cold_planning
-    from ucudnn.measure import live
-    shared = live.open_caches
+    from ucudnn.measure import runtime
+    shared = runtime.open_caches
 
     @contextlib.contextmanager
     def own_per_kernel():                   # every kernel opens the cache itself
@@ -54,7 +54,7 @@ def main():
         cold_planning.plan_net("resnet18", "all", "pruned", 64 << 20, cache, records)
         for _ in range(args.passes):
             for name, opener in (("shared", shared), ("per_kernel", own_per_kernel)):
-                live.open_caches = opener
+                runtime.open_caches = opener
                 t0 = time.perf_counter()
                 _, again, _, _ = cold_planning.plan_net("resnet18", "all", "pruned", 64 << 20,
                                                         cache, records)
