@@ -69,7 +69,8 @@ def plan_net(net, policy, search, limit, cache, records, shard=None, repeats=1,
     graph plans are built there)."""
     from ucudnn.measure import records as rw
     from ucudnn.measure import shipped
-    from ucudnn.measure.sources import plan_kernels, shard_kernels
+    from ucudnn.measure.live import plan_kernels
+    from ucudnn.measure.sources import shard_kernels
     from ucudnn.plan.settings import PlanSettings, candidate_sizes
     from ucudnn.vocab import OPS
     os.environ[rw.ENV] = str(records)
@@ -201,7 +202,7 @@ def main(argv=None):
         ap.error(f"--warm-passes: must be >= 1, got {args.warm_passes}")
     devices = None
     if args.devices:
-        from ucudnn.measure.spread import parse_devices
+        from ucudnn.measure.for_plan import parse_devices
         from ucudnn.vocab import InputError
         try:
             devices = parse_devices(args.devices, "--devices")

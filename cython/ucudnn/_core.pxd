@@ -139,7 +139,7 @@ cdef class Kernel:
     cdef readonly int device
     cdef public int instances   # runs of this kernel per pass, each on its own workspace
     cdef public object graph_focus      # None, or the engine configs (texts) to try: Note
-                                        # [Graph focus in the pruned search] (runtime.py)
+                                        # [Graph focus in the pruned search] (for_plan.py)
     cdef public int max_graph_configs   # engine configs tried per size (0: all; Note [Graph
                                         # choices tried])
     cdef public object plan, bench, settings, bench_record, timing

@@ -214,7 +214,7 @@ def device_info():
 def set_device(int device):
     """Make ``device`` the calling thread's current CUDA device (a thread that benchmarks on
     another GPU than its caller's; Note [Benchmarks over several GPUs in one process] in
-    ucudnn/measure/spread.py)."""
+    ucudnn/measure/for_plan.py)."""
     check_cuda(rt.cudaSetDevice(device), "cudaSetDevice")
 
 
@@ -582,7 +582,7 @@ cdef class _Events:
 #     rank their proposals; a later mode is not queried once the earlier ones gave that
 #     many). ``graph_focus`` keeps only the configs it names, else those of their engines,
 #     where the heuristics propose any (Note [Graph focus in the pruned search] in
-#     ucudnn/measure/runtime.py). Each one left is built into a plan (cudnnBackendFinalize of
+#     ucudnn/measure/for_plan.py). Each one left is built into a plan (cudnnBackendFinalize of
 #     the execution plan, where runtime-compiled engines compile) and timed with CUDA events:
 #     a warm-up and one timed run each, then the median of back-to-back runs for those near
 #     the (time, workspace) front, the rule Note [Re-timing near the front] applies to
@@ -1374,14 +1374,14 @@ cdef class Kernel:
                 if focus is None and 0 < self.max_graph_configs <= len(seen):
                     break           # the later modes' configs would be cut off below
                 if focus and any(e in focus for e in seen):
-                    break           # Note [Graph focus in the pruned search] (runtime.py)
+                    break           # Note [Graph focus in the pruned search] (for_plan.py)
                 with nogil:
                     st = ucg_heuristics(&gp.g, mode, cfgs, UCG_MAX_CONFIGS, &got, msg, sizeof(msg))
                 for i in range(got):
                     if cfgs[i].numerical_notes & drop:
                         continue
                     seen.setdefault(_config_text(&cfgs[i]), cfgs[i].behavior_notes)
-            if focus:           # Note [Graph focus in the pruned search] (runtime.py)
+            if focus:           # Note [Graph focus in the pruned search] (for_plan.py)
                 seen = {e: seen[e] for e in focus_configs(list(seen), focus)}
             if self.max_graph_configs > 0:
                 seen = dict(list(seen.items())[:self.max_graph_configs])

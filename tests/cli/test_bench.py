@@ -72,7 +72,8 @@ def test_bench_shards_and_devices(fake_core, tmp_path, monkeypatch, capsys):
 
     from ucudnn.cli import main
     from ucudnn.measure import shipped
-    from ucudnn.measure.sources import kernel_cost, shard_kernels
+    from ucudnn.measure.for_plan import kernel_cost
+    from ucudnn.measure.sources import shard_kernels
     from ucudnn.plan.settings import candidate_sizes
     layers = shipped.layers("resnet18")
     sizes_of = lambda l: candidate_sizes("all", l.n)                 # noqa: E731

@@ -296,6 +296,7 @@ def test_ilp_divides_budget_among_live_kernels(tmp_path):
     """The network path of the C API (ucudnn_net_plan: runtime.plan_net): the live kernels of
     a net planned together, one budget for all, every plan resolved by cuDNN."""
     from ucudnn.measure import runtime
+    from ucudnn.measure.live import _baseline
     from ucudnn.plan.layers import LayerSpec
     from ucudnn.plan.settings import PlanSettings
     layers = [LayerSpec("ilp0", 64, 64, 28, 28, 64, 3, 3, pad=1, bwd_data=False),
@@ -311,7 +312,7 @@ def test_ilp_divides_budget_among_live_kernels(tmp_path):
     assert [k.plan for k in kernels] == [kp.plan for kp in live.plan.kernels]
     # each ILP plan is no slower than the undivided plan at the same share of the budget
     share = budget // len(kernels)
-    assert live.plan.time_ms <= sum(runtime._baseline(k, share).time_ms for k in kernels) + 1e-9
+    assert live.plan.time_ms <= sum(_baseline(k, share).time_ms for k in kernels) + 1e-9
     # and still computes the same result as the undivided zero-workspace algorithm
     k = live.kernels["ilp0", "fwd"]
     x = torch.randn(64, 64, 28, 28, device="cuda")

@@ -422,28 +422,33 @@ CREATE INDEX perfs_entry ON perfs(entry);
 """
 
 
-def _v1_file(path, batches=(1, 2)):
-    """A cache as ucudnn 0.2.0 wrote it (schema 1, WAL)."""
+def _old_file(path, schema: int, batches=(1, 2)):
+    """A cache as an earlier ucudnn wrote it: schema 1 (ucudnn 0.2.0, WAL; its key without the
+    timing and the workspace cap) or schema 2 (before the graph family, journal mode delete)."""
     conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.executescript(_V1_SCHEMA)
+    if schema == 1:
+        conn.execute("PRAGMA journal_mode = WAL")
+    conn.executescript({1: _V1_SCHEMA, 2: _V2_SCHEMA}[schema])
     conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-    conn.execute("PRAGMA user_version = 1")
+    conn.execute(f"PRAGMA user_version = {schema}")
     conn.executemany("INSERT INTO meta VALUES (?, ?)",
-                     [("application", "ucudnn-bench-cache"), ("schema_version", "1")])
+                     [("application", "ucudnn-bench-cache"), ("schema_version", str(schema))])
+    key = {1: {}, 2: {"timing": KEY.timing, "workspace_cap": KEY.workspace_cap}}[schema]
+    columns = ("gpu", "cudnn_version", "dtype", "math", "op", "shape", *key, "batch")
     for b in batches:
-        cur = conn.execute("INSERT INTO entries (gpu, cudnn_version, dtype, math, op, shape, "
-                           "batch, repeats, created) VALUES (?, ?, ?, ?, ?, ?, ?, 3, 0)",
-                           KEY.kernel_columns()[:6] + (b,))
+        cur = conn.execute(f"INSERT INTO entries ({', '.join(columns)}, repeats, created) "
+                           f"VALUES ({', '.join('?' * len(columns))}, 3, 0)",
+                           KEY.kernel_columns()[:6] + tuple(key.values()) + (b,))
         conn.executemany("INSERT INTO perfs VALUES (?, ?, ?, ?, ?)",
                          [(cur.lastrowid, p.algo, p.time_ms, p.ws_bytes, p.math) for p in PERFS])
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    if schema == 1:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
 
 
 def test_schema_1_is_migrated_and_never_used_for_planning(tmp_path, caplog):
     path = tmp_path / "v1.sqlite"
-    _v1_file(path)
+    _old_file(path, 1)
     legacy = dataclasses.replace(KEY, workspace_cap=UNKNOWN_CAP)
     with caplog.at_level("WARNING", logger="ucudnn"):
         c = BenchCache(path)
@@ -480,7 +485,7 @@ def test_schema_1_is_migrated_and_never_used_for_planning(tmp_path, caplog):
 
 def test_schema_1_migrated_once_by_concurrent_openers(tmp_path, monkeypatch):
     path = str(tmp_path / "v1.sqlite")
-    _v1_file(path)
+    _old_file(path, 1)
     ctx = multiprocessing.get_context("spawn")
     barrier, results = ctx.Barrier(3), ctx.Queue()
     procs = [ctx.Process(target=_migrator, args=(path, barrier, results)) for _ in range(3)]
@@ -499,7 +504,7 @@ def test_schema_1_migrated_once_by_concurrent_openers(tmp_path, monkeypatch):
 
 def test_schema_1_read_only_is_refused_with_what_to_do(tmp_path):
     path = tmp_path / "v1.sqlite"
-    _v1_file(path)
+    _old_file(path, 1)
     before = path.read_bytes()
     with pytest.raises(CacheError, match="schema version 1 needs migrating.*copy it to "
                                          "writable storage"):
@@ -509,7 +514,7 @@ def test_schema_1_read_only_is_refused_with_what_to_do(tmp_path):
 
 def test_newer_schema_is_refused_untouched(tmp_path):
     path = tmp_path / "v6.sqlite"
-    _v1_file(path)
+    _old_file(path, 1)
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA user_version = 7")
     conn.commit()
@@ -624,31 +629,13 @@ CREATE INDEX perfs_entry ON perfs(entry);
 """
 
 
-def _v2_file(path, batches=(1, 2)):
-    """A cache as ucudnn wrote it before the graph family (schema 2, journal mode delete)."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.executescript(_V2_SCHEMA)
-    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-    conn.execute("PRAGMA user_version = 2")
-    conn.executemany("INSERT INTO meta VALUES (?, ?)",
-                     [("application", "ucudnn-bench-cache"), ("schema_version", "2")])
-    for b in batches:
-        cur = conn.execute("INSERT INTO entries (gpu, cudnn_version, dtype, math, op, shape, "
-                           "timing, workspace_cap, batch, repeats, created) "
-                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 3, 0)",
-                           KEY.kernel_columns()[:6] + (KEY.timing, KEY.workspace_cap, b))
-        conn.executemany("INSERT INTO perfs VALUES (?, ?, ?, ?, ?)",
-                         [(cur.lastrowid, p.algo, p.time_ms, p.ws_bytes, p.math) for p in PERFS])
-    conn.close()
-
-
 GRAPH_KEY = dataclasses.replace(KEY, family="graph")
 GRAPH_PERFS = [AlgoPerf(-1, 0.5, 1024, 0, "eng12[k3=1,k7=0]"), AlgoPerf(-1, 0.7, 0, 0, "eng0")]
 
 
 def test_schema_2_read_only_is_read_as_legacy_measurements(tmp_path):
     path = tmp_path / "v2.sqlite"
-    _v2_file(path)
+    _old_file(path, 2)
     before = path.read_bytes()
     with BenchCache(path, readonly=True) as c:
         assert c.schema == 2
@@ -660,7 +647,7 @@ def test_schema_2_read_only_is_read_as_legacy_measurements(tmp_path):
 
 def test_schema_2_is_migrated_with_nothing_lost(tmp_path):
     path = tmp_path / "v2.sqlite"
-    _v2_file(path)
+    _old_file(path, 2)
     with BenchCache(path) as c:
         assert c.schema == 6
         assert c.get_many(KEY, [1, 2]) == {1: _sorted(PERFS), 2: _sorted(PERFS)}
@@ -704,7 +691,7 @@ def _stamp_schema(conn, version):
 def _v3_file(path):
     """A cache as ucudnn wrote it before the check of graph results (schema 3): the legacy and
     the graph family of one kernel at batches 1 and 2."""
-    _v2_file(path)
+    _old_file(path, 2)
     conn = sqlite3.connect(path, isolation_level=None)
     conn.executescript(schema._MIGRATE_2_3)
     _stamp_schema(conn, 3)
@@ -847,7 +834,7 @@ def test_schema_5_read_only_hides_its_legacy_backward_filter_entries(tmp_path, c
 
 def test_schema_2_read_only_hides_backward_filter_entries_too(tmp_path):
     path = tmp_path / "v2.sqlite"
-    _v2_file(path)
+    _old_file(path, 2)
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("UPDATE entries SET op = 'bwd_filter' WHERE batch = 2")
     conn.close()

@@ -5,7 +5,7 @@ import pytest
 
 from fake_core import with_engine_configs
 from ucudnn.caffe import records as rr
-from ucudnn.measure import bench, runtime
+from ucudnn.measure import bench, for_plan, runtime
 from ucudnn.measure.cache import BenchCache
 from ucudnn.plan.conv import ConvShape
 from ucudnn.plan.settings import PlanSettings
@@ -291,8 +291,8 @@ def test_the_cached_search_treats_an_entry_holding_a_refused_engine_as_missing(f
     key = bench.cache_key(SHAPE, "fwd", family="graph")
     assert set(start_sizes(8)) <= set(range(1, 9))
     with BenchCache(path) as c:
-        found = runtime._search_cached(c, [key], 8, 64 * MiB, lambda got: got, "conv1")
+        found = for_plan._search_cached(c, [key], 8, 64 * MiB, lambda got: got, "conv1")
         assert found is not None and any("eng7[k3=1]" in {p.engine for p in perfs}
                                          for perfs in found.bench.values())
-        assert runtime._search_cached(c, [key], 8, 64 * MiB, lambda got: got, "conv1",
+        assert for_plan._search_cached(c, [key], 8, 64 * MiB, lambda got: got, "conv1",
                                       refused={7: "off"}) is None

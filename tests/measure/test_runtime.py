@@ -1,4 +1,4 @@
-"""Planning live kernels (ucudnn.measure.runtime, what the C API runs for Caffe) on the fake
+"""Planning live kernels (ucudnn.measure.runtime, what the C API calls for Caffe) on the fake
 core: one kernel (prepare_kernel, replan_kernel), a whole net (plan_net, ucudnn_net_plan) equal
 to plan_network on the same tables, the records they write, the pruned search at run time and
 the fallbacks (Note [Falling back])."""
@@ -11,7 +11,7 @@ import pytest
 from fake_core import CoreError, replay
 from repo_paths import ALL_SIZES
 from ucudnn.caffe import records as rr
-from ucudnn.measure import bench, runtime, shipped
+from ucudnn.measure import bench, for_plan, runtime, shipped
 from ucudnn.plan.conv import ConvShape
 from ucudnn.plan.dp import plan_kernel
 from ucudnn.plan.layers import LayerSpec
@@ -152,8 +152,8 @@ def test_pruned_search_at_run_time(fake_core, tmp_path, records_file, monkeypatc
 
     limit = 8 << 20
     full = plan_kernel(table, 256, "all", limit)
-    monkeypatch.delenv(runtime.SEARCH_ENV, raising=False)     # pruned is the default
-    assert runtime.search_mode() == "pruned"
+    monkeypatch.delenv(for_plan.SEARCH_ENV, raising=False)     # pruned is the default
+    assert for_plan.search_mode() == "pruned"
     k = fake_core.Kernel(shape, "fwd", 256, name="l1_3x3")
     runtime.prepare_kernel(k, legacy(policy="all", limit=limit,
                                            cache_path=str(tmp_path / "pruned.sqlite")))
@@ -176,7 +176,7 @@ def test_pruned_search_at_run_time(fake_core, tmp_path, records_file, monkeypatc
     assert again.bench_record["sizes_benchmarked"] == 0
 
     fake_core.calls.clear()
-    monkeypatch.setenv(runtime.SEARCH_ENV, "exhaustive")
+    monkeypatch.setenv(for_plan.SEARCH_ENV, "exhaustive")
     k = fake_core.Kernel(shape, "fwd", 256, name="l1_3x3")
     runtime.prepare_kernel(k, legacy(policy="all", limit=limit,
                                            cache_path=str(tmp_path / "exhaustive.sqlite")))
@@ -184,9 +184,9 @@ def test_pruned_search_at_run_time(fake_core, tmp_path, records_file, monkeypatc
     assert k.held == []                   # one benchmark call: nothing to keep
 
     fake_core.calls.clear()               # the ILP needs every limit's optimum: all sizes
-    monkeypatch.setenv(runtime.SEARCH_ENV, "pruned")
+    monkeypatch.setenv(for_plan.SEARCH_ENV, "pruned")
     k = fake_core.Kernel(shape, "fwd", 256, name="l1_3x3")
-    runtime.measure_for_plan(k, legacy(policy="all", optimizer="ilp", limit=limit,
+    for_plan.measure_for_plan(k, legacy(policy="all", optimizer="ilp", limit=limit,
                                              cache_path=str(tmp_path / "ilp.sqlite")))
     assert sorted(asked()) == list(range(1, 257)) and k.bench_record["search"] == "exhaustive"
 
@@ -200,12 +200,12 @@ def test_pruned_search_at_run_time(fake_core, tmp_path, records_file, monkeypatc
                                                cache_path=str(tmp_path / "broken.sqlite")))
     assert k.held == [True, False]
 
-    monkeypatch.setenv(runtime.SEARCH_ENV, "fastest")
+    monkeypatch.setenv(for_plan.SEARCH_ENV, "fastest")
     with pytest.raises(InputError, match="UCUDNN_SEARCH: unknown search 'fastest'"):
         runtime.prepare_kernel(fake_core.Kernel(SHAPE, "fwd", 8, name="c"),
                                legacy(policy="all", limit=limit))
     # the settings' own search wins over the environment
-    assert runtime.search_mode("exhaustive") == "exhaustive"
+    assert for_plan.search_mode("exhaustive") == "exhaustive"
 
 
 # -- a net (ucudnn_net_plan) -------------------------------------------------------------------
@@ -256,11 +256,11 @@ SETTINGS = {
 
 
 def test_a_net_opens_each_cache_once(fake_core, tmp_path, monkeypatch):
-    """Note [One open cache per net]: planning a net (plan_net, and sources.plan_kernels, which
+    """Note [One open cache per net]: planning a net (plan_net, and live.plan_kernels, which
     the scripts and the pruned measuring run) opens each cache file once, whatever the number
     of kernels; a kernel planned alone opens its own."""
     from ucudnn.measure.cache.file import CacheFile
-    from ucudnn.measure.sources import plan_kernels
+    from ucudnn.measure.live import plan_kernels
     fake_core.model = _model
     opened = []
     init = CacheFile.__init__

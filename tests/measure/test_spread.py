@@ -1,5 +1,5 @@
 """Benchmarks spread over the GPUs of $UCUDNN_BENCH_DEVICES inside runtime.plan_net (Note
-[Benchmarks over several GPUs in one process] in ucudnn/measure/spread.py), on a fake core of
+[Benchmarks over several GPUs in one process] in ucudnn/measure/for_plan.py), on a fake core of
 two GPUs. The Caffe side (Net::Init calling ucudnn_net_plan) runs in
 tests/gpu/test_caffe_gpu.py::test_bench_devices_inside_caffe."""
 import threading
@@ -10,12 +10,12 @@ from ucudnn.caffe import records as rr
 from ucudnn.caffe.prototxt import conv_layers, parse_net_text, ucudnn_settings
 from ucudnn.measure import records as rw
 from ucudnn.measure import runtime
-from ucudnn.measure.spread import Job, measure_on_devices, parse_devices
+from ucudnn.measure.for_plan import DEVICES_ENV, Job, measure_on_devices, parse_devices
 from ucudnn.plan.conv import ConvShape
 from ucudnn.plan.settings import PlanSettings
 from ucudnn.vocab import InputError
 
-ENV = runtime.DEVICES_ENV
+ENV = DEVICES_ENV
 
 # a net as Caffe hands it over: the layers and each one's ucudnn_param over the net's
 NET = """

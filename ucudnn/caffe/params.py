@@ -22,7 +22,8 @@ from typing import Dict, Mapping, Optional, Tuple
 
 from ..plan.settings import PlanSettings
 from ..vocab import ENGINE, LAYOUT, MATH, OPTIMIZER, POLICY, InputError
-from .proto import PrototxtError
+from .proto import PrototxtError, load_caffe_pb2, locate
+from .textscan import position
 
 __all__ = ["ParamError", "problem", "merged_param", "settings_of", "layout_of",
            "check_shared_is_net_wide", "check_params", "net_settings", "set_param"]
@@ -126,8 +127,6 @@ def check_shared_is_net_wide(net_param, layer_param, where: str) -> None:
 def check_params(net, text: str, source: str) -> None:
     """Every ucudnn_param of ``net`` (read from ``text``) as Caffe's ucudnn layer checks it:
     the error names ``source``, the line and column of the field and the layer."""
-    from .proto import locate
-    from .textscan import position
 
     def fail(steps, layer, what):
         at = position(text, steps)
@@ -177,7 +176,6 @@ def net_settings(net_text: Optional[str], layer_texts: Mapping[str, Optional[str
     [ucudnn_param merging]). What the C API makes of
     the messages Caffe's net hands over. A layer with neither is refused: only layers that
     run through ucudnn are handed over."""
-    from .proto import load_caffe_pb2
     pb2 = load_caffe_pb2()
     net_param = _parse(pb2, net_text, f"net {net!r}")
     out = {}

@@ -75,6 +75,7 @@ from typing import Optional
 
 from ..plan.table import read_text as read_text_file, write_text
 from ..vocab import InputError
+from .protoc import ProtocError, descriptor_set, find_protoc
 from .textscan import (EXCERPT, cut, enclosing_layer, field_path, lexical_problems, line_col,
                        offset, position, tokens)
 
@@ -111,7 +112,6 @@ def find_caffe_proto(proto: Optional[str] = None) -> Optional[Path]:
 
 
 def _descriptor_set(proto: Path) -> bytes:
-    from .protoc import ProtocError, descriptor_set
     try:
         return descriptor_set(proto)
     except ProtocError as e:
@@ -119,7 +119,6 @@ def _descriptor_set(proto: Path) -> bytes:
 
 
 def _owned_descriptor_set() -> bytes:
-    from .protoc import find_protoc
     have = OWNED_DESCRIPTOR.is_file()
     stale = have and OWNED_PROTO.stat().st_mtime > OWNED_DESCRIPTOR.stat().st_mtime
     if have and not (stale and find_protoc()):

@@ -19,6 +19,7 @@ from ..plan.settings import PlanSettings
 from .params import check_params, check_shared_is_net_wide, merged_param, settings_of
 from .proto import PrototxtError, load_caffe_pb2, parse_net, read_text
 from .shapes import PHASES, NetShapes, ShapeError, phase_layers, rule_stages
+from .textscan import tokens
 
 __all__ = ["PrototxtError", "ShapeError", "PrototxtNet", "parse_net_text", "conv_layers",
            "infer_shapes", "ucudnn_settings", "check_net", "load_prototxt", "read_prototxt",
@@ -92,7 +93,6 @@ def check_net(net, text: str, source: str = "<prototxt>") -> List[int]:
     are not checked. A net without layers is refused too. Returns the mini-batch of every
     Convolution layer whose input shape the prototxt settles, in both phases."""
     if not len(net.layer):
-        from .textscan import tokens
         what = "an empty file" if next(tokens(text), None) is None else "a net without layers"
         raise PrototxtError(f"{source}: {what}: no Caffe net to write a variant of")
     check_params(net, text, source)

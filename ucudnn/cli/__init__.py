@@ -12,10 +12,25 @@ variants, the paper's grid and build flags.
     ucudnn training [--out DIR] [--nets digits,cifar10] [--settings ...] ...
     ucudnn config (--cflags | --libs | --include)
 
-One module per subcommand (:mod:`.info`, :mod:`.bench`, :mod:`.plan`, :mod:`.cache`,
-:mod:`.prototxt`, :mod:`.reproduce`, :mod:`.training`, :mod:`.config`): each adds its parser, checks its options,
-calls the library and prints. Where benchmark data comes from is
-:mod:`ucudnn.measure.sources`.
+One module per subcommand: each adds its parser, checks its options, calls the library and
+prints.
+
+* :mod:`.info` -- ``ucudnn info``: the GPU, driver, CUDA, cuDNN and the compiled core;
+* :mod:`.bench` -- ``ucudnn bench``: benchmark kernels on this GPU into the cache;
+* :mod:`.plan` -- ``ucudnn plan``: plan a net (DP, ILP or the shared arena);
+* :mod:`.cache` -- ``ucudnn cache``: list, import or export the benchmark cache;
+* :mod:`.prototxt` -- ``ucudnn prototxt``: a variant of a Caffe prototxt with ucudnn_param;
+* :mod:`.reproduce` -- ``ucudnn reproduce``: the paper's grid with Caffe, or predicted;
+* :mod:`.training` -- ``ucudnn training``: training curves through pycaffe;
+* :mod:`.config` -- ``ucudnn config``: flags for C/C++ hosts of the C API;
+* :mod:`.common` -- what the subcommands share: the parser, option checks, layer loading;
+* :mod:`.options` -- the plan settings on the command line, one validation for ``plan`` and
+  ``prototxt``.
+
+Where benchmark data comes from is :mod:`ucudnn.measure.sources`. Imports every layer below
+(:mod:`ucudnn.experiments`, :mod:`ucudnn.caffe`, :mod:`ucudnn.measure`, :mod:`ucudnn.plan`,
+:mod:`ucudnn.vocab`, :mod:`ucudnn.paths`, :mod:`ucudnn.config`); never imported by them: only
+:mod:`ucudnn.__main__` imports it (Note [Layers of the package] in :mod:`ucudnn`).
 
 Errors in the input (:class:`ucudnn.vocab.InputError`, and OSError for files) are reported as
 one line ``ucudnn: error: <field>: <what>`` on stderr with exit status 2; notes go to stderr as
@@ -30,7 +45,10 @@ import sys
 import traceback
 from typing import List, Optional, Sequence
 
-from ..vocab import InputError
+from ..caffe.prototxt import PrototxtError
+from ..measure.cache import CacheError
+from ..plan.layers import LayerError
+from ..vocab import InputError, PlanError
 from . import bench, cache, config, info, plan, prototxt, reproduce, training
 from .common import PROG, CliError, Parser, version
 
@@ -79,10 +97,6 @@ _FIELDS = {"workspace_budget": "--budget", "workspace_limit": "--limit", "policy
 
 def _message(e: BaseException) -> str:
     """The error text, led by the option it concerns."""
-    from ..caffe.prototxt import PrototxtError
-    from ..measure.cache import CacheError
-    from ..plan.layers import LayerError
-    from ..vocab import PlanError
     msg = str(e)
     head, sep, rest = msg.partition(":")
     if sep and head in _FIELDS:

@@ -18,12 +18,20 @@ Note [Benchmarks over several GPUs]
     measurements from the cache; tests/gpu/test_caffe_gpu.py). With ``$UCUDNN_BENCH_DEVICES=0,1``
     Caffe itself spreads a net's benchmarks over those GPUs before its layers plan, in one
     process (Note [Benchmarks over several GPUs in one process] in
-    :mod:`ucudnn.measure.spread`: threads, since Caffe's embedded interpreter has no Python
+    :mod:`ucudnn.measure.for_plan`: threads, since Caffe's embedded interpreter has no Python
     to start); ``ucudnn bench --prototxt NET --devices 0,1`` does the same from outside, with
     one process per GPU. scripts/cold_planning.py measures the processes' way."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
+
+from ..measure.for_plan import parse_devices
+from ..measure.sources import benchmark_layers
 from ..plan.settings import FIND_REPEATS
+from ..plan.table import rows_from_kernel, write_table
 from ..vocab import DTYPES, ENGINE, MATH_MODES, OPS, SEARCHES, InputError
 from . import common as c
 
@@ -81,8 +89,6 @@ def _shard(text):
 
 
 def _devices(text):
-    from ..measure.spread import parse_devices
-    from ..vocab import InputError
     try:
         return parse_devices(text, "--devices")
     except InputError as e:
@@ -91,10 +97,6 @@ def _devices(text):
 
 def _spread(args, devices) -> int:
     """Note [Benchmarks over several GPUs]: one child ``ucudnn bench --shard i/N`` per GPU."""
-    import os
-    import subprocess
-    import sys
-    import time
     argv, skip = [], False
     for a in args.argv:                         # the same command without --devices / --csv
         if skip:
@@ -125,8 +127,6 @@ def _spread(args, devices) -> int:
 
 
 def run(args) -> int:
-    from ..measure.sources import benchmark_layers
-    from ..plan.table import rows_from_kernel, write_table
     c.need_layers(args)
     devices = _devices(args.devices) if args.devices is not None else None
     if devices and args.shard:

@@ -14,6 +14,10 @@ from __future__ import annotations
 import json
 import sys
 
+from ..measure import sources
+from ..measure.cache import BenchCache
+from ..measure.cache.schema import SQLITE_MAGIC
+from ..plan.table import format_table, write_table
 from ..vocab import DTYPES, MATH_MODES
 from . import common as c
 
@@ -65,7 +69,6 @@ def add_parser(sub) -> None:
 
 
 def _is_cache_file(path) -> bool:
-    from ..measure.cache.schema import SQLITE_MAGIC
     try:
         with open(path, "rb") as f:
             return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
@@ -81,7 +84,6 @@ def _no_table_options(args, what: str) -> None:
 
 
 def _whole_cache(args) -> int:
-    from ..measure.cache import BenchCache
     if args.command == "export":
         _no_table_options(args, "'cache export FILE'")
         with BenchCache(args.cache, create=False) as cache:
@@ -103,8 +105,6 @@ def _whole_cache(args) -> int:
 
 
 def run(args) -> int:
-    from ..measure import sources
-    from ..plan.table import format_table, write_table
     if args.command == "list":
         path, n_entries, listing = sources.cache_listing(args.cache)
         if args.json:

@@ -8,8 +8,15 @@ import re
 import sys
 from typing import List, Optional, Sequence
 
+import ucudnn
+
+from ..caffe.prototxt import load_prototxt
+from ..caffe.shapes import parse_input_shape
+from ..measure import shipped
+from ..plan.layers import read_layers
 from ..plan.table import read_text
-from ..vocab import DTYPES, MATH_MODES, OPS, InputError, format_size, parse_size
+from ..vocab import (DTYPES, MATH_MODES, OPS, POLICIES, InputError, PlanError, format_size,
+                     normalise_policy, parse_size)
 
 PROG = "ucudnn"
 
@@ -51,7 +58,6 @@ def say(msg: str) -> None:
 
 
 def version() -> str:
-    import ucudnn
     v = getattr(ucudnn, "__version__", None)
     if v:
         return str(v)
@@ -97,7 +103,6 @@ def sizes(text: Optional[str], field: str = "--sizes") -> Optional[List[int]]:
 
 
 def policy(text: str, field: str = "--policy") -> str:
-    from ..vocab import POLICIES, PlanError, normalise_policy
     try:
         return normalise_policy(text)
     except PlanError:
@@ -198,17 +203,14 @@ def load_layers(args, default_net: Optional[str]):
     """(layers, label, net name or None) from --net, --layers or --prototxt; for --prototxt
     also ``args.prototxt_net`` (:class:`ucudnn.caffe.prototxt.PrototxtNet`, with the file's
     ucudnn_param)."""
-    from ..plan.layers import read_layers
     batch = positive(args.batch, "--batch")
     given = {}
     for text in args.input_shape or ():
-        from ..caffe.shapes import parse_input_shape
         blob, shape = parse_input_shape(text)
         given[blob] = shape
     if given and not args.prototxt:
         raise CliError("--input-shape: only with --prototxt")
     if args.prototxt:
-        from ..caffe.prototxt import load_prototxt
         text_file(args.prototxt, "--prototxt")
         args.prototxt_net = load_prototxt(args.prototxt, phase=args.phase, batch=batch,
                                           given=given)
@@ -217,7 +219,6 @@ def load_layers(args, default_net: Optional[str]):
         text_file(args.layers, "--layers")
         layers, label, net = read_layers(args.layers), args.layers, None
     else:
-        from ..measure import shipped
         net = args.net or default_net
         if net is None:
             raise CliError("one of --net, --layers or --prototxt is required")

@@ -1,6 +1,7 @@
 """``ucudnn config``: compile and link flags for C/C++ hosts of the C API."""
 from __future__ import annotations
 
+from .. import config
 from .common import CliError
 
 HELP = "compile and link flags for C/C++ hosts of the C API"
@@ -16,7 +17,6 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from .. import config
     try:
         out = (config.get_include() if args.include else
                " ".join(config.cflags() if args.cflags else config.libs()))

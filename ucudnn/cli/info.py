@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+from ..measure.bench import core_status
+from ..measure.sources import device_status, format_cudnn
 from .common import version
 
 HELP = "GPU, driver, CUDA, cuDNN and the compiled core"
@@ -14,27 +16,9 @@ def add_parser(sub) -> None:
     s.set_defaults(func=run)
 
 
-def _core_status():
-    """("ok" | "missing" | "error", detail) of the compiled core, imported only here."""
-    import importlib
-    import importlib.util
-    try:
-        spec = importlib.util.find_spec("ucudnn._core")
-    except (ImportError, ValueError) as e:
-        return "error", str(e)
-    if spec is None:
-        return "missing", "ucudnn._core is not built (pip install . on a machine with CUDA/cuDNN)"
-    try:
-        mod = importlib.import_module("ucudnn._core")
-    except Exception as e:      # noqa: BLE001 - any failure to load is reported, not raised
-        return "error", f"ucudnn._core is built but cannot be loaded: {e}"
-    return "ok", getattr(mod, "__file__", None) or spec.origin or "ucudnn._core"
-
-
 def run(args) -> int:
-    from ..measure.sources import device_status, format_cudnn
     info, reason = device_status()
-    core, core_detail = _core_status()
+    core, core_detail = core_status()
     if args.json:
         print(json.dumps({"ucudnn_version": version(), "core": {"status": core,
                           "detail": core_detail}, "gpu": info, "no_gpu_reason": reason or None},

@@ -37,6 +37,9 @@ import json
 import time
 from typing import Dict, List, Optional, Tuple
 
+from ..measure.sources import gather_net
+from ..plan.network import plan_network
+from ..plan.table import TableError
 from ..vocab import DTYPE, choice_name, format_size
 from . import common as c
 from . import options
@@ -90,9 +93,6 @@ def _settings(args, layers, given) -> Tuple[Dict[str, object], List[str]]:
 
 
 def run(args) -> int:
-    from ..measure.sources import gather_net
-    from ..plan.network import plan_network
-    from ..plan.table import TableError
     given = options.settings_given(args)
     if args.table:
         for path in args.table:

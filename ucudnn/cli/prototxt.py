@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import os
 
+from ..caffe import params
+from ..caffe.proto import PrototxtError, load_caffe_pb2, parse_net, read_text, write_net
+from ..caffe.prototxt import check_net
 from . import common as c
 from . import options
 
@@ -34,7 +37,6 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..caffe.proto import PrototxtError
     try:
         return _run(args)
     except PrototxtError as e:      # names the input file itself
@@ -42,9 +44,6 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
-    from ..caffe import params
-    from ..caffe.proto import load_caffe_pb2, parse_net, read_text, write_net
-    from ..caffe.prototxt import check_net
     c.text_file(args.input, "input")
     c.output_file(args.output, "--output", inputs=[args.input], force=args.force)
     if os.path.lexists(args.output) and not args.force:

@@ -7,6 +7,12 @@ import sys
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, TypeVar
 
+from ..experiments.training.nets import NETS
+from ..experiments.training.options import Options, check_options
+from ..experiments.training.runner import regenerate, regenerate_seeds
+from ..experiments.training.runner import run as run_training
+from ..experiments.training.settings import DEFAULT_SETTINGS, SETTINGS
+from ..measure.sources import device_status
 from . import common as c
 
 HELP = ("train nets through pycaffe under stock Caffe and ucudnn's settings from the same "
@@ -15,8 +21,6 @@ T = TypeVar("T")
 
 
 def add_parser(sub) -> None:
-    from ..experiments.training.nets import NETS
-    from ..experiments.training.settings import DEFAULT_SETTINGS, SETTINGS
     s = sub.add_parser("training", help=HELP, description=HELP + ". Settings: " + "; ".join(
         f"{n}: {x.about}" + ("" if x.available else f" [not available: {x.why_not}]")
         for n, x in SETTINGS.items()) + ".")
@@ -96,10 +100,6 @@ def _int(option: str) -> Callable[[str], int]:
 
 
 def run(args) -> int:
-    from ..experiments.training.nets import NETS
-    from ..experiments.training.options import Options, check_options
-    from ..experiments.training.runner import regenerate, regenerate_seeds
-    from ..experiments.training.runner import run as run_training
     if args.plot_only:
         if (Path(args.out) / "curves.csv").is_file():
             regenerate(Path(args.out), from_csv=True, say=print)
@@ -147,7 +147,6 @@ def run(args) -> int:
         argv=["ucudnn", "training", *getattr(args, "argv", [])])
     check_options(opts)
     if mode == "gpu":
-        from ..measure.sources import device_status
         info, reason = device_status()
         if info is None:
             raise c.CliError(f"training needs a GPU: none visible ({reason}); --cpu checks "

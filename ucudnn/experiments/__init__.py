@@ -1,12 +1,19 @@
-"""Experiments: the paper's grid run with the patched Caffe and the figures drawn from saved
-results only (:mod:`.plots`).
+"""Experiments: the paper's grid run with the patched Caffe, training curves, DeepBench, and
+the figures drawn from saved results only.
 
-``ucudnn reproduce``: :mod:`.reproduce` (the runner and its Options) over :mod:`.grid` (the
-points), :mod:`.caffe_run` (one ``caffe time`` process with plan records), :mod:`.predict`
-(planned from the shipped data, no GPU), :mod:`.results` (the results document, schema 2 with
-schema 1 read), :mod:`.summary` (CSV and the text table) and :mod:`.gpu_memory` (a process's
-peak GPU memory from NVML). ``ucudnn training``: :mod:`.training` (learning curves through
-pycaffe with and without micro-batching).
+* :mod:`.reproduce` -- ``ucudnn reproduce``: the runner and its Options;
+* :mod:`.grid` -- the points of the grid, their names and order;
+* :mod:`.caffe_run` -- one ``caffe time`` process of a point, with plan records;
+* :mod:`.predict` -- a point planned from the shipped data (no GPU, no Caffe);
+* :mod:`.results` -- the results document (schema 2, schema 1 read);
+* :mod:`.summary` -- its CSV files and the text table;
+* :mod:`.gpu_memory` -- a process's peak GPU memory, from NVML;
+* :mod:`.deepbench` -- DeepBench's training convolutions: layers, the runner's JSON, summary;
+* :mod:`.plots` -- the figures;
+* :mod:`.training` -- ``ucudnn training``: learning curves through pycaffe with and without
+  micro-batching (a folder of its own).
 
-May import every layer below (caffe, measure, plan, vocab); nothing below imports it.
+Imports every layer below (:mod:`ucudnn.caffe`, :mod:`ucudnn.measure`, :mod:`ucudnn.plan`,
+:mod:`ucudnn.vocab`, :mod:`ucudnn.paths`); never :mod:`ucudnn.cli` (Note [Layers of the
+package] in :mod:`ucudnn`).
 """

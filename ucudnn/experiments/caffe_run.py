@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from ..caffe.log import CaffeLogError, parse_caffe_time
+from ..caffe.params import set_param
+from ..caffe.proto import read_net, write_net
 from ..caffe.records import ENV as RECORDS_ENV
 from ..caffe.records import RecordError, read_records, summarize
 from ..paths import PACKAGE
@@ -41,8 +43,6 @@ def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Op
     ``fusion`` (``grid.FUSIONS``, caffe_patch/0008, 0009, 0014 and 0015), every other one
     off; None leaves the net's field as it is. A ucudnn point's ``layout`` is its net's
     ``ucudnn_param.layout`` (Note [NHWC in Caffe] in caffe_patch/0011)."""
-    from ..caffe.params import set_param
-    from ..caffe.proto import read_net, write_net
     net = read_net(pb2, str(source))
     fill_once(net)
     batch = parse_net(point.net)[1]

@@ -35,7 +35,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ..measure.records import plan_fields
 from ..plan.conv import ConvShape
-from ..vocab import OPS, InputError
+from ..vocab import OPS, InputError, format_size
 
 __all__ = ["DeepBenchLayer", "read_layers", "unique_layers", "select_layers",
            "kernel_record", "new_document", "load_results", "speedups", "summary",
@@ -298,7 +298,6 @@ def summary(results, policy: str = "powerOfTwo", basis: str = "measured",
 
 def format_summary(rows: Sequence[dict]) -> str:
     """A Markdown table of :func:`summary` rows."""
-    from ..vocab import format_size
     has_f = any("filter" in r for r in rows)
     head = "| op | limit |" + (" filter |" if has_f else "") + \
         " policy | kernels | max | geomean | gain | min |"

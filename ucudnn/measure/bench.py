@@ -16,6 +16,7 @@ Note [Offered workspace]
 from __future__ import annotations
 
 import functools
+import importlib.util
 import subprocess
 from typing import Callable, Iterable, List, Optional, Sequence
 
@@ -23,8 +24,10 @@ from ..plan.conv import ConvShape
 from ..plan.settings import FIND_REPEATS
 from ..plan.table import AlgoPerf, KernelBench
 from ..vocab import ENGINE, ENGINE_FAMILIES, Status, UcudnnError, parse_engine
+from . import cache as cache_db
+from .cache import DEFAULT_WORKSPACE_CAP, CacheKey, timing_name
 
-__all__ = ["NoGpuError", "core", "device_info", "set_device", "driver_version", "cache_key",
+__all__ = ["NoGpuError", "core", "core_status", "device_info", "set_device", "driver_version", "cache_key",
            "benchmark_kernel", "measure_kernel", "measure", "merge_families", "holds_refused",
            "Measured", "TIME_ITERS"]
 
@@ -59,14 +62,36 @@ class NoGpuError(UcudnnError, RuntimeError):
     status = Status.CUDA
 
 
+def _load_core():
+    """The one import of the compiled core (Note [Layers of the package] in
+    :mod:`ucudnn`): lazy, so that what needs no GPU runs without it, or with the tests' fake
+    core in ``sys.modules["ucudnn._core"]``."""
+    from .. import _core
+    return _core
+
+
 def core():
     """The compiled core module; :class:`NoGpuError` if it was not built."""
     try:
-        from .. import _core
+        return _load_core()
     except ImportError as e:
         raise NoGpuError(f"the compiled core ucudnn._core is not available ({e}); "
                          "build it with `pip install .`") from None
-    return _core
+
+
+def core_status():
+    """("ok" | "missing" | "error", detail) of the compiled core (``ucudnn info``)."""
+    try:
+        spec = importlib.util.find_spec("ucudnn._core")
+    except (ImportError, ValueError) as e:
+        return "error", str(e)
+    if spec is None:
+        return "missing", "ucudnn._core is not built (pip install . on a machine with CUDA/cuDNN)"
+    try:
+        mod = _load_core()
+    except Exception as e:      # noqa: BLE001 - any failure to load is reported, not raised
+        return "error", f"ucudnn._core is built but cannot be loaded: {e}"
+    return "ok", getattr(mod, "__file__", None) or spec.origin or "ucudnn._core"
 
 
 def driver_version() -> str:
@@ -110,7 +135,7 @@ def device_info() -> dict:
 
 def set_device(device: int) -> None:
     """Make ``device`` the calling thread's current GPU (Note [Benchmarks over several GPUs in
-    one process] in :mod:`ucudnn.measure.spread`)."""
+    one process] in :mod:`ucudnn.measure.for_plan`)."""
     core().set_device(device)
 
 
@@ -120,7 +145,6 @@ def cache_key(shape: ConvShape, op: str, math: str = "default", dtype: str = "fl
     """The cache key of a kernel's ``family`` of choices on the current device, for a lookup
     that needs ``workspace_cap`` bytes offered (default: the core's 8 GiB) and the timing of
     ``time_iters`` (default: re-timed with 5 CUDA-event runs)."""
-    from .cache import DEFAULT_WORKSPACE_CAP, CacheKey, timing_name
     info = device_info()
     return CacheKey(gpu=info["gpu"], cudnn_version=info["cudnn_version"], dtype=dtype,
                     math=math, op=op, shape=shape,
@@ -156,7 +180,6 @@ def measure_kernel(kern, sizes, *, repeats=FIND_REPEATS, workspace_cap=None, pro
                    time_iters: int = TIME_ITERS, engines: str = "legacy") -> Measured:
     """Benchmark ``kern`` (a core ``Kernel``) at ``sizes``, no cache: :class:`Measured` with
     the workspace offered (Note [Offered workspace]) and the timing."""
-    from .cache import DEFAULT_WORKSPACE_CAP, timing_name
     sizes = list(sizes)
     timing = timing_name(time_iters)
     cap = DEFAULT_WORKSPACE_CAP if workspace_cap is None else int(workspace_cap)
@@ -201,7 +224,6 @@ def measure(kern, sizes: Iterable[int], *, repeats: int = FIND_REPEATS, cache_pa
     size's choices of both families, fastest first. ``cache``: an open
     :class:`~ucudnn.measure.cache.BenchCache` to use (and leave open) instead of opening
     ``cache_path`` for this call (a search measuring in rounds opens it once)."""
-    from .cache import BenchCache
     sizes = list(sizes)
 
     def family_fill(c, family):
@@ -231,5 +253,5 @@ def measure(kern, sizes: Iterable[int], *, repeats: int = FIND_REPEATS, cache_pa
                                for family in ENGINE_FAMILIES[ENGINE(engines, "engines")]])
     if cache is not None:
         return fill(cache)
-    with BenchCache(cache_path) as c:
+    with cache_db.BenchCache(cache_path) as c:
         return fill(c)

@@ -1,8 +1,9 @@
 """Plan records: the writer, and the schema constants its reader shares.
 
-The runtime (:mod:`ucudnn.measure.runtime`, what a host such as Caffe calls through the C API)
-appends one JSON object per line to ``$UCUDNN_RECORDS`` for every benchmark, every plan a kernel
-is given and every net planned. The fields, and how to read them, are in Note [Plan records] in
+Measuring for a plan (:mod:`ucudnn.measure.for_plan`) and planning live kernels
+(:mod:`ucudnn.measure.live`, what a host such as Caffe calls through the C API) append one JSON
+object per line to ``$UCUDNN_RECORDS`` for every benchmark, every plan a kernel is given and
+every net planned. The fields, and how to read them, are in Note [Plan records] in
 :mod:`ucudnn.caffe.records` (the reader and validator; this module must not import it: measure
 never imports caffe).
 

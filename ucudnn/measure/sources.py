@@ -28,12 +28,17 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..plan.conv import ConvShape
-from ..plan.settings import FIND_REPEATS, PlanSettings, candidate_sizes
+from ..plan.dp import WINOGRAD_ALGOS, without_algorithms
+from ..plan.settings import FIND_REPEATS, PlanSettings, candidate_sizes, plan_workspace
 from ..plan.table import BenchRow, KernelBench, group_by_kernel, read_table
 from ..vocab import ENGINE, ENGINE_FAMILIES, OPS, InputError
+from . import bench, shipped
+from .cache import DEFAULT_WORKSPACE_CAP, BenchCache, CacheKey, default_cache_path
+from .for_plan import kernel_cost
+from .live import plan_kernels
 
 __all__ = ["SourceError", "Source", "Gathered", "device_status", "format_cudnn", "gather",
-           "gather_net", "benchmark_layers", "core_kernel", "plan_kernels", "shard_kernels", "kernel_cost", "resolve_device",
+           "gather_net", "benchmark_layers", "shard_kernels", "resolve_device",
            "import_table", "export_rows", "cache_listing", "shipped_meta"]
 
 Benches = Dict[Tuple[str, str], KernelBench]
@@ -75,10 +80,6 @@ class Gathered:
 def device_status() -> Tuple[Optional[dict], str]:
     """``(device_info(), "")`` with a usable GPU, else ``(None, reason)``."""
     try:
-        from . import bench
-    except ImportError as e:
-        return None, f"the GPU benchmark module is unavailable ({e})"
-    try:
         return bench.device_info(), ""
     except (RuntimeError, OSError) as e:
         return None, str(e) or type(e).__name__
@@ -95,11 +96,6 @@ def format_cudnn(v, patch: bool = True) -> str:
     return ".".join(map(str, parts if patch else parts[:2]))
 
 
-def _bench():
-    from . import bench
-    return bench
-
-
 def _matches(info: Optional[dict], gpu: Optional[str], cudnn_version: Optional[int]) -> bool:
     return info is not None and (gpu is None or info.get("gpu") == gpu) and (
         cudnn_version is None or info.get("cudnn_version") == cudnn_version)
@@ -114,38 +110,12 @@ def _say(progress: Progress, text: str) -> None:
         progress(text)
 
 
-def core_kernel(layer, op: str, dtype: str = "float32", math: str = "default"):
-    """The core ``Kernel`` that Caffe runs for ``layer``'s ``op`` (one group call, Note
-    [Grouped layers] in :mod:`ucudnn.plan.conv`), on the calling thread's current GPU."""
-    return _bench().core().Kernel(ConvShape.from_layer(layer), op, layer.n, dtype, math,
-                                  layer.name, layer.groups)
-
-
-def plan_kernels(kernels, settings: PlanSettings, *, workspace_cap: Optional[int] = None,
-                 done: Optional[Callable] = None) -> List[Tuple[object, str, object]]:
-    """``[(layer, op, kernel)]``: each ``(layer, op)`` of ``kernels`` created in the core,
-    benchmarked through the cache and given the DP's plan within ``settings.limit`` by
-    ``runtime.prepare_kernel`` (``settings.search``: Note [Pruned search at run time]).
-    ``done(i, layer, op, kernel)`` after each."""
-    from . import runtime
-    out = []
-    with runtime.open_caches() as cache_of:     # Note [One open cache per net]
-        for i, (l, op) in enumerate(kernels, start=1):
-            kern = core_kernel(l, op, settings.dtype, settings.math)
-            runtime.prepare_kernel(kern, settings, workspace_cap=workspace_cap,
-                                   cache=cache_of(settings.cache_path))
-            out.append((l, op, kern))
-            if done is not None:
-                done(i, l, op, kern)
-    return out
-
-
 def _fill(layers, ops: Sequence[str], sizes_of: Callable, cache, *, math: str, dtype: str,
           repeats: int, workspace_cap: Optional[int], force: bool, progress: Progress,
           only=None, search_limit: Optional[int] = None, engines: str = "legacy") -> Benches:
     """Measure what ``cache`` lacks on this GPU; ``{(layer, op): {batch: [AlgoPerf]}}``
     (``only``: the ``(layer, op)`` pairs to do, default all; ``search_limit``: policy all
-    through the pruned search within that limit, :func:`plan_kernels`; ``engines``: the
+    through the pruned search within that limit, :func:`~.live.plan_kernels`; ``engines``: the
     families to measure, each its own cache entry, their choices merged per size)."""
     kernels = [(l, op) for l in layers for op in ops if op in l.ops
                and (only is None or (l.name, op) in only)]
@@ -160,12 +130,11 @@ def _fill(layers, ops: Sequence[str], sizes_of: Callable, cache, *, math: str, d
                                 dtype=dtype, engines=engines)
         return {(l.name, op): dict(k.bench) for l, op, k in plan_kernels(
             kernels, settings, workspace_cap=workspace_cap, done=said)}
-    bench = _bench()
     benches: Benches = {}
     families = ENGINE_FAMILIES[ENGINE(engines, "engines")]
     for i, (l, op) in enumerate(kernels, start=1):
         benches[l.name, op] = bench.merge_families([
-            _fill_kernel(bench, cache, l, op, family, sizes_of(l), math=math, dtype=dtype,
+            _fill_kernel(cache, l, op, family, sizes_of(l), math=math, dtype=dtype,
                          repeats=repeats, workspace_cap=workspace_cap, force=force,
                          progress=progress, t0=t0,
                          head=f"[{i}/{len(kernels)}] {l.name} {op}"
@@ -174,7 +143,7 @@ def _fill(layers, ops: Sequence[str], sizes_of: Callable, cache, *, math: str, d
     return benches
 
 
-def _fill_kernel(bench, cache, l, op: str, family: str, sizes, *, math: str, dtype: str,
+def _fill_kernel(cache, l, op: str, family: str, sizes, *, math: str, dtype: str,
                  repeats: int, workspace_cap: Optional[int], force: bool, progress: Progress,
                  t0: float, head: str):
     """One kernel's family at ``sizes``, from ``cache`` or measured into it."""
@@ -208,7 +177,6 @@ def _fill_kernel(bench, cache, l, op: str, family: str, sizes, *, math: str, dty
 def _open_cache(path, create: bool = True, readonly: Optional[bool] = None):
     """The cache at ``path`` (default: $UCUDNN_CACHE or ~/.cache/...); None if the file is
     absent and not ``create``."""
-    from .cache import BenchCache, default_cache_path
     p = Path(path).expanduser() if path is not None else default_cache_path()
     if not create and not p.exists():
         return None
@@ -245,16 +213,6 @@ def benchmark_layers(layers, *, policy: str = "powerOfTwo", sizes: Optional[Sequ
         return benches, str(cache.path)
 
 
-def kernel_cost(layer, op: str, sizes: Sequence[int]) -> float:
-    """A kernel's benchmark cost, up to a constant: cudnnFind's time at size b grows about in
-    proportion to b (results/h200/cold_planning/) and to the convolution's work per sample
-    (multiply-adds of the one group call that is benchmarked)."""
-    oh, ow = layer.out_hw
-    per_sample = (layer.c // layer.groups) * (layer.k // layer.groups) * layer.r * layer.s \
-        * oh * ow
-    return float(per_sample) * sum(sizes)
-
-
 def shard_kernels(layers, ops: Sequence[str], sizes_of: Callable,
                   n: int) -> List[List[Tuple[str, str]]]:
     """The kernels ``(layer, op)`` of ``layers`` split into ``n`` shards of about equal
@@ -279,7 +237,6 @@ def shard_kernels(layers, ops: Sequence[str], sizes_of: Callable,
 
 def shipped_meta() -> dict:
     """What the shipped benchmark data was measured with (gpu, cudnn_version, dtype, math...)."""
-    from . import shipped
     return shipped.meta()
 
 
@@ -289,7 +246,6 @@ def shipped_meta() -> dict:
 
 def _cache_candidates(cache, info, *, gpu, cudnn_version, math, dtype, workspace_cap):
     """``(label, gpu, cudnn_version, keyfn)`` for looking layers up in the cache."""
-    from .cache import DEFAULT_WORKSPACE_CAP, CacheKey
     cap = DEFAULT_WORKSPACE_CAP if workspace_cap is None else workspace_cap
     if gpu is None and cudnn_version is None and info is not None:
         combos = [(info.get("gpu"), info.get("cudnn_version"))]
@@ -379,7 +335,6 @@ def gather(layers, *, policy: str = "powerOfTwo", sizes: Optional[Sequence[int]]
                         f"{policy} ({label}); planning with those it has"])
             in_cache = f"the cache {cache.path} does not hold them ({asked})"
         else:
-            from .cache import default_cache_path
             in_cache = f"there is no cache at {cache_path or default_cache_path()}"
         if use_gpu:
             _say(progress, f"benchmarking the missing micro-batch sizes on "
@@ -402,7 +357,6 @@ def gather(layers, *, policy: str = "powerOfTwo", sizes: Optional[Sequence[int]]
                   f"{format_cudnn(info.get('cudnn_version'))}) is not the one asked for")
 
     # the shipped data, found by kernel shape (Note [Shipped data is never stretched])
-    from . import shipped
     meta = shipped.meta()
     short = str(meta["gpu"]).replace("NVIDIA ", "")
     benches, missing = shipped.lookup(layers, math=math, dtype=dtype, gpu=gpu,
@@ -444,9 +398,6 @@ def gather_net(layers, settings, *, tables: Optional[Sequence] = None, cache_pat
     PlanSettings}``): one gather per group of layers measured alike (sizes, math, dtype,
     repeats), each with the workspace its plans may use offered, and the Winograd algorithms
     left out where a layer's settings ask."""
-    from ..plan.dp import WINOGRAD_ALGOS, without_algorithms
-    from ..plan.settings import plan_workspace
-    from .cache import DEFAULT_WORKSPACE_CAP
     # Note [Predictions from legacy measurements]
     #     Shipped data, tables and the command line's gathering hold the legacy family's
     #     measurements only; the graph family is measured and planned where the net runs
@@ -548,7 +499,6 @@ def export_rows(layers, *, cache_path=None, gpu: Optional[str] = None,
                 math: str = "default") -> List[BenchRow]:
     """Every cached measurement of ``layers`` as table rows; :class:`SourceError` if none
     (CacheError if there is no cache: nothing is created)."""
-    from .cache import BenchCache
     with BenchCache(cache_path, create=False) as cache:
         gpu, cudnn_version = resolve_device(gpu, cudnn_version, cache=cache, math=math)
         rows = cache.export_rows(layers, gpu=gpu, cudnn_version=cudnn_version, dtype=dtype,
@@ -563,6 +513,5 @@ def export_rows(layers, *, cache_path=None, gpu: Optional[str] = None,
 def cache_listing(cache_path=None) -> Tuple[str, int, list]:
     """(path, number of entries, [(CacheKey, [batches])]); CacheError ``no cache at PATH``
     for an absent file (nothing is created)."""
-    from .cache import BenchCache
     with BenchCache(cache_path, create=False) as cache:
         return str(cache.path), len(cache), cache.entries()

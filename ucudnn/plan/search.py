@@ -226,7 +226,7 @@ def _measure(measure: Measure, sizes: Iterable[int], bench: Dict[int, List[AlgoP
 def front_configs(bench: Mapping[int, Sequence[AlgoPerf]]) -> frozenset:
     """The engine configs (their text) of the graph choices on the (time, workspace) front of
     some size of ``bench``: faster than every choice that needs no more workspace (Note
-    [Graph focus in the pruned search] in ucudnn/measure/runtime.py)."""
+    [Graph focus in the pruned search] in ucudnn/measure/for_plan.py)."""
     out = set()
     for perfs in bench.values():
         least = None

@@ -21,4 +21,8 @@ without Caffe):
   ``regenerate_seeds``.
 
 Callers import a name from the module that holds it; this package exposes nothing itself.
+Imports :mod:`ucudnn.caffe`, :mod:`ucudnn.measure`, :mod:`ucudnn.plan`, :mod:`ucudnn.vocab`,
+:mod:`ucudnn.paths` and, of the experiments, :mod:`~ucudnn.experiments.caffe_run` and
+:mod:`~ucudnn.experiments.reproduce`; never :mod:`ucudnn.cli` (Note [Layers of the package] in
+:mod:`ucudnn`).
 """

@@ -13,6 +13,7 @@ import io
 import math
 from typing import Dict, Iterable, List, Mapping, Optional
 
+from ...plan.table import read_text, write_text
 from .settings import TrainingError, setting_order
 
 #: ``curves.csv``'s columns, exactly.
@@ -39,7 +40,6 @@ def write_curves(path, rows: Iterable[Row]) -> None:
     """``curves.csv``: :data:`CURVE_COLUMNS`, one row per (net, setting, iteration), numbers
     at full precision (float32 values round-trip), empty where not evaluated; written
     atomically."""
-    from ...plan.table import write_text
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CURVE_COLUMNS)
@@ -50,7 +50,6 @@ def write_curves(path, rows: Iterable[Row]) -> None:
 
 def read_curves(path) -> List[Row]:
     """The rows of a ``curves.csv``; errors name the file, line and column."""
-    from ...plan.table import read_text
     text = read_text(path, TrainingError, "a curves.csv")
     rows: List[Row] = []
     reader = csv.reader(io.StringIO(text))

@@ -13,11 +13,13 @@ import shlex
 from pathlib import Path
 from typing import Any, Dict, Mapping
 
-from ...paths import CHECKOUT, caffe_patches
+from ... import __version__
+from ...measure.bench import device_info
+from ...paths import CHECKOUT, caffe_build, caffe_patches
+from ...vocab import CAFFE_COMMIT
 from ..reproduce import git
 from .child import STRICT_FP32_ENV
 from .nets import NETS, solver_text
-from ...paths import caffe_build
 from .options import Options
 from .settings import BENCH_REPEATS, SETTINGS, setting_order
 
@@ -43,8 +45,6 @@ def _caffe_build_facts(build: Path) -> dict:
 def metadata(opts: Options, probe: dict, runs: Mapping[str, Mapping[str, dict]]) -> dict:
     """The metadata of this invocation (``opts``; ``probe``: what :func:`.child.probe` found)
     over every run in the folder (``{net: {setting: run record}}``)."""
-    from ... import __version__
-    from ...vocab import CAFFE_COMMIT
     meta: Dict[str, Any] = {
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(), "python": platform.python_version(),
@@ -67,7 +67,6 @@ def metadata(opts: Options, probe: dict, runs: Mapping[str, Mapping[str, dict]])
         meta["command"] = " ".join(shlex.quote(a) for a in opts.argv)
     if opts.mode == "gpu":
         try:
-            from ...measure.bench import device_info
             meta["device"] = device_info()
         except Exception as e:       # noqa: BLE001 - recorded, not fatal
             meta["device"] = {"error": str(e)}

@@ -15,6 +15,8 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from ...caffe.proto import parse_net, read_net
+from ...paths import nets_dir as default_nets_dir
 from .settings import TrainingError
 
 PIP_HINT = "pip install 'ucudnn[training]' (scikit-learn)"
@@ -103,8 +105,6 @@ def base_net(pb2, name: str, batch: Optional[int] = None, nets_dir: Optional[Pat
     """The ``NetParameter`` of experiment net ``name`` without any ucudnn_param, fed by an
     ``Input`` layer with tops ``data`` and ``label`` at ``batch`` (default: the net's), and with
     an ``Accuracy`` top ``accuracy`` and a loss top ``loss``."""
-    from ...caffe.proto import parse_net, read_net
-    from ...paths import nets_dir as default_nets_dir
     cfg = net_config(name)
     batch = batch or cfg.batch
     if name == "digits":

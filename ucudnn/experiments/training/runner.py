@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, Optional
 
+from ...caffe.proto import load_caffe_pb2, write_net
 from ...plan.table import write_text
 from .child import load_json, probe as probe_pycaffe, run_child
 from .comparison import compare, compare_seeds
@@ -47,7 +48,6 @@ def run(opts: Options, say: Callable[[str], None] = print) -> dict:
     """Train every (net, setting) that has no matching result in ``opts.out`` yet (or all with
     ``force``), then write curves.csv, metadata.json, the summary and the figure from every run
     there. Returns the metadata."""
-    from ...caffe.proto import load_caffe_pb2, write_net
     check_options(opts)
     out = Path(opts.out)
     for d in ("prototxt", "logs", "runs"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, Optional, Tuple
 
+from ...caffe.params import set_param
 from ...vocab import InputError
 
 #: ucudnn's benchmark repeats per micro-batch size (ucudnn_param.benchmark_repeats): plans only
@@ -114,7 +115,6 @@ def variant(pb2, net, setting: str, limit: int, *, engine: Optional[str] = None,
     kernels, ``total_workspace`` unset), ``math: FMA``, :data:`BENCH_REPEATS`, and its layout
     where that is not NCHW. ``engine``: set
     the engine of every layer that has one (``CAFFE`` for a CPU run: no cuDNN layers)."""
-    from ...caffe.params import set_param
     s = get_setting(setting)
     out = pb2.NetParameter()
     out.CopyFrom(net)

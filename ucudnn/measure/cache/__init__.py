@@ -17,6 +17,9 @@ library version never plans another.
 * :mod:`.reads`, :mod:`.writes` -- lookups; put and fill;
 * :mod:`.transfer` -- benchmark tables in and out, whole-cache copies.
 
+Imports :mod:`ucudnn.plan` and :mod:`ucudnn.vocab` only; never the rest of
+:mod:`ucudnn.measure` (Note [Layers of the package] in :mod:`ucudnn`).
+
 Note [A cache shared by a cluster]
     One node measures, the others read. The measuring node (or each node in turn) writes into
     a cache of its own, then publishes it: ``ucudnn cache export /shared/bench.sqlite`` writes
