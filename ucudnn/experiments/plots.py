@@ -64,6 +64,19 @@ def _save(fig, out: str, tight: bool = True, source: str = MEASURED):
     return fig
 
 
+def _titled(title: str, source: str, policies: bool = False) -> str:
+    """``title``, and for predicted numbers a line saying so; ``policies``: and a line saying
+    that policy ``all`` plans as powerOfTwo there (the shipped data holds power-of-two sizes
+    only)."""
+    if not source.startswith("predicted"):
+        return title
+    shipped_data = source == PREDICTED
+    return (f"{title}\n" + ("predicted from the shipped H200 benchmark data, not measured"
+                            if shipped_data else source)
+            + ("\n(policy all plans as powerOfTwo: the data has power-of-two sizes only)"
+               if policies and shipped_data else ""))
+
+
 def _mib(ws_bytes: int) -> float:
     """Workspace in MiB for a symlog axis: zero stays zero."""
     return ws_bytes / 2**20
@@ -252,8 +265,9 @@ def stacked_layers(results: dict, net: str, out: str, value: str = "measured_ms"
               + [Patch(color="none", label=f"one segment per layer, {layers[0]}..{layers[-1]}\n"
                        "bottom-up in each op, shades alternate")],
               fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    basis = "measured" if source == MEASURED else "predicted, no GPU run"
-    ax.set_title(f"{net}: layers stacked per op ({basis}), speedup over undivided")
+    basis = "measured" if source == MEASURED else "predicted"
+    ax.set_title(_titled(f"{net}: layers stacked per op ({basis}), speedup over undivided",
+                         source, policies=True), fontsize=10)
     return _save(fig, out, source=source)
 
 
@@ -324,7 +338,7 @@ def ilp_vs_dp(layers: Sequence[LayerSpec], benches: Mapping, title: str, out: st
                           label=f"budget / kernels = {per_kernel:.0f} MiB")],
                 fontsize=7, loc="lower right")
     ax_w.grid(axis="x", lw=0.3)
-    fig.suptitle(title)
+    fig.suptitle(_titled(title, source))
     return _save(fig, out, source=source)
 
 
@@ -604,10 +618,10 @@ def reproduce_time_vs_memory(doc: dict, net: str, out: str, bn: str = "caffe"):
     axes[0, -1].legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
                        borderaxespad=0)
     engine = "" if bn == "caffe" else f", {bn} BatchNorm"
-    basis = "" if status == "ok" else " (predicted, no GPU run)"
-    fig.suptitle(f"{net}{engine}: time against memory per setting{basis} (labels: per-kernel "
-                 "limit)", fontsize=10)
-    return _save(fig, out, source=MEASURED if status == "ok" else PREDICTED)
+    source = MEASURED if status == "ok" else PREDICTED
+    fig.suptitle(_titled(f"{net}{engine}: time against memory per setting (labels: per-kernel "
+                         "limit)", source, policies=True), fontsize=10)
+    return _save(fig, out, source=source)
 
 
 def reproduce_overhead(doc: dict, out: str):
