@@ -14,6 +14,11 @@ from ucudnn.experiments import plots  # noqa: E402
 from ucudnn.plan.layers import LayerSpec  # noqa: E402
 from ucudnn.plan.table import AlgoPerf  # noqa: E402
 
+import cli_run  # noqa: E402
+from repo_paths import NETS  # noqa: E402
+from ucudnn.experiments import reproduce as rp  # noqa: E402
+from ucudnn.experiments.grid import point_of  # noqa: E402
+
 BENCH = {1: [AlgoPerf(0, 0.1, 0), AlgoPerf(1, 0.05, 1 << 20)],
          2: [AlgoPerf(0, 0.2, 0), AlgoPerf(1, 0.08, 3 << 20)],
          4: [AlgoPerf(0, 0.4, 0), AlgoPerf(1, 0.12, 9 << 20), AlgoPerf(5, 0.1, 40 << 20)]}
@@ -150,13 +155,11 @@ def test_time_against_memory_figure(tmp_path):
     """The shared arena's figure: every setting's iteration time against the workspace held and the
     peak GPU memory; stock Caffe's workspace from peak memory (Note [Shared arena at stock
     memory])."""
-    from ucudnn.experiments import plots
     MIB = 1 << 20
 
     def pt(setting, ms, limit, ws, peak):
         return {"net": "alexnet", "setting": setting, "limit_bytes": limit, "status": "ok",
                 "median_ms": ms, "workspace_bytes": ws, "peak_gpu_memory_bytes": peak}
-    from ucudnn.experiments.grid import point_of
     pts = [pt("caffe", 55.0, None, None, 3000 * MIB),
            pt("undivided", 50.0, 8 * MIB, 20 * MIB, 2900 * MIB),
            pt("undivided", 46.0, 64 * MIB, 300 * MIB, 3180 * MIB),
@@ -190,7 +193,6 @@ def test_gpu_less_reproduce_then_plot_figures_makes_predicted_figures(tmp_path):
     FIGDIR`` from another folder: the paper's figures from the predicted points, each saying it
     is predicted; the figures it cannot make named with why, one line each; nothing written
     into the checkout."""
-    import cli_run
     before = _files(REPO / "results") | _files(REPO / "scripts")
     rep, figdir = tmp_path / "reproduce", tmp_path / "figures"
     p = cli_run.run(tmp_path, "reproduce", "--out", rep, "--nets", "alexnet,cifar10",
@@ -245,8 +247,6 @@ def test_a_panel_without_data_is_not_drawn(tmp_path):
 
 
 def test_predicted_kernels_stack_to_the_predicted_time(tmp_path):
-    from ucudnn.experiments import reproduce as rp
-    from repo_paths import NETS
     doc = rp.run(rp.Options(out=tmp_path, nets=["alexnet"], limits=[64 << 20], predict=True,
                             prototxt_dir=NETS, pytorch=False), say=lambda m: None)
     rows = plots.predicted_kernel_rows(doc, "alexnet")["kernels"]
