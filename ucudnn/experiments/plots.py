@@ -29,7 +29,8 @@ from .results import point_conv_ms, stock_workspace
 __all__ = ["kernel_algorithms", "desirable_set_scatter", "measured_vs_predicted",
            "stacked_layers", "ilp_vs_dp", "load_bench_core", "reproduce_stacked",
            "reproduce_overhead", "reproduce_measured_vs_predicted", "predicted_kernel_rows",
-           "grid_status", "MEASURED", "H200_TABLES", "PREDICTED"]
+           "grid_status", "deepbench_speedups", "engines_summary", "MEASURED", "H200_TABLES",
+           "PREDICTED"]
 
 #: The ``Description`` of a figure of measured numbers.
 MEASURED = "measured"
@@ -377,11 +378,6 @@ def predicted_kernel_rows(doc: dict, net: str) -> dict:
     return {"kernels": rows}
 
 
-def _conv_ms(r: dict) -> Optional[float]:
-    """A point's measured convolution-layer time (:func:`.results.point_conv_ms`)."""
-    return point_conv_ms(r)
-
-
 def _label(r: dict) -> str:
     lim = r.get("limit_bytes")
     if r["setting"] in ("caffe", "unlimited") or lim is None or is_unlimited(lim):
@@ -407,7 +403,7 @@ def reproduce_ilp_vs_dp(doc: dict, net: str, out: str, policy: str = "powerOfTwo
     for i, limit in enumerate(limits):
         for j, (setting, color, name) in enumerate(series):
             r = pts.get((setting, limit))
-            value = _conv_ms(r) if r else None
+            value = point_conv_ms(r) if r else None
             if value is None:       # stock-like undivided point without kernels: no bar
                 continue
             convs = [x["conv_ms"] for x in r.get("repeats") or [] if x.get("conv_ms") is not None]
@@ -668,7 +664,7 @@ def reproduce_measured_vs_predicted(doc: dict, out: str):
     for r in doc["points"].values():
         if r.get("status") != "ok" or not r.get("predicted_conv_ms"):
             continue
-        measured = _conv_ms(r)
+        measured = point_conv_ms(r)
         xs.append(r["predicted_conv_ms"])
         ys.append(measured)
         ax.scatter(r["predicted_conv_ms"], measured, color=colors.get(r["net"], "#999999"),
@@ -741,8 +737,6 @@ def deepbench_speedups(results, out: str, policy: str = "powerOfTwo", basis: str
     return _save(fig, out, tight=False)
 
 
-__all__.append("deepbench_speedups")
-
 #: The most panels side by side; more go on further rows.
 MAX_COLUMNS = 4
 
@@ -798,5 +792,3 @@ def engines_summary(summary: Sequence[dict], out: str):
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / fig.get_figheight()))
     return _save(fig, out, tight=False)
 
-
-__all__.append("engines_summary")
