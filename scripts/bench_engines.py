@@ -47,6 +47,7 @@ import sys
 import time
 
 from ucudnn.caffe.prototxt import merge_shapes, read_prototxt
+from ucudnn.experiments import plots
 from ucudnn.measure import bench
 from ucudnn.paths import net_names, net_prototxt
 from ucudnn.plan.conv import ConvShape
@@ -285,37 +286,9 @@ def read_points(path):
 
 
 def plot(rows, path):
-    """Per suite and dtype: the net's measured convolution time per iteration for each
-    family x layout, undivided and powerOfTwo at each limit (complete sums only)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    summary = [s for s in summarise(rows) if s["complete"]]
-    panels = sorted({(s["suite"], s["dtype"]) for s in summary})
-    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.2), squeeze=False)
-    for ax, (suite, dtype) in zip(axes[0], panels):
-        mine = [s for s in summary if (s["suite"], s["dtype"]) == (suite, dtype)]
-        settings = sorted({(s["family"], s["layout"]) for s in mine})
-        limits = sorted({s["limit"] for s in mine}, key=lambda l: (l == "unlimited", int(l)
-                                                                  if l.isdigit() else 0))
-        bars = [(l, p) for l in limits for p in ("undivided", "powerOfTwo")
-                if any(s["limit"] == l and s["policy"] == p for s in mine)]
-        width = 0.8 / len(settings)
-        for i, (fam, lay) in enumerate(settings):
-            ys = [next((s["measured_ms"] for s in mine if (s["family"], s["layout"], s["limit"],
-                        s["policy"]) == (fam, lay, l, p)), float("nan")) for l, p in bars]
-            ax.bar([j + i * width for j in range(len(bars))], ys, width, label=f"{fam} {lay}")
-        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(bars))])
-        ax.set_xticklabels([("unlim." if l == "unlimited" else format_size(int(l)))
-                            + ("\nundiv." if p == "undivided" else "\npow2") for l, p in bars],
-                           fontsize=8)
-        ax.set_yscale("log")
-        ax.set_ylabel("convolutions per iteration, measured (ms, log)")
-        ax.set_title(f"{suite}, {dtype}")
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    """engines.png: per suite and dtype a panel of the measured convolution time per family x
+    layout (:func:`ucudnn.experiments.plots.engines_summary`, complete sums only)."""
+    plots.engines_summary([s for s in summarise(rows) if s["complete"]], path)
 
 
 def main(argv=None):

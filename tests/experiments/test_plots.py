@@ -14,6 +14,11 @@ from ucudnn.experiments import plots  # noqa: E402
 from ucudnn.plan.layers import LayerSpec  # noqa: E402
 from ucudnn.plan.table import AlgoPerf  # noqa: E402
 
+import cli_run  # noqa: E402
+from repo_paths import NETS  # noqa: E402
+from ucudnn.experiments import reproduce as rp  # noqa: E402
+from ucudnn.experiments.grid import point_of  # noqa: E402
+
 BENCH = {1: [AlgoPerf(0, 0.1, 0), AlgoPerf(1, 0.05, 1 << 20)],
          2: [AlgoPerf(0, 0.2, 0), AlgoPerf(1, 0.08, 3 << 20)],
          4: [AlgoPerf(0, 0.4, 0), AlgoPerf(1, 0.12, 9 << 20), AlgoPerf(5, 0.1, 40 << 20)]}
@@ -150,13 +155,11 @@ def test_time_against_memory_figure(tmp_path):
     """The shared arena's figure: every setting's iteration time against the workspace held and the
     peak GPU memory; stock Caffe's workspace from peak memory (Note [Shared arena at stock
     memory])."""
-    from ucudnn.experiments import plots
     MIB = 1 << 20
 
     def pt(setting, ms, limit, ws, peak):
         return {"net": "alexnet", "setting": setting, "limit_bytes": limit, "status": "ok",
                 "median_ms": ms, "workspace_bytes": ws, "peak_gpu_memory_bytes": peak}
-    from ucudnn.experiments.grid import point_of
     pts = [pt("caffe", 55.0, None, None, 3000 * MIB),
            pt("undivided", 50.0, 8 * MIB, 20 * MIB, 2900 * MIB),
            pt("undivided", 46.0, 64 * MIB, 300 * MIB, 3180 * MIB),
@@ -170,3 +173,104 @@ def test_time_against_memory_figure(tmp_path):
     out = tmp_path / "tvm.png"
     plots.reproduce_time_vs_memory(doc, "alexnet", str(out))
     assert out.stat().st_size > 10000
+
+
+def _description(png):
+    """Where a figure's numbers come from: its PNG's Description (plots._save)."""
+    from PIL import Image          # matplotlib's own dependency
+    with Image.open(png) as im:
+        return im.text.get("Description")
+
+
+def _files(root):
+    """(path, size, mtime) of every file under ``root``."""
+    return {(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in Path(root).rglob("*")
+            if p.is_file()}
+
+
+def test_gpu_less_reproduce_then_plot_figures_makes_predicted_figures(tmp_path):
+    """A newcomer without a GPU: ``ucudnn reproduce --out DIR``, then ``plot_figures.py DIR -o
+    FIGDIR`` from another folder: the paper's figures from the predicted points, each saying it
+    is predicted; the figures it cannot make named with why, one line each; nothing written
+    into the checkout."""
+    before = _files(REPO / "results") | _files(REPO / "scripts")
+    rep, figdir = tmp_path / "reproduce", tmp_path / "figures"
+    p = cli_run.run(tmp_path, "reproduce", "--out", rep, "--nets", "alexnet,cifar10",
+                    "--limits", "8MiB,64MiB", "--no-pytorch",
+                    env={"CUDA_VISIBLE_DEVICES": "", "UCUDNN_CAFFE": str(tmp_path / "none")})
+    assert "predicting every point from the shipped H200 benchmark data" in p.stderr
+    assert plots.PREDICTED in p.stdout and "no layers.csv" in p.stdout
+    assert sorted(x.name for x in rep.iterdir()) == ["points.csv", "reproduce.json"]
+    res = subprocess.run([sys.executable, str(REPO / "scripts" / "plot_figures.py"), str(rep),
+                          "-o", str(figdir)], capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+    predicted = {f"{net}_{kind}_predicted.png" for net in ("alexnet", "cifar10")
+                 for kind in ("stacked_layers", "time_vs_memory")}
+    predicted |= {"alexnet_ilp_vs_dp.png", "resnet18_ilp_vs_dp.png"}
+    tables = {"alexnet_conv2_fwd_algorithms.png", "alexnet_conv2_fwd_desirable_set.png"}
+    assert {x.name for x in figdir.iterdir()} == predicted | tables
+    for name in predicted:
+        assert _description(figdir / name) == plots.PREDICTED, name
+        assert f"{figdir / name}  ({plots.PREDICTED})" in res.stdout.splitlines()
+    for name in tables:
+        assert _description(figdir / name) == plots.H200_TABLES, name
+    assert res.stdout.splitlines()[-1] == (
+        f"plot_figures: 8 figures in {figdir}, 6 of them {plots.PREDICTED}; 11 not made "
+        "(said above)")
+    # what needs a GPU run: one line per kind of figure, with the reason
+    missing = [line for line in res.stderr.splitlines() if "not made" in line]
+    assert len(missing) == len(res.stderr.splitlines()) == 3, res.stderr
+    assert any("overhead.png" in line and "holds predicted ones" in line for line in missing)
+    assert any("deepbench_speedups.png" in line and "no deepbench.json" in line
+               for line in missing)
+    assert _files(REPO / "results") | _files(REPO / "scripts") == before
+
+
+def test_plot_figures_needs_an_output_folder_and_results(tmp_path):
+    script = str(REPO / "scripts" / "plot_figures.py")
+    for args, said in (([str(tmp_path)], "-o/--out"), ([str(tmp_path / "none"), "-o",
+                                                        str(tmp_path / "f")], "no folder")):
+        res = subprocess.run([sys.executable, script, *args], capture_output=True, text=True,
+                             timeout=120, cwd=tmp_path)
+        assert res.returncode == 2 and said in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "f").exists()
+
+
+def test_a_panel_without_data_is_not_drawn(tmp_path):
+    """Results without peak GPU memory: time against workspace only, no empty panel."""
+    doc = json.loads(FULL_GRID.read_text())
+    assert not any(r.get("peak_gpu_memory_bytes") for r in doc["points"].values())
+    fig = plots.reproduce_time_vs_memory(doc, "alexnet", str(tmp_path / "t.png"))
+    assert len(fig.axes) == 1 and fig.axes[0].collections
+    assert _description(tmp_path / "t.png") == plots.MEASURED
+
+
+def test_predicted_kernels_stack_to_the_predicted_time(tmp_path):
+    doc = rp.run(rp.Options(out=tmp_path, nets=["alexnet"], limits=[64 << 20], predict=True,
+                            prototxt_dir=NETS, pytorch=False), say=lambda m: None)
+    rows = plots.predicted_kernel_rows(doc, "alexnet")["kernels"]
+    got = sum(k["count"] * k["predicted_ms"] for k in rows if k["policy"] == "powerOfTwo")
+    assert got == pytest.approx(doc["points"]["alexnet/powerOfTwo/64.0MiB"]["predicted_conv_ms"])
+    assert [k["layer"] for k in rows][:1] == ["conv1"] and {k["count"] for k in rows} == {1, 2}
+    fig = plots.stacked_layers({"kernels": rows}, "alexnet", str(tmp_path / "s.png"),
+                               value="predicted_ms", source=plots.PREDICTED)
+    assert "predicted from the shipped H200 benchmark data" in fig.axes[0].get_title()
+    assert _description(tmp_path / "s.png") == plots.PREDICTED
+
+
+def test_engines_figure_has_rows_of_at_most_four_panels(tmp_path):
+    summary = [{"suite": f"net{i}", "dtype": "float32", "family": fam, "layout": "NCHW",
+                "limit": str(8 << 20), "policy": pol, "measured_ms": 10.0 + i}
+               for i in range(11) for fam in ("legacy", "graph")
+               for pol in ("undivided", "powerOfTwo")]
+    a, b = tmp_path / "a.png", tmp_path / "b.png"
+    fig = plots.engines_summary(summary, str(a))
+    plots.engines_summary(summary, str(b))
+    assert _digest(a) == _digest(b)
+    assert len(fig.axes) == 11
+    rows = {round(ax.get_position().y0, 3) for ax in fig.axes}
+    cols = {round(ax.get_position().x0, 3) for ax in fig.axes}
+    assert (len(rows), len(cols)) == (3, 4)
+    width, height = fig.get_size_inches() * 110
+    assert width < 2400 and height < 1400

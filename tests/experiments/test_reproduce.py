@@ -13,6 +13,14 @@ from ucudnn.experiments import caffe_run, grid, reproduce as rp, results, summar
 from ucudnn.paths import nets_dir
 from ucudnn.vocab import UNLIMITED, parse_size
 
+from ucudnn import cli
+from ucudnn.caffe.proto import load_caffe_pb2, read_net
+from ucudnn.cli import reproduce as reproduce_cli
+from ucudnn.experiments.gpu_memory import PeakGpuMemory
+from ucudnn.experiments.plots import layer_type_bars
+from ucudnn.experiments.predict import predict_point
+from ucudnn.experiments.summary import format_summary, write_csv
+
 MIB = 1 << 20
 
 
@@ -228,18 +236,8 @@ def test_caffe_mode_needs_a_binary(tmp_path):
 
 
 def test_cli_without_gpu_falls_back_to_predictions(tmp_path, capsys, monkeypatch):
-    from ucudnn import cli
     monkeypatch.chdir(REPO)
-    import importlib
-    # the CLI is being split into modules: patch the GPU probe wherever it lives
-    for name in ("ucudnn.cli", "ucudnn.cli.common", "ucudnn.cli.reproduce"):
-        try:
-            mod = importlib.import_module(name)
-        except ImportError:
-            continue
-        for attr in ("_gpu_status", "gpu_status"):
-            if hasattr(mod, attr):
-                monkeypatch.setattr(mod, attr, lambda: (None, "no CUDA device (test)"))
+    monkeypatch.setattr(reproduce_cli, "device_status", lambda: (None, "no CUDA device (test)"))
     rc = cli.main(["reproduce", "--out", str(tmp_path), "--nets", "resnet18", "--limits",
                    "64MiB", "--no-pytorch"])
     out, err = capsys.readouterr()
@@ -251,9 +249,8 @@ def test_cli_without_gpu_falls_back_to_predictions(tmp_path, capsys, monkeypatch
 
 
 def test_fill_once_makes_dummy_data_constant(patched_caffe_source):
-    from ucudnn.caffe import proto as cp
-    pb2 = cp.load_caffe_pb2(str(patched_caffe_source / "src" / "caffe" / "proto" / "caffe.proto"))
-    net = cp.read_net(pb2, NETS / "alexnet.prototxt")
+    pb2 = load_caffe_pb2(str(patched_caffe_source / "src" / "caffe" / "proto" / "caffe.proto"))
+    net = read_net(pb2, NETS / "alexnet.prototxt")
     caffe_run.fill_once(net)
     fillers = net.layer[0].dummy_data_param.data_filler
     assert [(f.type, f.value) for f in fillers] == [("constant", 1.0), ("constant", 0.0)]
@@ -456,7 +453,6 @@ def test_grid_adds_batchnorm_engine_points_only_for_nets_with_batchnorm():
 
 
 def test_variant_prototxt_writes_the_batchnorm_engine(tmp_path):
-    from ucudnn.caffe.proto import load_caffe_pb2, read_net
     pb2 = load_caffe_pb2()
     src = NETS / "resnet18.prototxt"
 
@@ -486,7 +482,6 @@ def test_variant_prototxt_writes_the_batchnorm_engine(tmp_path):
 
 
 def test_time_by_kind_of_layer_and_speedup_within_one_engine(tmp_path):
-    from ucudnn.experiments.plots import layer_type_bars
     layers = [{"name": "conv1", "forward": 1.0, "backward": 2.0},
               {"name": "bn_conv1", "forward": 0.5, "backward": 0.25},
               {"name": "scale_conv1", "forward": 0.125, "backward": 0.5},
@@ -527,7 +522,6 @@ def test_time_by_kind_of_layer_and_speedup_within_one_engine(tmp_path):
 # -- the shared arena in the grid --------------------------------------------------------------
 
 def test_shared_points_write_the_net_wide_arena(tmp_path):
-    from ucudnn.caffe.proto import load_caffe_pb2, read_net
     pb2 = load_caffe_pb2()
     src = NETS / "alexnet.prototxt"
     dest = tmp_path / "s.prototxt"
@@ -570,7 +564,6 @@ def test_stock_workspace_from_peak_memory():
 
 def test_peak_gpu_memory_without_nvml_is_none(monkeypatch):
     import builtins
-    from ucudnn.experiments.gpu_memory import PeakGpuMemory
     real = builtins.__import__
 
     def no_nvml(name, *a, **k):
@@ -586,7 +579,6 @@ def test_peak_gpu_memory_without_nvml_is_none(monkeypatch):
 # -- families of convolution choices in the grid ----------------------------------------------
 
 def test_grid_runs_ucudnn_points_once_per_engine_family_and_stock_once(tmp_path):
-    from ucudnn.caffe.proto import load_caffe_pb2, read_net
     pts = grid.grid(["resnet18"], [64 * MIB], ["powerOfTwo"], ilp=False, shared=True,
                     unlimited=False, engines=("legacy", "both"))
     assert [p.key for p in pts] == [
@@ -609,7 +601,6 @@ def test_grid_runs_ucudnn_points_once_per_engine_family_and_stock_once(tmp_path)
 
 
 def test_speedup_compares_within_one_engine_family_and_prediction_skips_graph():
-    from ucudnn.experiments.predict import predict_point
     pt = lambda setting, ms, eng: {"net": "resnet18", "setting": setting,  # noqa: E731
                                    "limit_bytes": 64 * MIB, "status": "ok", "median_ms": ms,
                                    "engines": eng}
@@ -628,7 +619,6 @@ def test_speedup_compares_within_one_engine_family_and_prediction_skips_graph():
 def test_nets_at_another_batch_are_their_own_points_and_set_the_inputs(tmp_path):
     """Note [Nets at another batch]: NAME@BATCH is NAME's prototxt with its inputs at BATCH,
     keyed apart; a bad spelling or a net whose input cannot be resized is refused."""
-    from ucudnn.caffe.proto import load_caffe_pb2, read_net
     assert grid.parse_net("resnet50@256") == ("resnet50", 256)
     assert grid.parse_net("resnet50") == ("resnet50", None)
     for bad in ("resnet50@", "@256", "resnet50@0", "resnet50@x"):
@@ -699,7 +689,6 @@ def test_pytorch_runs_a_net_at_its_batch(tmp_path, monkeypatch):
 
 
 def test_variant_prototxt_writes_share_diffs_only_when_asked(tmp_path):
-    from ucudnn.caffe.proto import load_caffe_pb2, read_net
     pb2 = load_caffe_pb2()
     src = NETS / "resnet18.prototxt"
     for asked in (False, True):
@@ -716,7 +705,6 @@ def test_variant_prototxt_writes_share_diffs_only_when_asked(tmp_path):
 @pytest.mark.parametrize("on", [["eltwise_relu"], ["batch_norm_relu"], ["split_sum"],
                                 ["batch_norm_eltwise"], [], list(grid.FUSIONS)])
 def test_variant_prototxt_turns_on_the_fusions_asked_and_off_the_others(tmp_path, on):
-    from ucudnn.caffe.proto import load_caffe_pb2, read_net
     pb2 = load_caffe_pb2()
     dest = tmp_path / "fused.prototxt"
     caffe_run.variant_prototxt(pb2, NETS / "resnet18.prototxt",
@@ -731,7 +719,6 @@ def test_variant_prototxt_turns_on_the_fusions_asked_and_off_the_others(tmp_path
 @pytest.mark.parametrize("arg, recorded", [("none", []), ("all", list(grid.FUSIONS)),
                                            ("batch_norm_relu", ["batch_norm_relu"])])
 def test_fusions_option_is_recorded(tmp_path, arg, recorded):
-    from ucudnn import cli
     rc = cli.main(["reproduce", "--out", str(tmp_path), "--nets", "resnet18", "--limits",
                    "64MiB", "--policies", "", "--no-ilp", "--no-stock", "--fusions", arg,
                    "--no-pytorch", "--predict"])
@@ -741,7 +728,6 @@ def test_fusions_option_is_recorded(tmp_path, arg, recorded):
 
 
 def test_an_empty_fusions_option_is_refused(tmp_path, capsys):
-    from ucudnn import cli
     rc = cli.main(["reproduce", "--out", str(tmp_path), "--nets", "resnet18", "--fusions", "",
                    "--no-pytorch", "--predict"])
     assert rc != 0 and "--fusions: empty" in capsys.readouterr().err
@@ -749,7 +735,6 @@ def test_an_empty_fusions_option_is_refused(tmp_path, capsys):
 
 
 def test_an_unknown_fusion_is_refused_naming_the_option(tmp_path, capsys):
-    from ucudnn import cli
     rc = cli.main(["reproduce", "--out", str(tmp_path), "--nets", "resnet18", "--fusions",
                    "eltwise_relu,conv_bn", "--no-pytorch", "--predict"])
     err = capsys.readouterr().err
@@ -765,8 +750,6 @@ def test_grid_runs_ucudnn_points_once_per_layout_and_writes_the_nets_layout(tmp_
     before), stock Caffe once; a point's net carries its ``ucudnn_param.layout`` (NHWC only:
     a Caffe without caffe_patch/0011 has no such field), and its record's layout reaches
     points.csv, layers.csv and the summary; speedups compare within one layout."""
-    from ucudnn.caffe.proto import load_caffe_pb2, read_net
-    from ucudnn.experiments.summary import format_summary, write_csv
     pts = grid.grid(["resnet18"], [64 * MIB], ["undivided"], ilp=False, shared=True,
                     unlimited=False, layouts=("NCHW", "NHWC"))
     assert [p.key for p in pts] == [
@@ -798,3 +781,4 @@ def test_grid_runs_ucudnn_points_once_per_layout_and_writes_the_nets_layout(tmp_
     with open(tmp_path / "layers.csv", newline="") as f:
         assert {r["layout"] for r in csv.DictReader(f)} == {"NCHW", "NHWC"}
     assert format_summary(doc).splitlines()[-1].endswith("(NHWC)")
+

@@ -5,18 +5,44 @@ import os
 import sys
 from pathlib import Path
 
-from ..experiments.grid import LIMITS, NETS
+from ..experiments import reproduce as rp
+from ..experiments.grid import BN_ENGINES, FUSIONS, LIMITS, NETS
+from ..experiments.results import ReproduceError
+from ..experiments.summary import format_summary
+from ..measure.sources import device_status
+from ..paths import caffe_binary
+from ..vocab import ENGINE, LAYOUT, InputError
 from . import common as c
 
 HELP = ("the paper's experiment grid with the patched Caffe (predicted from the shipped H200 "
         "data without a GPU)")
 
 
+#: The on/off options of reproduce: (flag, help); each false unless given.
+SWITCHES = (
+    ("--no-ilp", "leave out the ILP points"),
+    ("--no-unlimited", "leave out unlimited workspace"),
+    ("--no-stock", "leave out stock Caffe"),
+    ("--no-shared",
+     "leave out the shared-arena points (at every limit, and at stock Caffe's "
+     "measured workspace memory)"),
+    ("--retry-failed", "run failed points again"),
+    ("--predict", "plan from the shipped H200 data instead of running Caffe"),
+    ("--no-pytorch", "skip the PyTorch comparison"),
+    ("--no-pytorch-profile",
+     "time PyTorch's modes without the profiling process per mode that gives its "
+     "time by kind of layer (a shorter run)"),
+    ("--share-diffs",
+     "run every Caffe point with the net's share_diffs: true (activation gradients "
+     "whose lives do not overlap share memory; caffe_patch/0007)"),
+)
+
+
 def add_parser(sub) -> None:
     s = sub.add_parser("reproduce", help=HELP, description=HELP + ".")
     s.add_argument("--out", metavar="DIR", default="reproduce-out",
                    help="results folder (reproduce.json, points.csv, layers.csv, logs/); a run "
-                   "with the same folder resumes")
+                   "with the same folder resumes; with --merge-pytorch, the grid merged into")
     s.add_argument("--nets", default=",".join(NETS),
                    help="comma-separated names of the shipped nets (prototxt/NAME.prototxt), "
                    "NAME@BATCH for one at another batch (Note [Nets at another batch])")
@@ -24,12 +50,8 @@ def add_parser(sub) -> None:
     s.add_argument("--policies", default="undivided,powerOfTwo,all", help="DP policies")
     s.add_argument("--ilp-policy", default="powerOfTwo",
                    help="micro-batch policy of the ILP points")
-    s.add_argument("--no-ilp", action="store_true", help="leave out the ILP points")
-    s.add_argument("--no-unlimited", action="store_true", help="leave out unlimited workspace")
-    s.add_argument("--no-stock", action="store_true", help="leave out stock Caffe")
-    s.add_argument("--no-shared", action="store_true",
-                   help="leave out the shared-arena points (at every limit, and at stock "
-                   "Caffe's measured workspace memory)")
+    for flag, text in SWITCHES:
+        s.add_argument(flag, action="store_true", help=text)
     s.add_argument("--iterations", type=int, default=20, help="caffe time iterations")
     s.add_argument("--repeats", type=int, default=3,
                    help="Caffe processes per point, run in rounds; the point's time is their "
@@ -40,16 +62,11 @@ def add_parser(sub) -> None:
                    "$UCUDNN_CAFFE or third_party/caffe/build/tools/caffe)")
     s.add_argument("--cache", metavar="PATH", help="benchmark cache for Caffe (default: the "
                    "core's, $UCUDNN_CACHE or ~/.cache/ucudnn/bench.sqlite)")
-    s.add_argument("--retry-failed", action="store_true", help="run failed points again")
-    s.add_argument("--predict", action="store_true",
-                   help="plan from the shipped H200 data instead of running Caffe")
-    s.add_argument("--no-pytorch", action="store_true", help="skip the PyTorch comparison")
-    s.add_argument("--no-pytorch-profile", action="store_true",
-                   help="time PyTorch's modes without the profiling process per mode that "
-                   "gives its time by kind of layer (a shorter run)")
-    s.add_argument("--share-diffs", action="store_true",
-                   help="run every Caffe point with the net's share_diffs: true (activation "
-                   "gradients whose lives do not overlap share memory; caffe_patch/0007)")
+    s.add_argument("--merge-pytorch", metavar="PYTORCH.json", nargs="+",
+                   help="run nothing: merge scripts/time_pytorch.py's JSON files into the grid "
+                   "that --out names (its reproduce.json; then points.csv, layers.csv and "
+                   "summary.txt are written again); each PyTorch net goes to the grid net of "
+                   "its name and batch")
     s.add_argument("--fusions", default=None,
                    help="the fusions on in every Caffe point's net, the others off: a "
                    "comma-separated list of eltwise_relu (an Eltwise SUM and the in-place ReLU "
@@ -77,13 +94,13 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ..experiments import reproduce as rp
-    from ..experiments.grid import BN_ENGINES, FUSIONS
-    from ..vocab import ENGINE, LAYOUT, InputError
-    from ..experiments.results import ReproduceError
-    from ..experiments.summary import format_summary
-    from ..paths import caffe_binary
-    from ..measure.sources import device_status
+    if args.merge_pytorch:
+        try:
+            rp.merge_pytorch(Path(args.out), args.merge_pytorch,
+                             say=lambda m: print(m, flush=True))
+        except ReproduceError as e:
+            raise c.CliError(str(e)) from None
+        return 0
     c.positive(args.iterations, "--iterations")
     c.positive(args.repeats, "--repeats")
     limits = [c.size(x, "--limits") for x in c.split_list(args.limits)]

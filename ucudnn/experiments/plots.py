@@ -1,7 +1,10 @@
 """Figures from saved results only (benchmark tables, ``bench_core`` JSON, ``reproduce.json``). One figure per
 function; each takes its inputs and an output path, uses the Agg backend and writes a
 deterministic PNG (no timestamps in the metadata), and returns the (closed) figure so that
-tests can check what was drawn. Workspace axes are symlog with a real ``0`` tick: a kernel
+tests can check what was drawn. Each PNG says where its numbers come from in its
+``Description`` metadata (:data:`MEASURED`, :data:`H200_TABLES`, or
+:data:`~ucudnn.experiments.predict.PREDICTED` for the planner's predictions), and a figure of
+predicted numbers says so in its title. A panel without data is not drawn. Workspace axes are symlog with a real ``0`` tick: a kernel
 with no workspace is drawn at 0, not at a tiny stand-in on a log axis. Needs the ``plot``
 extra (matplotlib).
 """
@@ -11,18 +14,29 @@ import json
 from collections import defaultdict
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence
 
+from ..measure import shipped
 from ..plan.dp import desirable_set
 from ..plan.layers import LayerSpec
 from ..plan.network import plan_network
 from ..plan.settings import PlanSettings
 from ..plan.table import KernelBench
 from ..vocab import algo_name, format_size, parse_size
-from .grid import LIMITS, bn_engine, is_unlimited, point_order
+from . import deepbench
+from .grid import LIMITS, POLICIES, bn_engine, is_unlimited, point_order
+from .predict import PREDICTED
 from .results import point_conv_ms, stock_workspace
 
 __all__ = ["kernel_algorithms", "desirable_set_scatter", "measured_vs_predicted",
            "stacked_layers", "ilp_vs_dp", "load_bench_core", "reproduce_stacked",
-           "reproduce_overhead", "reproduce_measured_vs_predicted"]
+           "reproduce_overhead", "reproduce_measured_vs_predicted", "predicted_kernel_rows",
+           "grid_status", "deepbench_speedups", "engines_summary", "MEASURED", "H200_TABLES",
+           "PREDICTED"]
+
+#: The ``Description`` of a figure of measured numbers.
+MEASURED = "measured"
+#: The ``Description`` of a figure drawn from the benchmark tables shipped with the package.
+H200_TABLES = ("the H200 benchmark tables shipped with ucudnn (cuDNN's find, measured on an "
+               "H200, not on this machine)")
 
 OP_COLORS = {"fwd": "#4477aa", "bwd_data": "#ee6677", "bwd_filter": "#228833"}
 LIMIT_LINES = tuple(parse_size(x) for x in LIMITS)
@@ -41,12 +55,27 @@ def _plt():
     return plt
 
 
-def _save(fig, out: str, tight: bool = True):
+def _save(fig, out: str, tight: bool = True, source: str = MEASURED):
+    """Write ``fig`` to ``out``: no software version or time in the metadata (the same bytes
+    every time), ``source`` as its ``Description``."""
     if tight:
         fig.tight_layout()
-    fig.savefig(out, dpi=110, metadata={"Software": None})
+    fig.savefig(out, dpi=110, metadata={"Software": None, "Description": source})
     _plt().close(fig)
     return fig
+
+
+def _titled(title: str, source: str, policies: bool = False) -> str:
+    """``title``, and for predicted numbers a line saying so; ``policies``: and a line saying
+    that policy ``all`` plans as powerOfTwo there (the shipped data holds power-of-two sizes
+    only)."""
+    if not source.startswith("predicted"):
+        return title
+    shipped_data = source == PREDICTED
+    return (f"{title}\n" + ("predicted from the shipped H200 benchmark data, not measured"
+                            if shipped_data else source)
+            + ("\n(policy all plans as powerOfTwo: the data has power-of-two sizes only)"
+               if policies and shipped_data else ""))
 
 
 def _mib(ws_bytes: int) -> float:
@@ -93,7 +122,8 @@ def load_bench_core(paths: Iterable[str]) -> dict:
     return merged
 
 
-def kernel_algorithms(bench: KernelBench, title: str, out: str, op: Optional[str] = None):
+def kernel_algorithms(bench: KernelBench, title: str, out: str, op: Optional[str] = None,
+                      source: str = H200_TABLES):
     """Time and workspace of every algorithm against micro-batch size (one kernel). ``op``
     names the algorithms (cuDNN's names); the workspace axis is symlog, zero drawn at 0."""
     plt = _plt()
@@ -129,11 +159,12 @@ def kernel_algorithms(bench: KernelBench, title: str, out: str, op: Optional[str
                frameon=False)
     fig.suptitle(title)
     fig.tight_layout(rect=(0, 0.06 * ((len(labels) + 3) // 4), 1, 1))
-    return _save(fig, out, tight=False)
+    return _save(fig, out, tight=False, source=source)
 
 
 def desirable_set_scatter(bench: KernelBench, n: int, title: str, out: str,
-                          policy: str = "powerOfTwo", op: Optional[str] = None):
+                          policy: str = "powerOfTwo", op: Optional[str] = None,
+                          source: str = H200_TABLES):
     """The desirable set (Pareto front of plans) as a time-workspace scatter, with the undivided
     algorithms (named by cuDNN when ``op`` is given) and the 8/64/512 MiB limits. The workspace
     axis is symlog: a plan with no workspace is drawn at 0."""
@@ -163,7 +194,7 @@ def desirable_set_scatter(bench: KernelBench, n: int, title: str, out: str,
     ax.set_title(title, pad=24)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.grid(True, which="both", alpha=0.3)
-    return _save(fig, out)
+    return _save(fig, out, source=source)
 
 
 def measured_vs_predicted(results: dict, out: str):
@@ -193,8 +224,11 @@ def measured_vs_predicted(results: dict, out: str):
     return _save(fig, out)
 
 
-def stacked_layers(results: dict, net: str, out: str):
-    """Per (limit, policy): per-layer measured time stacked by op, speedup over undivided."""
+def stacked_layers(results: dict, net: str, out: str, value: str = "measured_ms",
+                   source: str = MEASURED):
+    """Per (limit, policy): per-layer time stacked by op, speedup over undivided. ``value``:
+    the kernels' field drawn, ``measured_ms`` (``bench_core``) or ``predicted_ms``
+    (:func:`predicted_kernel_rows`, ``source`` :data:`PREDICTED`)."""
     plt = _plt()
     rows = [k for k in results["kernels"] if k["net"] == net]
     configs = sorted({(k["limit"], k["policy"]) for k in rows},
@@ -208,7 +242,7 @@ def stacked_layers(results: dict, net: str, out: str):
         bottom = 0.0
         for op in ("fwd", "bwd_data", "bwd_filter"):
             for li, layer in enumerate(layers):
-                t = sum(k["count"] * k["measured_ms"] for k in rows
+                t = sum(k["count"] * k[value] for k in rows
                         if (k["limit"], k["policy"]) == cfg and k["layer"] == layer
                         and k["op"] == op)
                 if t:
@@ -232,8 +266,10 @@ def stacked_layers(results: dict, net: str, out: str):
               + [Patch(color="none", label=f"one segment per layer, {layers[0]}..{layers[-1]}\n"
                        "bottom-up in each op, shades alternate")],
               fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-    ax.set_title(f"{net}: layers stacked per op (measured), speedup over undivided")
-    return _save(fig, out)
+    basis = "measured" if source == MEASURED else "predicted"
+    ax.set_title(_titled(f"{net}: layers stacked per op ({basis}), speedup over undivided",
+                         source, policies=True), fontsize=10)
+    return _save(fig, out, source=source)
 
 
 def _kernel_rows(n: int):
@@ -257,7 +293,8 @@ def _small_marks(ax, ys, ws_bytes, color, top_bytes):
 
 
 def ilp_vs_dp(layers: Sequence[LayerSpec], benches: Mapping, title: str, out: str,
-              limits: Sequence[int] = LIMIT_LINES, policy: str = "powerOfTwo"):
+              limits: Sequence[int] = LIMIT_LINES, policy: str = "powerOfTwo",
+              source: str = PREDICTED):
     """Predicted network time: undivided, per-layer DP and ILP at the same total memory; and
     the workspace each kernel got from the ILP at the middle limit (one row per kernel,
     coloured by op)."""
@@ -302,24 +339,43 @@ def ilp_vs_dp(layers: Sequence[LayerSpec], benches: Mapping, title: str, out: st
                           label=f"budget / kernels = {per_kernel:.0f} MiB")],
                 fontsize=7, loc="lower right")
     ax_w.grid(axis="x", lw=0.3)
-    fig.suptitle(title)
-    return _save(fig, out)
+    fig.suptitle(_titled(title, source))
+    return _save(fig, out, source=source)
 
 
 # ---------------------------------------------------------------------------------------------
 # `ucudnn reproduce` results (reproduce.json): whole Caffe iterations
 
-def _measured(doc: dict, net: str, bn: str = "caffe") -> List[dict]:
-    """The net's measured points with BatchNorm engine ``bn`` (the paper's grid: BVLC's
-    layer, Note [BatchNorm engines]), ordered: stock, unlimited, then by limit and setting."""
-    pts = [r for r in doc["points"].values() if r.get("net") == net and r.get("status") == "ok"
-           and bn_engine(r) == bn]
+def _measured(doc: dict, net: str, bn: str = "caffe", status: str = "ok") -> List[dict]:
+    """The net's measured points (``status`` ``predicted``: its predicted ones) with
+    BatchNorm engine ``bn`` (the paper's grid: BVLC's layer, Note [BatchNorm engines]),
+    ordered: stock, unlimited, then by limit and setting."""
+    pts = [r for r in doc["points"].values() if r.get("net") == net
+           and r.get("status") == status and bn_engine(r) == bn]
     return sorted(pts, key=point_order)
 
 
-def _conv_ms(r: dict) -> Optional[float]:
-    """A point's measured convolution-layer time (:func:`.results.point_conv_ms`)."""
-    return point_conv_ms(r)
+def grid_status(doc: dict) -> str:
+    """``ok`` where the results document holds measured points, else ``predicted`` (a grid
+    predicted without a GPU: figures of its points say so)."""
+    return "ok" if any(r.get("status") == "ok" for r in doc["points"].values()) else "predicted"
+
+
+def predicted_kernel_rows(doc: dict, net: str) -> dict:
+    """The predicted points of ``net`` at the DP's policies as :func:`stacked_layers` reads
+    them: ``{"kernels": [{net, layer, op, count, limit, policy, predicted_ms}]}`` (count:
+    the kernel's instances, its groups)."""
+    rows = []
+    for r in _measured(doc, net, status="predicted"):
+        if r["setting"] not in POLICIES or r.get("limit_bytes") is None:
+            continue
+        rows += [{"net": net, "layer": k["layer"], "op": k["op"],
+                  "count": k.get("instances", 1), "limit": r["limit_bytes"],
+                  "policy": r["setting"], "predicted_ms": k["predicted_ms"]}
+                 for k in r["kernels"].values()]
+    order = {l.name: i for i, l in enumerate(shipped.layers(net))} if net in shipped.nets() else {}
+    rows.sort(key=lambda k: order.get(k["layer"], len(order)))      # the net's order
+    return {"kernels": rows}
 
 
 def _label(r: dict) -> str:
@@ -347,7 +403,7 @@ def reproduce_ilp_vs_dp(doc: dict, net: str, out: str, policy: str = "powerOfTwo
     for i, limit in enumerate(limits):
         for j, (setting, color, name) in enumerate(series):
             r = pts.get((setting, limit))
-            value = _conv_ms(r) if r else None
+            value = point_conv_ms(r) if r else None
             if value is None:       # stock-like undivided point without kernels: no bar
                 continue
             convs = [x["conv_ms"] for x in r.get("repeats") or [] if x.get("conv_ms") is not None]
@@ -498,61 +554,70 @@ SETTING_STYLE = {"caffe": ("stock Caffe", "#000000", "X"), "unlimited": ("unlimi
                  "shared_stock": ("shared arena at stock's memory", "#aa3377", "P")}
 
 
-def time_memory_points(doc: dict, net: str, bn: str = "caffe") -> List[dict]:
+def time_memory_points(doc: dict, net: str, bn: str = "caffe", status: str = "ok") -> List[dict]:
     """The points of :func:`reproduce_time_vs_memory`: ``setting``, ``limit_bytes``,
-    ``median_ms``, ``workspace_bytes`` (stock Caffe: measured from peak memory, Note [Shared
-    arena at stock memory]) and ``peak_gpu_memory_bytes``."""
+    ``median_ms``, ``time_ms`` (measured: the median; ``status`` ``predicted``: the predicted
+    convolution time), ``workspace_bytes`` (stock Caffe: measured from peak memory, Note
+    [Shared arena at stock memory]) and ``peak_gpu_memory_bytes``."""
     out = []
-    for r in _measured(doc, net, bn):
+    for r in _measured(doc, net, bn, status):
         ws = r.get("workspace_bytes")
         if r["setting"] == "caffe":
             ws = stock_workspace(doc, net, bn)[0]
         out.append({"setting": r["setting"], "limit_bytes": r.get("limit_bytes"),
-                    "median_ms": r["median_ms"], "workspace_bytes": ws,
+                    "median_ms": r.get("median_ms"),
+                    "time_ms": r.get("median_ms", r.get("predicted_conv_ms")),
+                    "workspace_bytes": ws,
                     "peak_gpu_memory_bytes": r.get("peak_gpu_memory_bytes")})
     return out
 
 
 def reproduce_time_vs_memory(doc: dict, net: str, out: str, bn: str = "caffe"):
     """The trade-off the paper is about: iteration time (caffe time, median) against the
-    workspace the net holds (left) and the peak GPU memory of the Caffe process (right), for
-    every setting and limit (Note [Measured memory])."""
+    workspace the net holds and the peak GPU memory of the Caffe process (Note [Measured
+    memory]), for every setting and limit; a grid predicted without a GPU
+    (:func:`grid_status`): the predicted convolution time against the workspace its plans
+    hold. A panel whose memory the results do not record is not drawn."""
     plt = _plt()
-    pts = time_memory_points(doc, net, bn)
-    if not pts:
-        raise ValueError(f"no measured points for {net!r}")
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.6), sharey=True)
-    for ax, field, xlabel in ((axes[0], "workspace_bytes", "workspace held (MiB, log)"),
-                              (axes[1], "peak_gpu_memory_bytes",
-                               "peak GPU memory of the process (GiB)")):
+    status = grid_status(doc)
+    pts = time_memory_points(doc, net, bn, status)
+    panels = [(field, xlabel) for field, xlabel in (
+        ("workspace_bytes", "workspace held (MiB, log)"),
+        ("peak_gpu_memory_bytes", "peak GPU memory of the process (GiB)"))
+        if any(p.get(field) is not None for p in pts)]
+    if not panels:
+        raise ValueError(f"no {'measured' if status == 'ok' else status} points with their "
+                         f"memory for {net!r}")
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels) + 1.5, 4.6),
+                             sharey=True, squeeze=False)
+    for ax, (field, xlabel) in zip(axes[0], panels):
         scale = (1 << 20) if field == "workspace_bytes" else (1 << 30)
         shown = set()
-        if all(p.get(field) is None for p in pts):
-            ax.text(0.5, 0.5, "not recorded in these results", transform=ax.transAxes,
-                    ha="center", fontsize=9, color="#777777")
         for p in pts:
             if p.get(field) is None:
                 continue
             name, color, marker = SETTING_STYLE.get(p["setting"], (p["setting"], "#999999", "."))
-            ax.scatter(p[field] / scale, p["median_ms"], color=color, marker=marker, s=42,
+            ax.scatter(p[field] / scale, p["time_ms"], color=color, marker=marker, s=42,
                        label=None if name in shown else name, zorder=3)
             shown.add(name)
             lim = p.get("limit_bytes")
             if lim and not is_unlimited(lim) and p["setting"] != "shared_stock":
-                ax.annotate(format_size(lim).replace(".0", ""), (p[field] / scale, p["median_ms"]),
+                ax.annotate(format_size(lim).replace(".0", ""), (p[field] / scale, p["time_ms"]),
                             textcoords="offset points", xytext=(4, 3), fontsize=6, color=color)
         if field == "workspace_bytes":
             ax.set_xscale("symlog", linthresh=1.0)
         ax.set_xlabel(xlabel)
         ax.grid(lw=0.3)
-    axes[0].set_ylabel("ms per iteration (forward + backward, median)")
-    handles, labels = axes[0].get_legend_handles_labels()
-    axes[1].legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-                   borderaxespad=0)
+    axes[0, 0].set_ylabel("ms per iteration (forward + backward, median)" if status == "ok"
+                          else "predicted convolution time (ms per iteration)")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    axes[0, -1].legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                       borderaxespad=0)
     engine = "" if bn == "caffe" else f", {bn} BatchNorm"
-    fig.suptitle(f"{net}{engine}: time against memory per setting (labels: per-kernel limit)",
-                 fontsize=10)
-    return _save(fig, out)
+    source = MEASURED if status == "ok" else PREDICTED
+    fig.suptitle(_titled(f"{net}{engine}: time against memory per setting (labels: per-kernel "
+                         "limit)", source, policies=True), fontsize=10)
+    return _save(fig, out, source=source)
 
 
 def reproduce_overhead(doc: dict, out: str):
@@ -599,7 +664,7 @@ def reproduce_measured_vs_predicted(doc: dict, out: str):
     for r in doc["points"].values():
         if r.get("status") != "ok" or not r.get("predicted_conv_ms"):
             continue
-        measured = _conv_ms(r)
+        measured = point_conv_ms(r)
         xs.append(r["predicted_conv_ms"])
         ys.append(measured)
         ax.scatter(r["predicted_conv_ms"], measured, color=colors.get(r["net"], "#999999"),
@@ -628,9 +693,8 @@ def deepbench_speedups(results, out: str, policy: str = "powerOfTwo", basis: str
     one bar per workspace limit, speedup of ``policy`` over undivided on the y axis (``basis``:
     measured or predicted times), a line at 1. Points without both plans are left empty."""
     from matplotlib.patches import Patch
-    from .deepbench import load_results, speedups
-    doc = load_results(results)
-    sp = speedups(doc, policy, basis)
+    doc = deepbench.load_results(results)
+    sp = deepbench.speedups(doc, policy, basis)
     recs = doc["kernels"]
     filt, layers, limits = {}, [], set()
     for r in recs:
@@ -673,4 +737,58 @@ def deepbench_speedups(results, out: str, policy: str = "powerOfTwo", basis: str
     return _save(fig, out, tight=False)
 
 
-__all__.append("deepbench_speedups")
+#: The most panels side by side; more go on further rows.
+MAX_COLUMNS = 4
+
+
+def _panel_grid(n: int, width: float, height: float):
+    """``n`` panels in rows of at most :data:`MAX_COLUMNS` (each ``width`` x ``height``
+    inches); the cells left over are not drawn. Returns (fig, the ``n`` axes)."""
+    plt = _plt()
+    cols = min(n, MAX_COLUMNS)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.remove()
+    return fig, flat[:n]
+
+
+def engines_summary(summary: Sequence[dict], out: str):
+    """scripts/bench_engines.py's figure: per suite and dtype one panel (at most
+    :data:`MAX_COLUMNS` in a row) with the net's measured convolution time per iteration for
+    each family x layout, undivided and powerOfTwo at each limit. ``summary``: its complete
+    sums (``suite``, ``dtype``, ``family``, ``layout``, ``limit``: bytes as text or
+    ``unlimited``, ``policy``, ``measured_ms``)."""
+    panels = sorted({(s["suite"], s["dtype"]) for s in summary})
+    if not panels:
+        raise ValueError("no complete sums to draw")
+    settings = sorted({(s["family"], s["layout"]) for s in summary})   # a colour each
+    fig, axes = _panel_grid(len(panels), 5.2, 4.0)
+    for ax, (suite, dtype) in zip(axes, panels):
+        mine = [s for s in summary if (s["suite"], s["dtype"]) == (suite, dtype)]
+        limits = sorted({s["limit"] for s in mine}, key=lambda l: (l == "unlimited", int(l)
+                                                                  if l.isdigit() else 0))
+        bars = [(l, p) for l in limits for p in ("undivided", "powerOfTwo")
+                if any(s["limit"] == l and s["policy"] == p for s in mine)]
+        width = 0.8 / len(settings)
+        for i, (fam, lay) in enumerate(settings):
+            ys = [next((s["measured_ms"] for s in mine if (s["family"], s["layout"], s["limit"],
+                        s["policy"]) == (fam, lay, l, p)), float("nan")) for l, p in bars]
+            ax.bar([j + i * width for j in range(len(bars))], ys, width,
+                   color=ALGO_COLORS[i % len(ALGO_COLORS)])
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(bars))])
+        ax.set_xticklabels([("unlim." if l == "unlimited" else format_size(int(l)))
+                            + ("\nundiv." if p == "undivided" else "\npow2") for l, p in bars],
+                           fontsize=7)
+        ax.set_yscale("log")
+        ax.set_ylabel("convolutions, measured (ms, log)", fontsize=8)
+        ax.set_title(f"{suite}, {dtype}", fontsize=9)
+    from matplotlib.patches import Patch
+    fig.legend(handles=[Patch(color=ALGO_COLORS[i % len(ALGO_COLORS)], label=f"{fam} {lay}")
+                        for i, (fam, lay) in enumerate(settings)],
+               loc="upper center", ncol=len(settings), fontsize=8,
+               frameon=False, title="family and layout (measured)", title_fontsize=8)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / fig.get_figheight()))
+    return _save(fig, out, tight=False)
+

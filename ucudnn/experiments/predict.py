@@ -5,15 +5,20 @@ from __future__ import annotations
 
 import time
 
+from ..measure import shipped
 from ..measure.records import plan_fields
+from ..plan.network import plan_network
+from ..plan.settings import PlanSettings
 from .grid import Point
+
+#: What tables and figures drawn from predicted points say about their numbers.
+PREDICTED = (f"predicted from the shipped H200 benchmark data (ucudnn/data/{shipped.DATA}), "
+             "not measured")
 
 
 def predict_point(point: Point, ilp_policy: str) -> dict:
-    """Plan ``point`` from the shipped H200 data (no GPU): predicted convolution times."""
-    from ..measure import shipped
-    from ..plan.network import plan_network
-    from ..plan.settings import PlanSettings
+    """Plan ``point`` from the shipped H200 data (no GPU): predicted convolution times; each
+    kernel's ``instances`` (groups) times its ``predicted_ms`` sums to ``predicted_conv_ms``."""
     if point.setting == "caffe":
         return {"status": "skipped", "error": "stock Caffe has no ucudnn plan to predict"}
     if point.setting == "shared_stock":
@@ -38,7 +43,8 @@ def predict_point(point: Point, ilp_policy: str) -> dict:
     t0 = time.perf_counter()
     plan = plan_network(layers, benches, settings, strict=False)
     solve = time.perf_counter() - t0
-    kernels = {k.name: {"layer": k.layer, "op": k.op, "plan": k.plan.describe(),
+    kernels = {k.name: {"layer": k.layer, "op": k.op, "instances": k.groups,
+                        "plan": k.plan.describe(),
                         "chunks": plan_fields(k.op, k.plan),
                         "predicted_ms": k.plan.time_ms, "ws_bytes": k.plan.ws_bytes}
                for k in plan.kernels}

@@ -28,18 +28,24 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
+from .. import __version__
+from ..caffe.proto import load_caffe_pb2, read_net
+from ..measure import shipped
+from ..measure.bench import device_info
 from ..paths import CHECKOUT, caffe_patches, local_root, nets_dir
+from ..plan.table import read_text
 from ..vocab import CAFFE_COMMIT, parse_size
 from .caffe_run import run_caffe_time, variant_prototxt
 from .grid import LIMITS, NETS, NETWIDE, POLICIES, Point, grid, parse_net
-from .predict import predict_point
+from .predict import PREDICTED, predict_point
 from .results import (REPEAT_FIELDS, ReproduceError, conv_ms, load_results, measured_repeats,
                       merge_repeats, pending, runs_needed, save_results, starts_afresh,
                       stock_workspace, type_ms)
-from .summary import summary_line, write_csv
+from .summary import format_summary, summary_line, write_csv
 
-__all__ = ["Options", "run", "run_point", "run_pytorch", "pytorch_record", "metadata", "git",
-           "has_batchnorm", "has_cudnn_batchnorm", "with_stock_budget"]
+__all__ = ["Options", "run", "run_point", "run_pytorch", "pytorch_record", "merge_pytorch",
+           "read_pytorch_json", "metadata", "git", "has_batchnorm", "has_cudnn_batchnorm",
+           "with_stock_budget"]
 
 def default_pytorch_script() -> Path:
     """``scripts/time_pytorch.py`` under :func:`ucudnn.paths.local_root`."""
@@ -118,7 +124,6 @@ def git(*args) -> Optional[str]:
 def metadata(opts: Options, mode: str) -> dict:
     """The invocation: its options, mode, date, host, ucudnn's commit (of the checkout this
     module runs from), the device and the Caffe binary."""
-    from .. import __version__
     meta = {"options": opts.to_json(), "mode": mode, "ucudnn_version": __version__,
             "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "host": platform.node(), "python": platform.python_version(),
@@ -128,7 +133,6 @@ def metadata(opts: Options, mode: str) -> dict:
     if opts.argv is not None:
         meta["command"] = " ".join(shlex.quote(a) for a in opts.argv)
     try:
-        from ..measure.bench import device_info
         meta["device"] = device_info()
     except Exception as e:       # noqa: BLE001 - no GPU: recorded, not fatal
         meta["device"] = {"error": str(e)}
@@ -163,7 +167,6 @@ def has_cudnn_batchnorm(meta: dict) -> bool:
 
 def has_batchnorm(prototxt: Path) -> bool:
     """The network has BatchNorm layers (so the cuDNN engine changes it)."""
-    from ..caffe.proto import load_caffe_pb2, read_net
     return any(layer.type == "BatchNorm" for layer in read_net(load_caffe_pb2(),
                                                                 str(prototxt)).layer)
 
@@ -210,7 +213,6 @@ def run(opts: Options, say: Callable[[str], None] = print) -> dict:
             "points (a GPU run measures them)")
         layouts = [l for l in layouts if l == "NCHW"]
     if mode == "predict":
-        from ..measure import shipped
         unknown = [net for net in nets if net not in shipped.nets()]
         if unknown:
             say(f"predicted mode: no shipped benchmark data for {', '.join(unknown)} "
@@ -233,7 +235,6 @@ def run(opts: Options, say: Callable[[str], None] = print) -> dict:
         save_results(path, doc)
     pb2 = None
     if mode == "caffe" and todo:
-        from ..caffe.proto import load_caffe_pb2
         pb2 = load_caffe_pb2()
     done = 0
     for rnd in range(1, repeats + 1):         # Note [Repeats]: rounds over the points
@@ -253,6 +254,9 @@ def run(opts: Options, say: Callable[[str], None] = print) -> dict:
             say(f"[{done}/{runs}] {p.key}" + (f" #{n}" if repeats > 1 and n else "")
                 + f": {summary_line(p, new, doc)} ({time.perf_counter() - t0:.1f} s)")
     write_csv(opts.out, doc)
+    if mode == "predict":
+        say(f"{PREDICTED}: the points' convolution times are the planner's (points.csv, "
+            "reproduce.json); no layers.csv (per-layer Caffe times come from a GPU run)")
     return doc
 
 
@@ -353,3 +357,79 @@ def run_pytorch(opts: Options, doc: dict, say: Callable[[str], None]) -> None:
         doc["pytorch"][net] = rec
         say(f"pytorch {net}: " + (f"{rec['median_ms']:.2f} ms ({rec.get('pytorch_mode')})"
                                   if rec["status"] == "ok" else f"failed: {rec['error'][-300:]}"))
+
+
+# Note [Merging PyTorch's points]
+#     PyTorch's side of a grid (scripts/time_pytorch.py) may be timed apart from the grid: in
+#     the same GPU session after the Caffe points, with fewer modes or processes than
+#     reproduce's own run. ``ucudnn reproduce --out GRID --merge-pytorch PYTORCH.json ...``
+#     records such a JSON in the grid as reproduce records its own run (:func:`pytorch_record`
+#     and the command line that timed it), then writes points.csv, layers.csv and summary.txt
+#     again. A PyTorch net goes to the grid net of the same name and batch: ``NAME@BATCH``, or
+#     ``NAME`` where its points' kernels ran at that batch (a grid that records no batch: where
+#     PyTorch ran at its default batch, the prototxt's). A file that is not time_pytorch.py's
+#     JSON, or a net that matches no grid net, stops the merge before anything is written.
+
+def read_pytorch_json(path: Path) -> dict:
+    """scripts/time_pytorch.py's JSON at ``path``, its shape checked (ReproduceError naming
+    ``--merge-pytorch``, the file and what is wrong)."""
+    where = f"--merge-pytorch: {path}"
+    try:
+        got = json.loads(read_text(path, ReproduceError, "JSON"))
+    except ReproduceError as e:
+        raise ReproduceError(f"--merge-pytorch: {e}") from None
+    except ValueError as e:
+        raise ReproduceError(f"{where}: not JSON ({e})") from None
+    if not (isinstance(got, dict) and isinstance(got.get("meta"), dict)
+            and isinstance(got["meta"].get("command_line"), str)
+            and isinstance(got.get("nets"), dict) and got["nets"]):
+        raise ReproduceError(f"{where}: not scripts/time_pytorch.py's JSON (expected "
+                             "{\"meta\": {\"command_line\": ...}, \"nets\": {NET: ...}})")
+    for name, rec in got["nets"].items():
+        if not (isinstance(rec, dict) and type(rec.get("batch")) is int and rec["batch"] > 0
+                and isinstance(rec.get("median_ms"), (int, float)) and rec["median_ms"] > 0):
+            raise ReproduceError(f"{where}: net {name!r}: expected a positive \"batch\" and "
+                                 "\"median_ms\"")
+    return got
+
+
+def _grid_net(doc: dict, name: str, batch: int, default_batch: bool) -> Optional[str]:
+    """The grid net that PyTorch's ``name`` at ``batch`` belongs to (Note [Merging PyTorch's
+    points]), or None."""
+    nets = {r["net"] for r in doc["points"].values() if "net" in r}
+    if f"{name}@{batch}" in nets:
+        return f"{name}@{batch}"
+    if name not in nets:
+        return None
+    ran = {k.get("batch") for r in doc["points"].values() if r.get("net") == name
+           for k in (r.get("kernels") or {}).values()} - {None}
+    return name if (batch in ran if ran else default_batch) else None
+
+
+def merge_pytorch(out: Path, paths: Sequence[Path], say: Callable[[str], None] = print) -> dict:
+    """Merge scripts/time_pytorch.py's JSON files into the grid at ``out`` (Note [Merging
+    PyTorch's points]); returns the results document."""
+    path = Path(out) / "reproduce.json"
+    if not path.is_file():
+        raise ReproduceError(f"--out: no {path} to merge PyTorch's points into")
+    doc = load_results(path)
+    merged = {}
+    for p in paths:
+        got = read_pytorch_json(Path(p))
+        default_batch = got["meta"].get("options", {}).get("batch") is None
+        for name, rec in got["nets"].items():
+            net = _grid_net(doc, name, rec["batch"], default_batch)
+            if net is None:
+                nets = sorted({r["net"] for r in doc["points"].values() if "net" in r})
+                raise ReproduceError(f"--merge-pytorch: {p}: PyTorch's {name} at batch "
+                                     f"{rec['batch']} matches no net of {path} (its nets: "
+                                     f"{', '.join(nets) or 'none'})")
+            merged[net] = dict(pytorch_record(got, name), command=got["meta"]["command_line"])
+    doc["pytorch"].update(merged)
+    save_results(path, doc)
+    write_csv(out, doc)
+    (Path(out) / "summary.txt").write_text(format_summary(doc) + "\n", encoding="utf-8")
+    for net, rec in merged.items():
+        say(f"pytorch {net}: {rec['median_ms']:.2f} ms ({rec.get('pytorch_mode', 'eager')}) "
+            f"merged into {path}")
+    return doc

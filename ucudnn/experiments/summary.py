@@ -39,7 +39,8 @@ def summary_line(point: Point, rec: dict, doc: dict) -> str:
 
 
 def write_csv(out: Path, doc: dict) -> None:
-    """``points.csv`` (one row per point) and ``layers.csv`` (per layer, measured points)."""
+    """``points.csv`` (one row per point) and ``layers.csv`` (per layer, measured points); a
+    predicted grid has no per-layer times and gets no ``layers.csv``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "points.csv", "w", newline="", encoding="utf-8") as f:
@@ -57,6 +58,8 @@ def write_csv(out: Path, doc: dict) -> None:
                        **pytorch_fields(doc, rec["net"]),
                        processes=len(measured_repeats(rec)) or None)
             w.writerow(["" if rec.get(c) is None else rec.get(c) for c in POINT_COLUMNS])
+    if doc.get("meta", {}).get("mode") == "predict":
+        return
     with open(out / "layers.csv", "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(("net", "setting", "limit_bytes", "bn_engine", "engines", "layout",
