@@ -24,7 +24,7 @@ enum { UCUDNN_OK = 0, UCUDNN_ERR_INVALID = 1, UCUDNN_ERR_CUDNN = 2, UCUDNN_ERR_C
  *   UCUDNN_FWD         a = x, b = w,  out = y
  *   UCUDNN_BWD_DATA    a = w, b = dy, out = dx
  *   UCUDNN_BWD_FILTER  a = x, b = dy, out = dw (accumulated with beta, Note [Micro-batch
- *                                               semantics] in cython/ucudnn/_core.pyx) */
+ *                                               semantics] in cython/ucudnn/_run.pyx) */
 enum { UCUDNN_FWD = 0, UCUDNN_BWD_DATA = 1, UCUDNN_BWD_FILTER = 2 };
 
 /* Micro-batch policy (caffe.proto's UcudnnParameter.Policy uses the same values). */
