@@ -77,8 +77,8 @@ cdef list _time_c(Kernel kern, Handle handle, uintptr_t xd_, uintptr_t yd_, Devi
                   int warmup, int b, int slices):
     """Re-time each successful record near the (time, workspace) front with CUDA events
     (``_time_run``; Note [Find times] in _kernel.pyx, Note [Re-timing near the front] in
-    _timing.pyx) at micro-batch
-    ``b``, over the ``slices`` slices of ``b`` samples the buffers hold.
+    _timing.pyx) at micro-batch ``b``, over the ``slices`` slices of ``b`` samples the buffers
+    hold.
 
     Each algorithm runs with the workspace it asks for (what a plan of it gives it; 8 GiB
     instead timed the same, results/h200/timing/probe.json), and backward-filter with beta
@@ -121,9 +121,8 @@ cdef list _time_c(Kernel kern, Handle handle, uintptr_t xd_, uintptr_t yd_, Devi
 
 cdef object _legacy_need(Kernel kern, sizes, cap):
     """The largest workspace that a legacy algorithm asks for at ``sizes`` with any math
-    type, of those at most ``cap`` (Note [Benchmark workspace] in _kernel.pyx); algorithms cuDNN
-    cannot
-    run there ask for nothing."""
+    type, of those at most ``cap`` (Note [Benchmark workspace] in _kernel.pyx); algorithms
+    cuDNN cannot run there ask for nothing."""
     counts = {UCUDNN_FWD: dnn.CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
               UCUDNN_BWD_DATA: dnn.CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
               UCUDNN_BWD_FILTER: dnn.CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT}

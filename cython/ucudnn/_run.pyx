@@ -123,16 +123,16 @@ cdef int run_kernel(const ucudnn_kernel* k, dnn.cudnnHandle_t h, const void* alp
 
 # Note [Plans timed back to back]
 #     A framework enqueues one call after another without waiting, and so do the benchmark's
-#     re-timing (Note [Find times] in _kernel.pyx) and a plan's own chunks: what a call costs
-#     there is the time from one call's end event to the next's, which is the GPU's time where
-#     the GPU is the bottleneck and the host's where the host is. Timing each run between its own pair
-#     of events instead leaves out the host's time before each run's first kernel, which
-#     for a host-bound call (legacy half precision) is not idle time in a framework: on the
-#     H200 (cuDNN 9.19) a legacy fp16 backward-filter (ResNet-50 res3b_branch2a, NHWC)
-#     measured 0.195 ms between its own events while the host spent 0.206 ms per run, and
-#     0.22 ms back to back (results/h200/cudnn919/call_{d,e}/host_probe.json); in fp32 all
-#     three agree (0.080 ms). So ``time_run`` times back to back, one event between
-#     consecutive runs, as the predicted chunk times it is compared with were timed.
+#     re-timing (Note [Find times] in _kernel.pyx) and a plan's own chunks: what a call costs there
+#     is the time from one call's end event to the next's, which is the GPU's time where the GPU is
+#     the bottleneck and the host's where the host is. Timing each run between its own pair of
+#     events instead leaves out the host's time before each run's first kernel, which for a
+#     host-bound call (legacy half precision) is not idle time in a framework: on the H200 (cuDNN
+#     9.19) a legacy fp16 backward-filter (ResNet-50 res3b_branch2a, NHWC) measured 0.195 ms between
+#     its own events while the host spent 0.206 ms per run, and 0.22 ms back to back
+#     (results/h200/cudnn919/call_{d,e}/host_probe.json); in fp32 all three agree (0.080 ms). So
+#     ``time_run`` times back to back, one event between consecutive runs, as the predicted chunk
+#     times it is compared with were timed.
 
 def time_run(Kernel kern not None, Handle handle not None, uintptr_t a, uintptr_t b,
              uintptr_t out, uintptr_t workspace, size_t workspace_size, int iters=20,

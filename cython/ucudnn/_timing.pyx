@@ -19,19 +19,17 @@ from ucudnn.vocab import InputError
 
 
 # Note [Re-timing near the front]
-#     The planners use, per micro-batch size, only the fastest algorithm within each
-#     workspace bound. An algorithm whose Find time is RETIME_MARGIN times that of another
-#     one needing no more workspace cannot be that, as long as re-timing changes every
-#     algorithm's time by a similar factor: true for runs of a millisecond and more (a plan
-#     of them was 13-29 % faster timed back to back, Note [Find times] in _kernel.pyx), not
-#     for short runs, where Find exposes each algorithm's own launch latency (its number of
-#     kernels). So an
-#     algorithm is left with its Find time only when it is far behind the front AND its Find
-#     time is at least RETIME_ALWAYS_MS; short runs cost little to re-time. The slow
-#     far-behind algorithms took most of the re-timing's time (each runs 1 + time_iters
-#     times). A caller that later drops an algorithm (ucudnn's Winograd exclusion) may leave
-#     a far-behind one planned with its Find time: the plan is valid, its predicted time
-#     pessimistic.
+#     The planners use, per micro-batch size, only the fastest algorithm within each workspace
+#     bound. An algorithm whose Find time is RETIME_MARGIN times that of another one needing no more
+#     workspace cannot be that, as long as re-timing changes every algorithm's time by a similar
+#     factor: true for runs of a millisecond and more (a plan of them was 13-29 % faster timed back
+#     to back, Note [Find times] in _kernel.pyx), not for short runs, where Find exposes each
+#     algorithm's own launch latency (its number of kernels). So an algorithm is left with its Find
+#     time only when it is far behind the front AND its Find time is at least RETIME_ALWAYS_MS;
+#     short runs cost little to re-time. The slow far-behind algorithms took most of the re-timing's
+#     time (each runs 1 + time_iters times). A caller that later drops an algorithm (ucudnn's
+#     Winograd exclusion) may leave a far-behind one planned with its Find time: the plan is valid,
+#     its predicted time pessimistic.
 RETIME_MARGIN = 1.5
 RETIME_ALWAYS_MS = 1.0
 
@@ -70,13 +68,13 @@ def _far_behind(double t, ws, front):
 #     benchmark's buffers, as the plan would, wrapping around when they hold fewer.
 
 # Note [Backward-filter timed with beta 1]
-#     Every chunk of a backward-filter plan after the first accumulates (beta = 1, Note
-#     [Micro-batch semantics] in _run.pyx), and so does the first in Caffe, which adds weight
-#     gradients into the parameter's diff. So both families time backward-filter with beta = 1. It is
-#     not free for short kernels: on the H200, ResNet-50's res5a_branch2c (1x1, 128 samples,
-#     fp16) took 0.060 ms at beta 0 and 0.118 ms at beta 1 with graph engine 65, and 0.076
-#     against 0.118 ms with legacy ALGO_1 (results/h200/timing/probe.json). A caller that
-#     passes beta = 0 runs its first chunk faster than planned, a short one up to 2x.
+#     Every chunk of a backward-filter plan after the first accumulates (beta = 1, Note [Micro-batch
+#     semantics] in _run.pyx), and so does the first in Caffe, which adds weight gradients into the
+#     parameter's diff. So both families time backward-filter with beta = 1. It is not free for
+#     short kernels: on the H200, ResNet-50's res5a_branch2c (1x1, 128 samples, fp16) took 0.060 ms
+#     at beta 0 and 0.118 ms at beta 1 with graph engine 65, and 0.076 against 0.118 ms with legacy
+#     ALGO_1 (results/h200/timing/probe.json). A caller that passes beta = 0 runs its first chunk
+#     faster than planned, a short one up to 2x.
 
 
 cdef inline dnn.cudnnStatus_t _run_slice(const TimedRun* r, int i) noexcept nogil:
@@ -93,9 +91,9 @@ cdef object _time_run(TimedRun* r, rt.cudaStream_t stream, rt.cudaEvent_t* ev, i
                       str what, int warmup=1):
     """Time ``r`` with CUDA events: ``warmup`` (>= 1) untimed runs, then ``iters`` runs back
     to back (no host synchronisation between them, as plans run; Note [Find times] in
-    _kernel.pyx) on consecutive slices (Note [Timing over the mini-batch]). ``(0, median ms)``, or
-    ``(cudnnStatus_t, None)`` when a run fails (the runs already enqueued are drained first);
-    a failed CUDA call raises, naming ``what``."""
+    _kernel.pyx) on consecutive slices (Note [Timing over the mini-batch]). ``(0, median
+    ms)``, or ``(cudnnStatus_t, None)`` when a run fails (the runs already enqueued are drained
+    first); a failed CUDA call raises, naming ``what``."""
     cdef dnn.cudnnStatus_t st = dnn.CUDNN_STATUS_SUCCESS
     cdef rt.cudaError_t cerr = rt.cudaSuccess
     cdef int it = 0, stage = 0, w
