@@ -34,6 +34,44 @@ from ucudnn.vocab import (DTYPES, GRAPH_ALGO, LAYOUTS, MATH_MODES, OP_CODES, OPS
 GRAPH_CONFIGS_DEFAULT = 8
 
 
+def kernel_arguments(op, n, dtype, math, name, instances):
+    """The checks of :class:`Kernel`'s arguments that need no shape: each raises
+    :class:`ucudnn.vocab.InputError` naming the field (and the layer, where ``name`` is given).
+    The CPU tests' fake core runs the same (tests/support/fake_core.py)."""
+    where = f"layer {name!r}: " if name else ""
+    if op not in OP_CODES:
+        raise InputError(f"{where}field 'op': unknown operation {op!r} "
+                         f"(expected one of {', '.join(OPS)})")
+    if dtype not in DTYPES:
+        raise InputError(f"{where}field 'dtype': unsupported {dtype!r} "
+                         f"(expected one of {', '.join(DTYPES)})")
+    if math not in MATH_MODES:
+        raise InputError(f"{where}field 'math': unknown math mode {math!r} "
+                         f"(expected one of {', '.join(MATH_MODES)})")
+    if n < 1:
+        raise InputError(f"{where}field 'n': mini-batch size must be >= 1, got {n}")
+    if instances < 1:
+        raise InputError(f"{where}field 'instances': must be >= 1, got {instances}")
+
+
+def benchmark_arguments(name, n, sizes, repeats, families):
+    """The checks of :meth:`Kernel.benchmark`'s arguments for kernel ``name`` of mini-batch
+    ``n``, each raising :class:`ucudnn.vocab.InputError` naming the field: ``(sizes, families)``,
+    the sizes sorted without repeats and the families as a tuple. The CPU tests' fake core runs
+    the same (tests/support/fake_core.py)."""
+    sizes = sorted({int(b) for b in sizes})
+    if not sizes or sizes[0] < 1 or max(sizes) > n:
+        raise InputError(f"{name}: field 'sizes': micro-batch sizes must lie in "
+                         f"1..{n}, got {sizes}")
+    if repeats < 1:
+        raise InputError(f"{name}: field 'repeats': must be >= 1, got {repeats}")
+    families = tuple(families)
+    if not families or any(f not in ("legacy", "graph") for f in families):
+        raise InputError(f"{name}: field 'families': expected a non-empty subset of "
+                         f"('legacy', 'graph'), got {families!r}")
+    return sizes, families
+
+
 cdef int _as_int4(object v, int* out, what) except -1:
     if v is None:
         out[0] = out[1] = out[2] = out[3] = 0
@@ -66,19 +104,7 @@ cdef class Kernel:
         where = f"layer {name!r}: " if name else ""
         if self.k.wdesc != NULL:
             raise InputError(f"{where}Kernel is already initialised")
-        if op not in OP_CODES:
-            raise InputError(f"{where}field 'op': unknown operation {op!r} "
-                             f"(expected one of {', '.join(OPS)})")
-        if dtype not in DTYPES:
-            raise InputError(f"{where}field 'dtype': unsupported {dtype!r} "
-                             f"(expected one of {', '.join(DTYPES)})")
-        if math not in MATH_MODES:
-            raise InputError(f"{where}field 'math': unknown math mode {math!r} "
-                             f"(expected one of {', '.join(MATH_MODES)})")
-        if n < 1:
-            raise InputError(f"{where}field 'n': mini-batch size must be >= 1, got {n}")
-        if instances < 1:
-            raise InputError(f"{where}field 'instances': must be >= 1, got {instances}")
+        kernel_arguments(op, n, dtype, math, name, instances)
         self.shape, self.op, self.n, self.dtype, self.math = shape, op, n, dtype, math
         self.layout = getattr(shape, "layout", "NCHW")
         if self.layout not in LAYOUTS:
@@ -233,16 +259,7 @@ cdef class Kernel:
             Re-timing the candidates back to back makes the planner's prediction the time
             the plan is measured at.
         """
-        sizes = sorted({int(b) for b in sizes})
-        if not sizes or sizes[0] < 1 or max(sizes) > self.n:
-            raise InputError(f"{self.name}: field 'sizes': micro-batch sizes must lie in "
-                             f"1..{self.n}, got {sizes}")
-        if repeats < 1:
-            raise InputError(f"{self.name}: field 'repeats': must be >= 1, got {repeats}")
-        families = tuple(families)
-        if not families or any(f not in ("legacy", "graph") for f in families):
-            raise InputError(f"{self.name}: field 'families': expected a non-empty subset of "
-                             f"('legacy', 'graph'), got {families!r}")
+        sizes, families = benchmark_arguments(self.name, self.n, sizes, repeats, families)
         cdef int dev = 0
         check_cuda(rt.cudaGetDevice(&dev), "cudaGetDevice")
         with _device_lock(dev):
