@@ -61,7 +61,8 @@ typedef struct ucudnn_conv_params {
   int instances;                  /* how many times one pass runs this kernel, each on its own
                                      workspace; <= 0 means 1 (plan records state it) */
   int layout;                     /* UCUDNN_NCHW (0) or UCUDNN_NHWC: the tensors' layout; NHWC
-                                     filters are KRSC (Note [NHWC kernels] in _core.pyx) */
+                                     filters are KRSC (Note [NHWC kernels] in
+                                     ucudnn/plan/conv.py) */
 } ucudnn_conv_params;
 
 /* Settings of one kernel (ucudnn_kernel_create). Unset fields (0) take the defaults of
