@@ -92,7 +92,7 @@ cdef list _time_c(Kernel kern, Handle handle, uintptr_t xd_, uintptr_t yd_, Devi
     r.h, r.plan, r.op = handle.h, NULL, kern.k.op
     r.alpha = <const void*>&one_d if kern.k.dtype == 1 else <const void*>&one_f
     if kern.k.op == UCUDNN_BWD_FILTER:
-        r.beta = r.alpha            # Note [Backward-filter timed with beta 1]
+        r.beta = r.alpha            # Note [Backward-filter timed with beta 1] (_timing.pyx)
     else:
         r.beta = <const void*>&zero_d if kern.k.dtype == 1 else <const void*>&zero_f
     r.xd, r.yd, r.wd = <dnn.cudnnTensorDescriptor_t>xd_, <dnn.cudnnTensorDescriptor_t>yd_, \
@@ -110,7 +110,7 @@ cdef list _time_c(Kernel kern, Handle handle, uintptr_t xd_, uintptr_t yd_, Devi
             out.append(rec)
             continue
         if _far_behind(t, mem, ok):
-            out.append(rec)     # far behind the front: Note [Re-timing near the front]
+            out.append(rec)     # far behind: Note [Re-timing near the front] (_timing.pyx)
             continue
         r.algo, r.conv, r.ws_bytes = algo, kern.k.conv[mt], mem
         st, ms = _time_run(&r, <rt.cudaStream_t>handle.stream, events.ev, iters,
