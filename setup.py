@@ -182,7 +182,13 @@ STALE_HEADERS = ("_core.h", "_core_api.h")
 
 
 class BuildExt(build_ext):
-    """Cythonize, build, and install the C API headers beside the module (ucudnn/include)."""
+    """Cythonize, build, and install the C API headers beside the module (ucudnn/include). The
+    core's modules compile in parallel, one per CPU, unless ``--parallel`` says otherwise."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if not self.parallel:
+            self.parallel = os.cpu_count() or 1
 
     def run(self):
         super().run()
