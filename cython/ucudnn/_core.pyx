@@ -42,9 +42,7 @@ modules only cimports cross between those that cimport ``Kernel`` (Python-level 
 only ``_device`` and ``_timing``), so that any of them can be imported first.
 """
 
-import threading
-from time import perf_counter
-
+# the vocabulary the core checks its arguments by, as ucudnn._core offers it too
 from ucudnn.vocab import (DTYPES, ENGINE_FAMILIES, GRAPH_ALGO, LAYOUTS, MATH_MODES,
                           NUMERICAL_NOTES, OP_CODES, OPS, InputError, PlanError, Status,
                           UcudnnError, engine_text, focus_configs, packed_strides,
