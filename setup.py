@@ -1,6 +1,6 @@
-"""Build the Cython core against CUDA and cuDNN 9: ``ucudnn._core`` (kernels, the hot path) and
-``ucudnn._capi`` (the C API for C++ hosts; its generated ``_capi_api.h`` is what ``ucudnn.h``
-includes).
+"""Build the Cython core against CUDA and cuDNN 9: its modules by responsibility (CORE_MODULES,
+re-exported by ``ucudnn._core``: kernels, the hot path) and ``ucudnn._capi`` (the C API for C++
+hosts; its generated ``_capi_api.h`` is what ``ucudnn.h`` includes).
 
 Which cuDNN (a folder with ``cudnn.h`` and the library): ``CUDNN_ROOT`` (or ``CUDNN_HOME``,
 ``include/`` and ``lib/`` or ``lib64/``) where set; otherwise the newest of
@@ -143,9 +143,15 @@ def locate():
 
 BUILD_CONFIG = {}
 
+# The core's extension modules, one per cython/ucudnn/<name>.pyx: a .pxd/.pyx pair per
+# responsibility (the module docstring of _core.pyx lists them), the facade ucudnn._core, and
+# the C API ucudnn._capi.
+CORE_MODULES = ("_device", "_timing", "_legacy", "_graph", "_check", "_bench", "_kernel", "_run",
+                "_core", "_capi")
+
 
 def core_extensions():
-    """``ucudnn._core`` and ``ucudnn._capi``, both against the same cuDNN and CUDA runtime."""
+    """The modules of CORE_MODULES, all against the same cuDNN and CUDA runtime."""
     (cudnn_inc, cudnn_lib, cudnn_file), (cuda_inc, cuda_lib, cuda_file) = locate()
     lib_dirs = list(dict.fromkeys([cudnn_lib, cuda_lib]))
     # what C/C++ consumers of the C API (Caffe, tests/cpp) compile and link against
@@ -165,7 +171,7 @@ def core_extensions():
         runtime_library_dirs=lib_dirs,
         extra_link_args=[f"-l:{cudnn_file}", f"-l:{cuda_file}"],
         extra_compile_args=["-O2", "-Wno-deprecated-declarations"],
-    ) for name in ("_core", "_capi")]
+    ) for name in CORE_MODULES]
 
 
 # The C API's headers, installed in ucudnn/include (`ucudnn config --cflags`): the hand-written
@@ -176,7 +182,13 @@ STALE_HEADERS = ("_core.h", "_core_api.h")
 
 
 class BuildExt(build_ext):
-    """Cythonize, build, and install the C API headers beside the module (ucudnn/include)."""
+    """Cythonize, build, and install the C API headers beside the module (ucudnn/include). The
+    core's modules compile in parallel, one per CPU, unless ``--parallel`` says otherwise."""
+
+    def finalize_options(self):
+        super().finalize_options()
+        if not self.parallel:
+            self.parallel = os.cpu_count() or 1
 
     def run(self):
         super().run()

@@ -24,7 +24,7 @@ enum { UCUDNN_OK = 0, UCUDNN_ERR_INVALID = 1, UCUDNN_ERR_CUDNN = 2, UCUDNN_ERR_C
  *   UCUDNN_FWD         a = x, b = w,  out = y
  *   UCUDNN_BWD_DATA    a = w, b = dy, out = dx
  *   UCUDNN_BWD_FILTER  a = x, b = dy, out = dw (accumulated with beta, Note [Micro-batch
- *                                               semantics] in cython/ucudnn/_core.pyx) */
+ *                                               semantics] in cython/ucudnn/_run.pyx) */
 enum { UCUDNN_FWD = 0, UCUDNN_BWD_DATA = 1, UCUDNN_BWD_FILTER = 2 };
 
 /* Micro-batch policy (caffe.proto's UcudnnParameter.Policy uses the same values). */
@@ -61,7 +61,8 @@ typedef struct ucudnn_conv_params {
   int instances;                  /* how many times one pass runs this kernel, each on its own
                                      workspace; <= 0 means 1 (plan records state it) */
   int layout;                     /* UCUDNN_NCHW (0) or UCUDNN_NHWC: the tensors' layout; NHWC
-                                     filters are KRSC (Note [NHWC kernels] in _core.pyx) */
+                                     filters are KRSC (Note [NHWC kernels] in
+                                     ucudnn/plan/conv.py) */
 } ucudnn_conv_params;
 
 /* Settings of one kernel (ucudnn_kernel_create). Unset fields (0) take the defaults of

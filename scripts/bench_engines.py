@@ -5,7 +5,7 @@ For every convolution kernel of the chosen suites (a net of prototxt/ at its bat
 ResNet-18, ResNet-50; the DeepBench training layers) and every setting family (legacy, graph) x layout (NCHW,
 NHWC) x dtype, this benchmarks the kernel once at the powerOfTwo sizes (the core's
 ``Kernel.benchmark``: cudnnFind for legacy algorithms, heuristics A, B and FALLBACK for engine
-configs; Note [Graph choices tried] in cython/ucudnn/_core.pyx), plans it with the DP at each
+configs; Note [Graph choices tried] in cython/ucudnn/_graph.pyx), plans it with the DP at each
 workspace limit (undivided and powerOfTwo, plus unlimited undivided), runs each plan with the
 core and times it with CUDA events (median of --iters runs after 3 warm-ups; backward-filter
 with beta 1, as Caffe runs it). Every row is one kernel x op x setting x limit x policy:
@@ -143,7 +143,7 @@ def measure(core, kern_spec, op, family, layout, dtype, args, log):
     a, b, out = {"fwd": (xb, wb, yb), "bwd_data": (wb, yb, xb), "bwd_filter": (xb, yb, wb)}[op]
     handle = core.Handle(0)
     # backward-filter accumulates, as in Caffe and as the benchmark times it (Note
-    # [Backward-filter timed with beta 1] in cython/ucudnn/_core.pyx)
+    # [Backward-filter timed with beta 1] in cython/ucudnn/_timing.pyx)
     beta = 1.0 if op == "bwd_filter" else 0.0
     setting = {"suite": kern_spec.suite, "kernel": kern_spec.name, "op": op, "family": family,
                "layout": layout, "dtype": dtype}

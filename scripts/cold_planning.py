@@ -16,7 +16,7 @@ The ``_s`` parts say where the cold pass's benchmarks spent their time, summed o
 (and GPUs), in parts that do not overlap: buffers and workspace, warm-up Finds, Finds,
 re-timing with CUDA events, and for the graph family (``--engines graph`` or ``both``) the
 heuristics' queries, the plan builds, timing the engine configs and checking their results
-(Note [Graph results checked] in cython/ucudnn/_core.pyx).
+(Note [Graph results checked] in cython/ucudnn/_check.pyx).
 
 With ``--devices 0,1`` the cold pass is spread over the GPUs the way ``ucudnn bench
 --devices`` spreads a net (Note [Benchmarks over several GPUs]): one child process per GPU

@@ -8,7 +8,7 @@ cuDNN's algorithms too), the kernel runs its whole mini-batch as micro-batches o
 with that choice, and the result is compared with PyTorch's float64 convolution of the same
 inputs, relative to the largest reference value. ``--beta 1`` runs as Caffe's backward-filter
 does (gradients added to what the output held). The configs the benchmark's own check refused
-(Note [Graph results checked] in cython/ucudnn/_core.pyx) are listed after the others. ``--groups G`` runs as Caffe's grouped layers
+(Note [Graph results checked] in cython/ucudnn/_check.pyx) are listed after the others. ``--groups G`` runs as Caffe's grouped layers
 do (Note [Grouped layers] in ucudnn/plan/conv.py): the blobs hold G times the shape's channels,
 and the kernel runs once per group on a strided view into them; with ``--concurrent`` each
 group runs on its own stream, cuDNN handle and workspace, at once, as Caffe's cuDNN layer

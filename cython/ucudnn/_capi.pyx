@@ -4,9 +4,10 @@ The ``cdef public api`` functions below reach the host through the function tabl
 ``ucudnn_import()`` (``import_ucudnn___capi()``) loads; see Note [C API conventions] in
 cython/ucudnn_types.h. A whole net is planned by :func:`ucudnn.measure.runtime.plan_net` from the
 layers and their ucudnn_param (:func:`ucudnn.caffe.params.net_settings`); one kernel by
-:func:`ucudnn.measure.runtime.prepare_kernel`. The kernels, the hot path (``run_kernel``) and the
-thread's last-error buffer are ``ucudnn._core``'s, so imports run one way: ``_capi`` ->
-``runtime`` / ``caffe.params`` -> ``_core`` (through ``ucudnn.measure.bench``) -> ``vocab``.
+:func:`ucudnn.measure.runtime.prepare_kernel`. The kernels (``ucudnn._kernel``), the hot path
+(``ucudnn._run.run_kernel``) and the thread's last-error buffer (``ucudnn._device``) are the
+core's, so imports run one way: ``_capi`` -> ``runtime`` / ``caffe.params`` -> ``_core``
+(through ``ucudnn.measure.bench``) -> ``vocab``.
 
 Note [C API errors]
     No Python exception crosses into C. ``_fail`` records an exception's message as the
@@ -23,9 +24,11 @@ from libc.string cimport strncpy
 from cpython.ref cimport Py_INCREF, Py_DECREF
 
 cimport cudnn as dnn
-from ucudnn._core cimport (Kernel, run_kernel, set_last_error, last_error, ucudnn_kernel,
-                           ucudnn_conv_params, ucudnn_plan_options, UCUDNN_OK,
-                           UCUDNN_ERR_INVALID, UCUDNN_ERR_PYTHON)
+from ucudnn._device cimport set_last_error, last_error
+from ucudnn._kernel cimport Kernel
+from ucudnn._run cimport run_kernel
+from ucudnn._types cimport (ucudnn_kernel, ucudnn_conv_params, ucudnn_plan_options, UCUDNN_OK,
+                            UCUDNN_ERR_INVALID, UCUDNN_ERR_PYTHON)
 
 from ucudnn.measure import runtime
 from ucudnn.plan.conv import ConvShape

@@ -30,9 +30,10 @@
  *   The graph API fixes alpha and beta when the operation graph is finalised, where the
  *   legacy API takes them per call. A graph choice therefore holds two plans per micro-batch
  *   size: beta 0 and beta 1. Backward-filter needs both (the first chunk takes the caller's
- *   beta, every later chunk beta 1, Note [Micro-batch semantics]); forward and backward-data
- *   need the one of the caller's beta. alpha is 1: every caller of the core (Caffe, the
- *   tests, the benchmarks) runs convolutions with alpha 1, and the run path refuses another.
+ *   beta, every later chunk beta 1, Note [Micro-batch semantics] in _run.pyx); forward and
+ *   backward-data need the one of the caller's beta. alpha is 1: every caller of the core
+ *   (Caffe, the tests, the benchmarks) runs convolutions with alpha 1, and the run path
+ *   refuses another.
  *
  * Every function returns a cudnnStatus_t and, on failure, writes what failed into msg.
  * Descriptors set as attributes of another are kept alive by the structs that own them until

@@ -93,9 +93,15 @@ def test_the_fake_core_mirrors_the_core_s_constants():
     assert FakeCore.GRAPH_CONFIGS_DEFAULT == _core.GRAPH_CONFIGS_DEFAULT
 
 
+# the compiled modules of the core, one per responsibility (setup.py's CORE_MODULES less the
+# C API), in the order ucudnn._core's docstring lists them
+CORE_PARTS = ("_device", "_timing", "_legacy", "_graph", "_check", "_bench", "_kernel", "_run")
+
+
 def test_core_imports_only_the_vocabulary(tmp_path):
-    """Imports run one way: ucudnn._core needs only ucudnn.vocab; the C API (ucudnn._capi)
-    sits on top of the runtime. (Run outside the checkout: the installed package.)"""
+    """Imports run one way: ucudnn._core needs only its compiled parts and ucudnn.vocab; the C
+    API (ucudnn._capi) sits on top of the runtime. (Run outside the checkout: the installed
+    package.)"""
     import subprocess
     import sys
     code = ("import sys, ucudnn._core as c, ucudnn.vocab as v; "
@@ -105,8 +111,35 @@ def test_core_imports_only_the_vocabulary(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=tmp_path)
     lines = out.stdout.splitlines()
-    assert lines[0] == "['ucudnn', 'ucudnn._core', 'ucudnn.vocab']"
+    assert lines[0] == str(sorted(["ucudnn", "ucudnn._core", "ucudnn.vocab"]
+                                  + [f"ucudnn.{m}" for m in CORE_PARTS]))
     assert lines[1:] == ["True False False", "True"]
+
+
+@pytest.mark.parametrize("part", CORE_PARTS + ("_capi",))
+def test_each_core_module_imports_first(tmp_path, part):
+    """The core's modules cimport one another in a circle (Kernel's methods call the modules
+    that take a Kernel): each imports in a fresh interpreter before any other, since only
+    ucudnn._device and ucudnn._timing, outside the circle, are imported at Python level."""
+    import subprocess
+    import sys
+    subprocess.run([sys.executable, "-c", f"import ucudnn.{part}"], check=True, cwd=tmp_path)
+
+
+def test_setup_builds_every_core_module():
+    """setup.py builds each .pyx of cython/ucudnn/ and nothing else, and every .pyx beside
+    ucudnn._core and ucudnn._capi has its .pxd of declarations."""
+    import importlib.util
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("_ucudnn_setup", root / "setup.py")
+    setup_py = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(setup_py)
+    sources = sorted(p.stem for p in (root / "cython" / "ucudnn").glob("*.pyx"))
+    assert sorted(setup_py.CORE_MODULES) == sources
+    assert sorted(CORE_PARTS + ("_capi", "_core")) == sources
+    for part in CORE_PARTS:
+        assert (root / "cython" / "ucudnn" / f"{part}.pxd").is_file(), part
 
 
 def test_c_api_maps_errors_to_status_codes():

@@ -23,7 +23,7 @@ Note [pycaffe comparisons]
     weight gradient was 1.56e-5 off stock's (results/h200/cudnn919/). Parameter gradients
     are compared within GRAD_RTOL = 1e-4, the bound the core's own check puts on an fp32
     engine config against the legacy algorithms (Note [Graph results checked] in
-    cython/ucudnn/_core.pyx). The `caffe` tool's loss (`caffe test`, same
+    cython/ucudnn/_check.pyx). The `caffe` tool's loss (`caffe test`, same
     weights, the inputs through an HDF5Data layer) is printed with 6 significant digits:
     compared within TOOL_RTOL = 2e-5.
 

@@ -17,6 +17,10 @@ is the default; :func:`replay` answers from recorded tables (tests/data/h200_all
 ``workspace_for`` (and so ``set_plan``) answers is the model's workspace too, unless a test
 changes it (``true_workspace``) or makes an algorithm unsupported (``unsupported``), as cuDNN
 can disagree with a stale cache.
+
+The fake checks a Kernel's arguments and a benchmark's with the core's own Python checks
+(``ucudnn._kernel.kernel_arguments`` and ``benchmark_arguments``), and
+tests/cython/test_fake_core.py pins its names and signatures to the core's sources.
 """
 from __future__ import annotations
 
@@ -27,8 +31,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Sequence, Set, Tuple
 
+from ucudnn._kernel import benchmark_arguments, kernel_arguments
 from ucudnn.plan.table import AlgoPerf
-from ucudnn.vocab import DTYPES, MATH_MODES, OPS, InputError, PlanError, UcudnnError
+from ucudnn.vocab import DTYPES, MATH_MODES, InputError, PlanError, UcudnnError
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -83,7 +88,7 @@ class FakeCore:
 
     CoreError = CoreError
     CudnnError = CoreError
-    GRAPH_CONFIGS_DEFAULT = 8           # the core's (Note [Graph choices tried])
+    GRAPH_CONFIGS_DEFAULT = 8           # the core's (Note [Graph choices tried] in _graph.pyx)
 
     def __init__(self, gpus: Sequence[str] = ("Fake GPU",), model: Callable = two_algorithms,
                  *, cudnn_version: int = 91400, memory_free: int = 80 * GiB):
@@ -102,7 +107,7 @@ class FakeCore:
         #: engine index -> its numerical notes (Kernel.engine_notes; absent: none)
         self.engine_notes: Dict[int, int] = {}
         #: engine index -> the micro-batch sizes at which the check of Note [Graph results
-        #: checked] refuses its configs (absent: none)
+        #: checked] (cython/ucudnn/_check.pyx) refuses its configs (absent: none)
         self.inaccurate_at: Dict[int, Set[int]] = {}
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -177,17 +182,7 @@ class _Kernel:
     _core: FakeCore = None
 
     def __init__(self, shape, op, n, dtype="float32", math="default", name=None, instances=1):
-        where = f"layer {name!r}: " if name else ""
-        if op not in OPS:
-            raise InputError(f"{where}field 'op': unknown operation {op!r}")
-        if dtype not in DTYPES:
-            raise InputError(f"{where}field 'dtype': unsupported {dtype!r}")
-        if math not in MATH_MODES:
-            raise InputError(f"{where}field 'math': unknown math mode {math!r}")
-        if n < 1:
-            raise InputError(f"{where}field 'n': mini-batch size must be >= 1, got {n}")
-        if instances < 1:
-            raise InputError(f"{where}field 'instances': must be >= 1, got {instances}")
+        kernel_arguments(op, n, dtype, math, name, instances)       # the core's checks
         self.shape, self.op, self.n, self.dtype, self.math = shape, op, n, dtype, math
         self.name = name or op
         self.instances = instances
@@ -217,14 +212,11 @@ class _Kernel:
         return s.k * (s.c // s.groups) * s.r * s.s * DTYPES[self.dtype][1]
 
     def benchmark(self, sizes, repeats=1, workspace_cap=None, progress=None, time_iters=5,
-                  families=("legacy",)):
+                  families=("legacy",), time_warmup=5, retime_last=True):
+        """The core's, over the model: ``time_warmup`` and ``retime_last`` (how the core orders
+        its re-timing) change nothing in a model's times."""
         core = self._core
-        sizes = sorted({int(b) for b in sizes})
-        if not sizes or sizes[0] < 1 or max(sizes) > self.n:
-            raise InputError(f"{self.name}: field 'sizes': micro-batch sizes must lie in "
-                             f"1..{self.n}, got {sizes}")
-        if repeats < 1:
-            raise InputError(f"{self.name}: field 'repeats': must be >= 1, got {repeats}")
+        sizes, families = benchmark_arguments(self.name, self.n, sizes, repeats, families)
         cap = 8 * GiB if workspace_cap is None else int(workspace_cap)
         t0 = time.perf_counter()
         with core._lock:

@@ -38,7 +38,7 @@ Note [Plan records]
                             search_rounds: the pruned search's rounds (null: exhaustive)
         benchmark_seconds   where the core's benchmark spent bench_s, in parts that do not
                             overlap: {setup (buffers and workspace), warmup_find, find, retime
-                            (Note [Re-timing near the front] in cython/ucudnn/_core.pyx),
+                            (Note [Re-timing near the front] in cython/ucudnn/_timing.pyx),
                             graph_heuristics, graph_build, graph_time, graph_check (Note [Graph
                             results checked])}; zeros when all was cached
 

@@ -39,7 +39,7 @@ TIME_ITERS = 5
 #     (ucudnn.plan.settings.FIND_REPEATS, also Caffe's ``benchmark_repeats``). With the
 #     re-timing (TIME_ITERS), a Find only ranks the algorithms and gives their status and
 #     workspace; the planner uses the CUDA-event medians of those near the (time, workspace)
-#     front (Note [Re-timing near the front] in cython/ucudnn/_core.pyx). Three Finds per size
+#     front (Note [Re-timing near the front] in cython/ucudnn/_timing.pyx). Three Finds per size
 #     cost 60 % of a cold pruned planning of ResNet-18 and gave no better plans than one: on
 #     the H200 the predicted times of one-Find and three-Find plans differ by less than their
 #     run-to-run spread (results/h200/cold_planning/).

@@ -2,7 +2,7 @@
 // two threads at once: each thread plans a micro-batched convolution (through the shared
 // benchmark cache), runs it on its own cuDNN handle and stream, and compares the result with
 // an undivided zero-workspace run. Each thread also makes repeated planning calls and checks
-// that the core kept one cuDNN handle for all of them (Note [Thread handles] in _core.pyx:
+// that the core kept one cuDNN handle for all of them (Note [Thread handles] in _device.pyx:
 // these threads are not Python's, so every call enters Python with a fresh thread state),
 // that a failed ucudnn_kernel_run is reported through ucudnn_last_error(), and plans a net of
 // two layers, one of them grouped, with ucudnn_net_plan (thread 0 `optimizer: ILP`, thread 1

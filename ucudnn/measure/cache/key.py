@@ -8,7 +8,7 @@ Note [Workspace cap and timing in the key]
     that needed more, and must not plan as if complete. Times differ by method too: cudnnFind's
     own times (``"find"``) are 13-29 % off what plans run at on the H200, the core's re-timing
     of each algorithm back to back with CUDA events (``"events5"`` for 5 runs) is not
-    (Note [Find times] in cython/ucudnn/_core.pyx). Both are key fields:
+    (Note [Find times] in cython/ucudnn/_kernel.pyx). Both are key fields:
     ``CacheKey.workspace_cap`` (bytes offered to Find) and ``CacheKey.timing``.
 
     Matching (:meth:`CacheKey.usable_for`, ``BenchCache.get_many``): a lookup asks with the

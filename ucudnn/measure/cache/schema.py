@@ -22,7 +22,7 @@ Note [Schema migration]
     storage) is read as it is, through the same columns as literals (:func:`columns`).
 
     Schema 4 has schema 3's tables; its graph-family entries were measured with the check of
-    Note [Graph results checked] (cython/ucudnn/_core.pyx), which refuses engine configs whose
+    Note [Graph results checked] (cython/ucudnn/_check.pyx), which refuses engine configs whose
     results are off. A schema-3 file's graph entries predate it (one config of AlexNet's conv2
     backward-filter, 1e-3 to 1.6e-2 off, is the fastest there), so the migration deletes them,
     and they are measured again when a plan needs them; the legacy entries stay. A schema-3
@@ -35,7 +35,7 @@ Note [Schema migration]
 
     Schema 6 has schema 5's tables; its legacy backward-filter entries re-timed with CUDA
     events were timed with beta = 1 (Note [Backward-filter timed with beta 1] in
-    cython/ucudnn/_core.pyx), those of older files with beta = 0, which is up to 2x faster
+    cython/ucudnn/_timing.pyx), those of older files with beta = 0, which is up to 2x faster
     for a short kernel (a 0.06 ms one on the H200) and so planned micro-batches that run
     slower than predicted. The migration deletes them, as 3 -> 4 deleted the unchecked graph
     entries, and they are measured again when a plan needs them. The graph family timed
@@ -44,7 +44,7 @@ Note [Schema migration]
     entries (``visible`` of :func:`columns`).
 
 Note [Refused engines]
-    The check of Note [Graph results checked] (cython/ucudnn/_core.pyx) can refuse an engine
+    The check of Note [Graph results checked] (cython/ucudnn/_check.pyx) can refuse an engine
     at one micro-batch size after it was accepted at others: such an error grows with the
     reduction, so a small micro-batch passes where a larger one does not. The engine is then
     refused for the whole kernel -- at every size, in every later process -- and the table

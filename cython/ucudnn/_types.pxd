@@ -1,9 +1,9 @@
-# Declarations of ucudnn._core: the kernel struct that the hot path walks, the Kernel class that
-# owns it, and the C functions ucudnn._capi (the C API) cimports: run_kernel and the thread's
-# last-error buffer. The struct is plain C so that ucudnn_kernel_run needs neither Python nor
-# the GIL.
+# The core's C types, shared by its modules and the C API: the structs of ucudnn_types.h
+# (cython/ucudnn_types.h), the graph family's of graph.h, and the kernel struct that the hot
+# path (ucudnn._run.run_kernel) walks. The struct is plain C so that ucudnn_kernel_run needs
+# neither Python nor the GIL. Declarations only: no module of this name is built.
 
-from libc.stdint cimport uintptr_t, int64_t
+from libc.stdint cimport int64_t
 cimport cudnn as dnn
 
 cdef extern from "ucudnn_types.h":
@@ -116,64 +116,5 @@ cdef extern from *:
         void* owner
         char name[128]
 
-
-cdef class Handle:
-    cdef dnn.cudnnHandle_t h
-    cdef bint owned             # False: the thread's cached handle, never destroyed here
-    cdef readonly uintptr_t stream
-
-
-cdef class DeviceBuffer:
-    cdef void* p
-    cdef readonly size_t nbytes
-
-
-cdef class Kernel:
-    cdef ucudnn_kernel k
-    cdef int x_strides[4]
-    cdef int y_strides[4]
-    cdef readonly object shape, op, n, dtype, math, name, layout
-    cdef ucudnn_graph_geom geom         # the graph family's description of this kernel
-    cdef object _graph_plans            # (batch, engine, beta) -> GraphPlan, for set_plan
-    cdef object _engine_notes           # engine index -> numerical notes (engine_notes)
-    cdef readonly int device
-    cdef public int instances   # runs of this kernel per pass, each on its own workspace
-    cdef public object graph_focus      # None, or the engine configs (texts) to try: Note
-                                        # [Graph focus in the pruned search] (for_plan.py)
-    cdef public int max_graph_configs   # engine configs tried per size (0: all; Note [Graph
-                                        # choices tried])
-    cdef public object plan, bench, settings, bench_record, timing
-    cdef readonly object last_benchmark_workspace   # bytes offered to cudnnFind last time
-    cdef readonly object last_benchmark_held    # bytes of workspace it held to offer them
-    cdef readonly object benchmark_seconds   # where benchmark calls spent their time (sums)
-    cdef readonly object graph_stats    # engine configs tried, built, runtime-compiled, failed
-    cdef readonly object last_graph_error   # why the graph family had no choice, or None
-    cdef object _refused_engines        # engine index -> why it was refused at some size:
-                                        # Note [Graph results checked]
-    cdef object _accepted_at            # batch -> engines whose configs the check accepted
-    cdef readonly object last_unchecked_sizes   # sizes of the last benchmark call whose
-                                        # front an engine refused later in it had shadowed
-    cdef bint _holding          # hold_benchmark_buffers(True): keep them between calls
-    cdef object _held           # (samples, cap, x, y, w, workspace) kept, or None
-    cdef bint _warm             # a Find already ran on the held buffers
-
-    cdef int _set_geometry(self) except -1
-    cdef int _set_tensor(self, dnn.cudnnTensorDescriptor_t d, int which, int b) except -1
-    cdef void _free_plan(self) noexcept
-    cdef list _find_c(self, Handle handle, uintptr_t xd, uintptr_t yd, DeviceBuffer x,
-                      DeviceBuffer y, DeviceBuffer w, DeviceBuffer ws)
-    cdef list _time_c(self, Handle handle, uintptr_t xd, uintptr_t yd, DeviceBuffer x,
-                      DeviceBuffer y, DeviceBuffer w, DeviceBuffer ws, list records, int iters,
-                      int warmup, int b, int slices)
-    cdef _retime(self, Handle handle, uintptr_t xd, uintptr_t yd, DeviceBuffer x,
-                 DeviceBuffer y, DeviceBuffer w, DeviceBuffer ws, dict found, int b,
-                 int iters, int warmup, int samples, dict spent)
-
-
-# The calling thread's last error (one buffer for _core and _capi): ucudnn_last_error().
-cdef void set_last_error(const char* msg) noexcept nogil
-cdef const char* last_error() noexcept nogil
-
-cdef int run_kernel(const ucudnn_kernel* k, dnn.cudnnHandle_t h, const void* alpha,
-                    const void* a, const void* b, const void* beta, void* out,
-                    void* ws, size_t ws_size) noexcept nogil
+cdef enum:
+    GRAPH_ALGO_C = -1           # ucudnn.vocab.GRAPH_ALGO: a chunk that runs a graph plan

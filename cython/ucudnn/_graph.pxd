@@ -1,0 +1,19 @@
+# Declarations of ucudnn._graph: the graph family's calls for a kernel (graph.h's backend-API
+# calls): the engine configs to try, their plans built, their workspace, their notes.
+
+from ucudnn._kernel cimport Kernel
+from ucudnn._types cimport ucg_graph, ucg_plan
+
+
+cdef class GraphPlan:
+    cdef ucg_graph g
+    cdef ucg_plan p
+    cdef bint have_graph, have_plan
+    cdef readonly object engine, batch, beta, build_seconds
+
+
+cdef object _graph_plan(Kernel kern, engine, int batch, double beta)
+cdef object _engine_notes(Kernel kern, engine)
+cdef object _graph_configs(Kernel kern, int batch, double beta)
+cdef object _graph_build(Kernel kern, int b)
+cdef object _graph_plans_for(Kernel kern, int batch, engine, dict built)

@@ -1,0 +1,229 @@
+"""ucudnn._graph: a kernel's calls of cuDNN's graph API (the calls themselves are plain C in
+graph.h).
+
+Which engine configs to try at a micro-batch size (Note [Graph choices tried]), each built
+into its plans (``GraphPlan``: an operation graph and an execution plan), their workspace and
+the numerical notes of their engines. Each function takes the kernel as its first argument;
+the Kernel's methods of the same names call them. The configs are timed and checked by
+ucudnn._bench and ucudnn._check.
+"""
+
+from libc.stdlib cimport calloc, free
+from libc.string cimport memset
+from libc.stdint cimport int64_t
+
+cimport cudnn as dnn
+from ucudnn._device cimport Handle, _thread_handle, check_cudnn
+from ucudnn._kernel cimport Kernel
+from ucudnn._types cimport (UCG_MAX_CONFIGS, UCUDNN_BWD_FILTER, ucudnn_engine_config,
+                            ucudnn_graph_geom, ucg_engine_notes, ucg_graph_build,
+                            ucg_graph_destroy, ucg_heuristics, ucg_plan_build,
+                            ucg_plan_destroy)
+
+from time import perf_counter
+
+from ucudnn.vocab import (NUMERICAL_NOTES, InputError, PlanError, engine_text, focus_configs,
+                          parse_engine)
+
+
+# Note [Graph choices tried]
+#     For each micro-batch size the engine configs of cuDNN's heuristics modes A, B and
+#     FALLBACK, in that order, without repeats; a config whose numerics differ from what the
+#     kernel's dtype and math ask for is left out, as PyTorch's Conv_v8 does: for float32,
+#     engines that convert the inputs down (DOWN_CONVERT_INPUTS) always, and tensor-core
+#     (TF32) engines under math "fma"; for float16 and bfloat16, engines that reduce in
+#     reduced precision (the kernel promises float accumulation). ``max_graph_configs`` > 0
+#     (default GRAPH_CONFIGS_DEFAULT) keeps the first that many (a pruned search: heuristics
+#     rank their proposals; a later mode is not queried once the earlier ones gave that
+#     many). ``graph_focus`` keeps only the configs it names, else those of their engines,
+#     where the heuristics propose any (Note [Graph focus in the pruned search] in
+#     ucudnn/measure/for_plan.py). Each one left is built into a plan (cudnnBackendFinalize of
+#     the execution plan, where runtime-compiled engines compile) and timed with CUDA events:
+#     a warm-up and one timed run each, then the median of back-to-back runs for those near
+#     the (time, workspace) front, the rule Note [Re-timing near the front] (_timing.pyx)
+#     applies to cudnnFind's times.
+HEUR_MODES = (("A", 3), ("B", 1), ("FALLBACK", 2))
+NOTE_TENSOR_CORE, NOTE_DOWN_CONVERT, NOTE_REDUCED_PRECISION = (
+    1 << NUMERICAL_NOTES.index(n)
+    for n in ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION"))
+BEHAVIOR_RUNTIME_COMPILATION = 1 << 0
+
+
+cdef class GraphPlan:
+    """One built graph plan: the operation graph of a kernel at one micro-batch size and beta,
+    and the execution plan of one engine config on it (graph.h). Owns both."""
+
+    def __cinit__(self):
+        memset(&self.g, 0, sizeof(self.g))
+        memset(&self.p, 0, sizeof(self.p))
+
+    @property
+    def ws_bytes(self):
+        return int(self.p.ws_bytes) if self.have_plan else 0
+
+    def __dealloc__(self):
+        if self.have_plan:
+            ucg_plan_destroy(&self.p)
+        if self.have_graph:
+            ucg_graph_destroy(&self.g)
+
+
+cdef dnn.cudnnStatus_t _build_graph(Handle handle, const ucudnn_graph_geom* geom, GraphPlan gp,
+                                    int batch, double beta, char* msg, size_t msglen):
+    """Build ``gp``'s operation graph of ``geom`` at ``batch`` samples and output scale
+    ``beta`` (``gp`` owns it, built or not); cuDNN's status, what failed in ``msg``."""
+    cdef dnn.cudnnStatus_t st
+    msg[0] = 0
+    with nogil:
+        st = ucg_graph_build(handle.h, geom, batch, beta, &gp.g, msg, msglen)
+    gp.have_graph = True
+    return st
+
+
+cdef object _config_text(const ucudnn_engine_config* c):
+    return engine_text(c.engine, [(c.knob_type[i], c.knob_value[i]) for i in range(c.n_knobs)])
+
+
+cdef int _config_from_text(object text, ucudnn_engine_config* c) except -1:
+    engine, knobs = parse_engine(text)
+    if len(knobs) > 64:
+        raise InputError(f"field 'engine': {text!r} has more than 64 knobs")
+    memset(c, 0, sizeof(ucudnn_engine_config))
+    c.engine = engine
+    c.n_knobs = len(knobs)
+    for i, (t, v) in enumerate(knobs):
+        c.knob_type[i], c.knob_value[i] = t, v
+    return 0
+
+
+cdef object _graph_plan(Kernel kern, engine, int batch, double beta):
+    """``(GraphPlan, 0, "")`` for engine config ``engine`` at ``batch`` samples and output
+    scale ``beta``, or ``(None, cudnnStatus_t, what failed)``."""
+    cdef GraphPlan gp = GraphPlan()
+    cdef ucudnn_engine_config cfg
+    cdef char msg[512]
+    cdef dnn.cudnnStatus_t st
+    cdef Handle handle = _thread_handle()
+    _config_from_text(engine, &cfg)
+    gp.engine, gp.batch, gp.beta = engine, batch, beta
+    t0 = perf_counter()
+    st = _build_graph(handle, &kern.geom, gp, batch, beta, msg, sizeof(msg))
+    if st == dnn.CUDNN_STATUS_SUCCESS:
+        with nogil:
+            st = ucg_plan_build(handle.h, &gp.g, &cfg, &gp.p, msg, sizeof(msg))
+        gp.have_plan = True
+    gp.build_seconds = perf_counter() - t0
+    if st != dnn.CUDNN_STATUS_SUCCESS:
+        return None, int(st), msg.decode("utf-8", "replace")
+    return gp, 0, ""
+
+
+cdef object _engine_notes(Kernel kern, engine):
+    """:meth:`Kernel.engine_notes`."""
+    cdef GraphPlan gp
+    cdef int numerical = 0, behavior = 0
+    cdef int64_t index
+    cdef char msg[512]
+    cdef dnn.cudnnStatus_t st
+    index = parse_engine(engine)[0]
+    if index in kern._engine_notes:
+        return kern._engine_notes[index]
+    gp = GraphPlan()
+    st = _build_graph(_thread_handle(), &kern.geom, gp, kern.n, 0.0, msg, sizeof(msg))
+    if st == dnn.CUDNN_STATUS_SUCCESS:
+        with nogil:
+            st = ucg_engine_notes(&gp.g, index, &numerical, &behavior, msg, sizeof(msg))
+    check_cudnn(st, f"{kern.name}: notes of {engine}: {msg.decode('utf-8', 'replace')}")
+    kern._engine_notes[index] = numerical
+    return numerical
+
+
+cdef object _graph_configs(Kernel kern, int batch, double beta):
+    """The engine configs to try at ``batch`` (Note [Graph choices tried]), as text, with
+    their behaviour notes: ``[(engine, behavior_notes)]``."""
+    cdef GraphPlan gp = GraphPlan()
+    cdef ucudnn_engine_config* cfgs = <ucudnn_engine_config*>calloc(
+        UCG_MAX_CONFIGS, sizeof(ucudnn_engine_config))
+    cdef char msg[512]
+    cdef int got = 0, i, mode
+    cdef dnn.cudnnStatus_t st
+    cdef Handle handle = _thread_handle()
+    if cfgs == NULL:
+        raise MemoryError()
+    seen = {}
+    try:
+        st = _build_graph(handle, &kern.geom, gp, batch, beta, msg, sizeof(msg))
+        if st != dnn.CUDNN_STATUS_SUCCESS:
+            kern.last_graph_error = (f"{kern.name}: operation graph at batch {batch}: "
+                                     f"{msg.decode('utf-8', 'replace')}")
+            return []
+        drop = 0
+        if kern.k.dtype == 0:
+            drop = NOTE_DOWN_CONVERT | (NOTE_TENSOR_CORE if kern.math == "fma" else 0)
+        elif kern.k.dtype in (2, 9):
+            drop = NOTE_REDUCED_PRECISION
+        focus = kern.graph_focus
+        for _, mode in HEUR_MODES:
+            if focus is None and 0 < kern.max_graph_configs <= len(seen):
+                break           # the later modes' configs would be cut off below
+            if focus and any(e in focus for e in seen):
+                break           # Note [Graph focus in the pruned search] (for_plan.py)
+            with nogil:
+                st = ucg_heuristics(&gp.g, mode, cfgs, UCG_MAX_CONFIGS, &got, msg, sizeof(msg))
+            for i in range(got):
+                if cfgs[i].numerical_notes & drop:
+                    continue
+                seen.setdefault(_config_text(&cfgs[i]), cfgs[i].behavior_notes)
+        if focus:           # Note [Graph focus in the pruned search] (for_plan.py)
+            seen = {e: seen[e] for e in focus_configs(list(seen), focus)}
+        if kern.max_graph_configs > 0:
+            seen = dict(list(seen.items())[:kern.max_graph_configs])
+        if not seen:
+            kern.last_graph_error = f"{kern.name}: no engine config at batch {batch}"
+        return list(seen.items())
+    finally:
+        free(cfgs)
+
+
+cdef object _graph_build(Kernel kern, int b):
+    """The graph family's configs at micro-batch ``b`` (Note [Graph choices tried]), each
+    built into its plan: ``[(engine, GraphPlan or None, cudnnStatus_t, runtime
+    compiled)]``. Backward-filter's plans have beta 1 (Note [Backward-filter timed with
+    beta 1] in _timing.pyx), and its beta-0 plan must build too (Note [Graph plans and beta] in
+    graph.h). Built before the benchmark allocates its workspace, which their needs size
+    (Note [Benchmark workspace] in _kernel.pyx)."""
+    cdef double beta = 1.0 if kern.k.op == UCUDNN_BWD_FILTER else 0.0
+    spent = kern.benchmark_seconds
+    t0 = perf_counter()
+    configs = kern._graph_configs(b, beta)
+    spent["graph_heuristics"] += perf_counter() - t0
+    out = []
+    for engine, behavior in configs:
+        plan, status, _ = kern._graph_plan(engine, b, beta)
+        if plan is not None:
+            spent["graph_build"] += plan.build_seconds
+        if plan is not None and beta != 0.0:
+            other, status, _ = kern._graph_plan(engine, b, 0.0)
+            spent["graph_build"] += other.build_seconds if other is not None else 0.0
+        out.append((engine, plan if status == 0 else None, status,
+                    bool(behavior & BEHAVIOR_RUNTIME_COMPILATION)))
+    return out
+
+
+cdef object _graph_plans_for(Kernel kern, int batch, engine, dict built):
+    """``(beta-0 plan, beta-1 plan)`` of ``engine`` at ``batch`` (Note [Graph plans and
+    beta] in graph.h), from ``built`` or built into it; PlanError naming the layer, size
+    and config when a plan the op needs does not build. A beta-1 plan that does not build
+    is None for forward and backward-data (they run it only for a caller's beta 1)."""
+    key = (batch, engine)
+    got = built.get(key)
+    if got is None:
+        plans = []
+        for beta in (0.0, 1.0):
+            plan, status, why = kern._graph_plan(engine, batch, beta)
+            if plan is None and (beta == 0.0 or kern.k.op == UCUDNN_BWD_FILTER):
+                raise PlanError(f"{kern.name}: engine config {engine} at batch {batch} "
+                                f"(beta {beta:g}): {why}")
+            plans.append(plan)
+        got = built[key] = tuple(plans)
+    return got

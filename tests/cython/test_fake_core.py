@@ -1,0 +1,277 @@
+"""The CPU tests' fake core (tests/support/fake_core.py) offers the compiled core's interface.
+
+The core's side is read from its sources (cython/ucudnn/): the names ``ucudnn._core``
+re-exports from the core's modules, each with its ``def`` signature, its class's constructor
+or its value, and ``Kernel``'s methods, properties and attributes (``cdef public`` and
+``cdef readonly`` in _kernel.pxd). The fake's side is read from the fake itself. Each side's
+names are those of the other, apart from the ones listed below with why; the signatures of
+the names both have agree in parameter names, order and defaults. So a public name added to,
+renamed in or dropped from one side only fails here until the other side follows or the
+name is listed.
+"""
+import ast
+import builtins
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+from fake_core import FakeCore
+from ucudnn import vocab
+from ucudnn.plan.conv import ConvShape
+
+CORE = Path(__file__).resolve().parents[2] / "cython" / "ucudnn"
+
+# Names of ucudnn._core the fake does not offer: no Python of the package runs them over the
+# fake. Each with why.
+CORE_ONLY = {
+    "CudaError": "the fake raises CoreError for every failed call; the package catches that",
+    "GraphPlan": "built by the core's own graph calls only",
+    "random_values": "for the core's GPU tests (the fill DeviceBuffer.fill_random makes)",
+    "thread_handle_stats": "the core's per-thread cuDNN handles, for its own tests",
+    "check_tolerance": "Note [Graph results checked] on real results; the fake refuses by "
+                       "FakeCore.inaccurate_at",
+    "relative_error": "the same",
+    "RETIME_MARGIN": "how the core re-times; the fake's model times nothing",
+    "RETIME_ALWAYS_MS": "the same",
+    "RETIME_WARMUP": "the same (the default of Kernel.benchmark's time_warmup, checked there)",
+    "HEUR_MODES": "the graph API's heuristics modes, asked by the core only",
+    "NOTE_TENSOR_CORE": "numerical notes the core filters engine configs by",
+    "NOTE_DOWN_CONVERT": "the same",
+    "NOTE_REDUCED_PRECISION": "the same",
+    "BEHAVIOR_RUNTIME_COMPILATION": "a behaviour note the core counts in graph_stats",
+    "CHECK_ELEMENTS": "how much of an output the core's check compares",
+    "STATUS_INACCURATE": "read by scripts/graph_accuracy.py, which needs the real core; the "
+                         "fake writes the same -2",
+}
+# Names of FakeCore that are its controls and records for tests, not the core's.
+FAKE_ONLY = {"gpus", "model", "version", "memory_free", "calls", "unsupported", "true_workspace",
+             "plans_set", "time_factor", "engine_notes", "inaccurate_at", "current_device",
+             "perfs"}
+# Kernel's public members the fake's Kernel does not offer, with why.
+KERNEL_CORE_ONLY = {
+    "run": "runs a convolution on device buffers (GPU scripts); the fake runs nothing",
+    "address": "the C struct's address for the C API; the fake is never handed to C",
+    "layout": "the shape's layout, read by the core itself; the fake keeps the shape",
+    "max_graph_configs": "set by GPU scripts (bench_engines.py, graph_accuracy.py) only",
+    "graph_stats": "printed by the same GPU scripts",
+    "last_graph_error": "why the core's graph family found no choice; the fake's model says",
+    "last_benchmark_held": "the workspace the core held to offer it, read by GPU tests",
+}
+# What the fake's Kernel records for tests, not the core's.
+KERNEL_FAKE_ONLY = {"held", "focus_seen", "accepted_configs"}
+
+
+# -- the core's side, from its sources ---------------------------------------------------------
+
+def _split_top(text, sep=","):
+    """``text`` split at ``sep`` outside brackets and strings."""
+    parts, depth, quote, cur = [], 0, None, ""
+    for ch in text:
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == sep and depth == 0:
+            parts.append(cur)
+            cur = ""
+            continue
+        cur += ch
+    if cur.strip():
+        parts.append(cur)
+    return parts
+
+
+def _params(text, constants):
+    """``[(name, default)]`` of a Cython parameter list, ``self`` left out; a default is its
+    value where it is a literal or a constant of the core, else ``...``; no default:
+    ``inspect.Parameter.empty``."""
+    out = []
+    for p in _split_top(text):
+        p = p.strip().replace(" not None", "")
+        decl, _, default = p.partition("=")
+        name = re.findall(r"[A-Za-z_]\w*", decl)[-1]
+        if name == "self":
+            continue
+        if not _:
+            value = inspect.Parameter.empty
+        else:
+            default = default.strip()
+            try:
+                value = ast.literal_eval(default)
+            except (ValueError, SyntaxError):
+                value = constants.get(default, ...)
+        out.append((name, value))
+    return out
+
+
+def _defs(text, indent):
+    """``{name: parameter text}`` of the ``def``s at ``indent`` in ``text``."""
+    pat = re.compile(rf"^{indent}def (\w+)\((.*?)\):", re.S | re.M)
+    return {m.group(1): m.group(2) for m in pat.finditer(text)}
+
+
+def _class_body(text, name):
+    m = re.search(rf"^(?:cdef )?class {name}\b.*?:\n((?:(?:    .*)?\n)*)", text, re.M)
+    return m.group(1)
+
+
+def _core_constants(sources):
+    consts = {}
+    for text in sources.values():
+        for m in re.finditer(r"^([A-Z_][A-Z0-9_]*) = (.+)$", text, re.M):
+            try:
+                consts[m.group(1)] = ast.literal_eval(m.group(2))
+            except (ValueError, SyntaxError):
+                pass
+    return consts
+
+
+def core_surface():
+    """``(module, kernel)``: ``{name: ("def", params) | ("class", params of its constructor,
+    bases) | ("value", None)}`` for what ucudnn._core re-exports from the core's modules, and
+    ``{name: ("method", params) | ("data", None)}`` for Kernel's public members."""
+    sources = {p.stem: p.read_text() for p in CORE.glob("*.pyx")}
+    consts = _core_constants(sources)
+    facade = sources["_core"]
+    module = {}
+    for m in re.finditer(r"^from ucudnn\.(_\w+) import \(?([^)]*?)\)?\n(?=\S|\n|\Z)", facade,
+                         re.M | re.S):
+        src = sources[m.group(1)]
+        for name in (n.strip() for n in m.group(2).replace("\n", " ").split(",")):
+            if not name or name.startswith("_"):
+                continue
+            defs = _defs(src, "")
+            cls = re.search(rf"^(?:cdef )?class {name}\b(?:\((.*?)\))?:", src, re.M)
+            if name in defs:
+                module[name] = ("def", _params(defs[name], consts))
+            elif cls:
+                body = _defs(_class_body(src, name), "    ")
+                init = body.get("__init__", body.get("__cinit__", ""))
+                bases = tuple(b.strip() for b in (cls.group(1) or "").split(",") if b.strip())
+                module[name] = ("class", _params(init, consts), bases)
+            else:
+                assert re.search(rf"^{name} = |^(?:\w+, )*{name}(?:, \w+)* = ", src, re.M), \
+                    f"{name}: re-exported by _core.pyx but not defined in {m.group(1)}.pyx"
+                module[name] = ("value", consts.get(name, ...))
+    body = _class_body(sources["_kernel"], "Kernel")
+    kernel = {}
+    props = set(re.findall(r"^    @property\n    def (\w+)\(", body, re.M))
+    for name, params in _defs(body, "    ").items():
+        if not name.startswith("_"):
+            kernel[name] = ("data", None) if name in props else \
+                ("method", _params(params, consts))
+    kernel["__init__"] = ("method", _params(_defs(body, "    ")["__init__"], consts))
+    pxd = (CORE / "_kernel.pxd").read_text()
+    for line in re.findall(r"^    cdef (?:public|readonly) \w+ ([\w, ]+)", pxd, re.M):
+        for name in line.split(","):
+            kernel[name.strip()] = ("data", None)
+    return module, kernel
+
+
+# -- the fake's side -----------------------------------------------------------------------------
+
+def _signature(fn):
+    """``[(name, default)]`` of a Python callable, ``self`` left out."""
+    return [(p.name, p.default) for p in inspect.signature(fn).parameters.values()
+            if p.name != "self"]
+
+
+def fake_surface():
+    core = FakeCore()
+    module = {}
+    for name in dir(core):
+        if name.startswith("_"):
+            continue
+        obj = getattr(core, name)
+        if isinstance(obj, type):
+            init = obj.__init__
+            params = _signature(init) if inspect.isfunction(init) else None
+            module[name] = ("class", params, obj)
+        elif callable(obj):
+            module[name] = ("def", _signature(obj))
+        else:
+            module[name] = ("value", obj)
+    kern = core.Kernel(ConvShape(3, 8, 8, 4, 3, 3), "fwd", 4)
+    kernel = {"__init__": ("method", _signature(core.Kernel.__init__))}
+    for name in set(dir(core.Kernel)) | set(vars(kern)):
+        if name.startswith("_"):
+            continue
+        attr = getattr(core.Kernel, name, None)
+        kernel[name] = ("method", _signature(attr)) if inspect.isfunction(attr) else \
+            ("data", None)
+    return module, kernel
+
+
+# -- the pins ------------------------------------------------------------------------------------
+
+def test_the_fake_core_offers_the_core_s_names():
+    core, _ = core_surface()
+    fake, _ = fake_surface()
+    assert set(CORE_ONLY) <= set(core), set(CORE_ONLY) - set(core)
+    assert not FAKE_ONLY & set(core), FAKE_ONLY & set(core)
+    assert sorted(set(core) - set(CORE_ONLY)) == sorted(set(fake) - FAKE_ONLY)
+
+
+def test_the_fake_kernel_offers_the_core_kernel_s_members():
+    _, core = core_surface()
+    _, fake = fake_surface()
+    assert set(KERNEL_CORE_ONLY) <= set(core), set(KERNEL_CORE_ONLY) - set(core)
+    assert sorted(set(core) - set(KERNEL_CORE_ONLY)) == sorted(set(fake) - KERNEL_FAKE_ONLY)
+    for name in set(core) & set(fake):
+        assert core[name][0] == fake[name][0], f"Kernel.{name}: {core[name][0]} in the core"
+
+
+@pytest.mark.parametrize("side", ["module", "kernel"])
+def test_the_fake_core_s_signatures_are_the_core_s(side):
+    """Parameter names, their order, and the defaults (where the core's is a literal or a
+    constant of the core; ``...`` only says that there is one)."""
+    core = core_surface()[side == "kernel"]
+    fake = fake_surface()[side == "kernel"]
+    checked = 0
+    for name in sorted(set(core) & set(fake)):
+        kind, params = core[name][:2]
+        assert fake[name][0] == kind, f"{side} {name}: a {kind} in the core"
+        if kind == "value":
+            if params is not ...:
+                assert fake[name][1] == params, f"{name}: {params!r} in the core"
+            continue
+        if kind == "class" and fake[name][1] is None:
+            # an exception class: raised by the fake itself, caught by the package; it is one
+            # of the classes the core's derives from
+            for base in core[name][2]:
+                want = fake[base][2] if base in fake else \
+                    getattr(vocab, base, None) or getattr(builtins, base)
+                assert issubclass(fake[name][2], want), f"{name}: not a {base}"
+            continue
+        got = fake[name][1]
+        if params is None:
+            continue
+        assert [p for p, _ in got] == [p for p, _ in params], f"{side} {name}"
+        for (p, want), (_, have) in zip(params, got):
+            assert (want is inspect.Parameter.empty) == (have is inspect.Parameter.empty), \
+                f"{side} {name}({p}): a default on one side only"
+            if want not in (inspect.Parameter.empty, ...):
+                assert have == want, f"{side} {name}({p}={want!r}): the fake has {have!r}"
+        checked += 1
+    assert checked >= (5 if side == "module" else 8)
+
+
+def test_the_surface_is_read_from_the_sources():
+    """The reader finds what the core is known to have: a guard against a reader that finds
+    nothing and so pins nothing."""
+    module, kernel = core_surface()
+    assert module["time_run"][1][:3] == [("kern", inspect.Parameter.empty),
+                                         ("handle", inspect.Parameter.empty),
+                                         ("a", inspect.Parameter.empty)]
+    assert module["Kernel"][1][-1] == ("instances", 1)
+    assert module["GRAPH_CONFIGS_DEFAULT"] == ("value", 8)
+    assert module["CoreError"][2] == ("UcudnnError", "RuntimeError")
+    assert kernel["benchmark"][1][-2:] == [("time_warmup", 5), ("retime_last", True)]
+    assert kernel["workspace_size"] == ("data", None)
+    assert {"graph_focus", "plan", "last_unchecked_sizes", "n"} <= set(kernel)
