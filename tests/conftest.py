@@ -2,10 +2,10 @@
 
 Note [Test tiers]
     ``pytest`` (the README's command) runs the CPU tier: planners, cache, prototxt, CLI,
-    reproduce in predict mode, the C API header compiling -- about a minute on 2 cores. Where
-    a GPU would measure, the ``fake_core`` fixture stands in for the compiled core
+    reproduce in predict mode, the C API header compiling -- 102 s on a quiet 2-core machine.
+    Where a GPU would measure, the ``fake_core`` fixture stands in for the compiled core
     (tests/support/fake_core.py) and the production code runs unchanged over it.
-    ``pytest --caffe-build -m caffe_build`` builds BVLC Caffe with the patch series (about 35
+    ``pytest --caffe-build -m caffe_build`` builds BVLC Caffe with the patch series (about 36
     minutes on 2 cores; CI runs it explicitly); without ``--caffe-build`` those tests are
     skipped with that command as the reason, and with it a missing build dependency is named
     with the command that installs it. ``pytest -m gpu --require-gpu`` is the GPU tier of a GPU
@@ -42,7 +42,7 @@ CAFFE_BUILD_HEADERS = {
 
 def pytest_addoption(parser):
     parser.addoption("--caffe-build", action="store_true",
-                     help="run the tests marked caffe_build (builds BVLC Caffe, ~35 min)")
+                     help="run the tests marked caffe_build (builds BVLC Caffe, ~36 min)")
     parser.addoption("--require-gpu", action="store_true",
                      help="fail GPU tests that would be skipped (for GPU hosts); tests "
                      "needing more GPUs than --require-gpus are listed, not failed")
