@@ -22,6 +22,8 @@ from repo_paths import REPO
 README = REPO / "README.md"
 DOCS = sorted((REPO / "docs").glob("*.md"))
 PAGES = [README, *DOCS]
+#: the pages whose `Note [title] in `path`` references are checked: these and the studies'
+STUDIES = sorted((REPO / "results").rglob("*.md"))
 CODE_DIRS = ("ucudnn", "cython", "scripts", "tests", "setup.py")
 CODE_SUFFIXES = {".py", ".pyx", ".pxd", ".h", ".c", ".cpp", ".cu", ".sh", ".proto"}
 
@@ -182,7 +184,7 @@ def test_note_headings_found_as_written():
 def test_notes_are_where_the_pages_say():
     written = _notes_written()
     wrong, checked = [], 0
-    for page in PAGES:
+    for page in PAGES + STUDIES:
         text = page.read_text()
         prose = re.sub(r"`Note \[[^`]*`", "", re.sub(r"\s+", " ", text))  # `Note [title]`
         wrong += [(_rel(page), title, "no such Note") for title in set(re.findall(NOTE, prose))
