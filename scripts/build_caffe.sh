@@ -55,6 +55,7 @@ WITH_LEVELDB=OFF
 WITH_OPENCV=OFF
 HDF5_MODE="auto"
 SKIP_BUILD=0
+FETCH_ONLY=0
 CONFIGURE_ONLY=0
 BUILD_TESTS=1
 CUDA_ROOT="${CUDA_HOME:-/usr/local/cuda}"
@@ -108,6 +109,7 @@ Build:
   --no-tests             do not build the gtest binary test.testbin
   --cuda-root DIR        CUDA toolkit (default: \$CUDA_HOME or /usr/local/cuda)
   --cmake-arg ARG        extra CMake argument (repeatable)
+  --fetch-only           only fetch and verify (prints the pristine tree)
   --skip-build           only fetch, verify and patch (prints the patched tree)
   --configure-only       fetch, patch and run CMake, but do not build
   -h, --help             this help
@@ -150,6 +152,7 @@ while [[ $# -gt 0 ]]; do
     --cuda-root)  need_arg "$@"; CUDA_ROOT="$2"; shift 2 ;;
     --cmake-arg)  need_arg "$@"; EXTRA_CMAKE_ARGS+=("$2"); shift 2 ;;
     --skip-build) SKIP_BUILD=1; shift ;;
+    --fetch-only) FETCH_ONLY=1; shift ;;
     --configure-only) CONFIGURE_ONLY=1; shift ;;
     -h|--help)    usage; exit 0 ;;
     *) usage >&2; die "unknown option: $1" ;;
@@ -957,6 +960,10 @@ main() {
   log "work root: $PREFIX"
   [[ -n "$OFFLINE_DIR" ]] && setup_offline
   obtain_source
+  if [[ $FETCH_ONLY -eq 1 ]]; then
+    echo "$PRISTINE"
+    return 0
+  fi
   apply_patches
   if [[ $SKIP_BUILD -eq 1 ]]; then
     log "--skip-build: stopping after patching"
