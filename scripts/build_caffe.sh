@@ -49,7 +49,11 @@ JOBS="$(nproc 2>/dev/null || echo 2)"
 WITH_PYTHON=1
 WITH_UCUDNN=1
 NCCL_MODE=auto
-UCUDNN_PY="python3"
+UCUDNN_PY=""
+SERIES=all
+# caffe_patch/'s patches of μ-cuDNN itself (--series ucudnn), by name without their number
+UCUDNN_PATCHES=(modernise-for-cuda13-cudnn9 ucudnn-micro-batched-convolutions
+                ucudnn-tests-and-compare-tool pycaffe-numpy2-python312)
 WITH_LMDB=OFF
 WITH_LEVELDB=OFF
 WITH_OPENCV=OFF
@@ -86,6 +90,10 @@ Source (default: --fetch auto = Debian source package, then git):
                          Python's headers into PREFIX/deps (--jobs in parallel:
                          27 s on 2 cores) and given to CMake
 
+Series:
+  --series ucudnn|all    the patches of μ-cuDNN alone (${UCUDNN_PATCHES[*]})
+                         or the whole series (default: all)
+
 Locations:
   --prefix DIR           work root (default: third_party/caffe)
   --build-dir DIR        CMake build directory (default: PREFIX/build)
@@ -97,8 +105,11 @@ Build:
   --no-python            do not build pycaffe / the Python layer
   --boost-python-src DIR Boost.Python sources to compile libboost_python3X from
                          with --offline (default: the bundle's boost-python-src/)
-  --ucudnn-python EXE    Python with the ucudnn package installed (default: python3);
-                         Caffe embeds it to plan micro-batches (caffe_patch/0002)
+  --ucudnn-python EXE    Python with the ucudnn package installed, relative to the
+                         working directory or absolute (default: \$VIRTUAL_ENV/bin/python
+                         when a virtual environment is active, else the checkout's
+                         .venv/bin/python when there is one, else python3); Caffe embeds
+                         it to plan micro-batches (caffe_patch/0002)
   --no-ucudnn            build without ucudnn (stock cuDNN convolutions)
   --no-nccl              build without NCCL (default: with it where nccl.h and libnccl are
                          found: multi-GPU training, caffe train -gpu 0,1)
@@ -141,6 +152,7 @@ while [[ $# -gt 0 ]]; do
     --no-python)  WITH_PYTHON=0; shift ;;
     --boost-python-src) need_arg "$@"; BOOST_PYTHON_SRC="$2"; shift 2 ;;
     --ucudnn-python) need_arg "$@"; UCUDNN_PY="$2"; shift 2 ;;
+    --series)     need_arg "$@"; SERIES="$2"; shift 2 ;;
     --no-ucudnn)  WITH_UCUDNN=0; shift ;;
     --no-nccl)    NCCL_MODE=off; shift ;;
     --python)     need_arg "$@"; PYTHON_EXE="$2"; shift 2 ;;
@@ -161,6 +173,24 @@ done
 
 case "$FETCH" in auto|debian|git) ;; *) die "--fetch must be auto, debian or git" ;; esac
 case "$HDF5_MODE" in auto|on|off) ;; *) die "--hdf5 must be auto, on or off" ;; esac
+case "$SERIES" in ucudnn|all) ;; *) die "--series must be ucudnn or all" ;; esac
+# The Python with ucudnn: the active virtual environment's, else the quick start's .venv
+# (README.md), else python3. A path is made absolute here, against the caller's working
+# directory (detect_ucudnn runs it from /).
+if [[ -z "$UCUDNN_PY" ]]; then
+  if [[ -n "${VIRTUAL_ENV:-}" && -x "$VIRTUAL_ENV/bin/python" ]]; then
+    UCUDNN_PY="$VIRTUAL_ENV/bin/python"
+  elif [[ -x "$REPO_ROOT/.venv/bin/python" ]]; then
+    UCUDNN_PY="$REPO_ROOT/.venv/bin/python"
+  else
+    UCUDNN_PY="python3"
+  fi
+fi
+if [[ "$UCUDNN_PY" == */* && "$UCUDNN_PY" != /* ]]; then
+  # not through readlink: a virtual environment's python is a link out of it
+  UCUDNN_PY="$(cd "$(dirname "$UCUDNN_PY")" 2>/dev/null && pwd)/$(basename "$UCUDNN_PY")" ||
+    die "--ucudnn-python $UCUDNN_PY: no such directory"
+fi
 [[ "$JOBS" =~ ^[0-9]+$ && "$JOBS" -ge 1 ]] || die "--jobs must be a positive integer"
 if [[ -n "$BOOST_PYTHON_SRC" ]]; then
   [[ -n "$OFFLINE_DIR" ]] || die "--boost-python-src is used with --offline (the bundle's Boost headers)"
@@ -456,10 +486,19 @@ build_boost_from_source() {
 # re-run with unchanged inputs does nothing, and any change starts again from
 # a fresh copy of the pristine tree (no double application).
 patch_series() {
-  local p
+  local p name n=0
   for p in "$PATCH_DIR"/[0-9][0-9][0-9][0-9]-*.patch; do
-    [[ -e "$p" ]] && echo "$p"
+    [[ -e "$p" ]] || continue
+    if [[ "$SERIES" == ucudnn ]]; then
+      name="$(basename "$p" .patch)"
+      [[ " ${UCUDNN_PATCHES[*]} " == *" ${name#[0-9][0-9][0-9][0-9]-} "* ]] || continue
+      n=$((n + 1))
+    fi
+    echo "$p"
   done
+  if [[ "$SERIES" == ucudnn && $n -ne ${#UCUDNN_PATCHES[@]} ]]; then
+    die "--series ucudnn: $n of the ${#UCUDNN_PATCHES[@]} patches ${UCUDNN_PATCHES[*]} in $PATCH_DIR"
+  fi
 }
 
 apply_one() {
@@ -477,9 +516,11 @@ apply_one() {
 
 apply_patches() {
   local patches=() p want=""
-  while IFS= read -r p; do patches+=("$p"); done < <(patch_series)
+  local listed
+  listed="$(patch_series)" || exit 1
+  while IFS= read -r p; do patches+=("$p"); done <<<"$listed"
   [[ ${#patches[@]} -gt 0 ]] || die "no patches found in $PATCH_DIR"
-  want="source=$(cat "$PRISTINE/$STAMP_NAME")"$'\n'
+  want="source=$(cat "$PRISTINE/$STAMP_NAME")"$'\n'"series=$SERIES"$'\n'
   for p in "${patches[@]}"; do
     want+="$(basename "$p") $(sha256_of "$p")"$'\n'
   done
@@ -786,12 +827,17 @@ detect_ucudnn() {
     return
   fi
   local py
-  py="$(command -v "$UCUDNN_PY" 2>/dev/null)" || die "ucudnn: $UCUDNN_PY not found (--ucudnn-python)"
+  py="$(command -v "$UCUDNN_PY" 2>/dev/null)" ||
+    die "ucudnn: no Python '$UCUDNN_PY' (--ucudnn-python EXE: the Python with the ucudnn package; README.md's quick start makes .venv/bin/python)"
   # from / so that a source checkout in the working directory does not shadow the package;
   # prints the cuDNN the core was built with (empty for a core built before it was recorded)
-  local cudnn
-  cudnn="$(cd / && "$py" -c "from ucudnn import config; config.cflags(); config.libs(); c = config.build_config(); print(c.get('cudnn_include', ''), c.get('cudnn_library', ''), c.get('cudnn_version', ''))" 2>/dev/null)" ||
-    die "ucudnn: '$py' cannot import the ucudnn package with its compiled core; run 'pip install .' in this repository with that Python, pass --ucudnn-python, or --no-ucudnn"
+  local cudnn err
+  err="$(mktemp)"
+  cudnn="$(cd / && "$py" -c "from ucudnn import config; config.cflags(); config.libs(); c = config.build_config(); print(c.get('cudnn_include', ''), c.get('cudnn_library', ''), c.get('cudnn_version', ''))" 2>"$err")" || {
+    tail -n 3 "$err" >&2; rm -f "$err"
+    die "ucudnn: $py cannot import the ucudnn package with its compiled core. Install it into that Python ($py -m pip install '$REPO_ROOT'; README.md's quick start: python3 -m venv .venv && .venv/bin/pip install '.[test]' in the checkout), or pass --ucudnn-python EXE for a Python that has it, or --no-ucudnn"
+  }
+  rm -f "$err"
   log "ucudnn: enabled, embedding $py ($("$py" -c 'import sys; print(sys.version.split()[0])'))"
   if [[ $WITH_PYTHON -eq 1 && "$(readlink -f "$PYTHON_EXE")" != "$(readlink -f "$py")" ]]; then
     warn "pycaffe is built for $PYTHON_EXE but ucudnn for $py: 'import caffe' with ucudnn layers needs one Python for both (pass --python $py where Boost.Python exists for it)"
@@ -805,6 +851,25 @@ detect_ucudnn() {
   else
     warn "cuDNN: the core's build does not record its cuDNN (built by an older ucudnn); Caffe's CMake looks for one itself, which may not be the core's"
   fi
+}
+
+# Minutes:seconds since BUILD_T0.
+elapsed() { local s=$((SECONDS - BUILD_T0)); printf '%d:%02d' $((s / 60)) $((s % 60)); }
+
+# Build one CMake target, its progress on stderr. make's "[ NN%]" is each target's own
+# share of its dependencies' steps, and the targets built one after another restart it
+# (96 % of one, then 88 % of the next): the lines get the time since the build began
+# instead.
+build_target() {
+  local line
+  cmake --build "$BUILD_DIR" -j "$JOBS" --target "$1" 2>&1 | while IFS= read -r line; do
+    if [[ "$line" =~ ^\[\ *[0-9]+%\]\ (.*)$ ]]; then
+      printf '[%s] %s\n' "$(elapsed)" "${BASH_REMATCH[1]}"
+    else
+      printf '%s\n' "$line"
+    fi
+  done >&2
+  return "${PIPESTATUS[0]}"
 }
 
 configure_and_build() {
@@ -909,22 +974,30 @@ configure_and_build() {
     return 0
   fi
 
-  # tools/net_share_diffs_check, tools/net_fusion_check: share_diffs (0007) and the
-  # fusions (0008, 0009) against the net without, in CPU mode or on a GPU
-  local targets=(caffe caffe.bin net_share_diffs_check net_fusion_check)
-  # tools/ucudnn_compare: results with ucudnn_param against stock or another setting;
-  # tools/net_layout_check: a net's NHWC run against its NCHW run (0011)
-  [[ $WITH_UCUDNN -eq 1 ]] && targets+=(ucudnn_compare net_layout_check)
+  local targets=(caffe caffe.bin) t
+  # the series' check tools, where the series has them: tools/net_share_diffs_check and
+  # tools/net_fusion_check (shared activation gradients, the fusions, against the net
+  # without, in CPU mode or on a GPU); with ucudnn, tools/ucudnn_compare (results with
+  # ucudnn_param against stock or another setting) and tools/net_layout_check (a net's
+  # NHWC run against its NCHW run)
+  for t in net_share_diffs_check net_fusion_check; do
+    [[ -f "$SRC/tools/$t.cpp" ]] && targets+=("$t")
+  done
+  if [[ $WITH_UCUDNN -eq 1 ]]; then
+    for t in ucudnn_compare net_layout_check; do
+      [[ -f "$SRC/tools/$t.cpp" ]] && targets+=("$t")
+    done
+  fi
   [[ $WITH_PYTHON -eq 1 ]] && targets+=(pycaffe)
   [[ $BUILD_TESTS -eq 1 ]] && targets+=(test.testbin)
-  log "building ${targets[*]} with -j${JOBS}"
-  local t0=$SECONDS t
+  log "building ${targets[*]} with -j${JOBS}: about 35 min on 2 cores from scratch, 10 with a warm ccache; [m:ss] is the time since the build began"
+  BUILD_T0=$SECONDS
   # one target at a time: parallel top-level goals of CMake's Makefiles race
   # (two sub-makes rebuild/link the same files)
   for t in "${targets[@]}"; do
-    cmake --build "$BUILD_DIR" -j "$JOBS" --target "$t" >&2 || die "building target $t failed (see output above)"
+    build_target "$t" || die "building target $t failed (see output above)"
   done
-  log "build finished in $((SECONDS - t0)) s"
+  log "build finished in $(elapsed)"
 
   local tool="$BUILD_DIR/tools/caffe"
   [[ -x "$tool" ]] || die "caffe tool not found at $tool"

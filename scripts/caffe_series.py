@@ -177,8 +177,8 @@ _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@", re.M)
 
 
 def rewrites(repo):
-    """{(adding patch, removing patch): lines}: the lines each commit removes that an
-    earlier commit of the series (not the pristine tree) added, by `git blame` of the
+    """{(adding patch, removing patch): [(path, line)]}: the lines each commit removes that
+    an earlier commit of the series (not the pristine tree) added, by `git blame` of the
     commit's parent."""
     base, commits = series_commits(repo)
     index = {c: i for i, c in enumerate(commits, 1)}
@@ -193,18 +193,19 @@ def rewrites(repo):
             removed = []
             for m in _HUNK.finditer(chunk):
                 start, n = int(m.group(1)), int(m.group(2) if m.group(2) is not None else 1)
-                removed.extend(range(start, start + n))
+                # -U0: the hunk's n removed lines follow its header
+                texts = [l[1:] for l in chunk[m.end():].split("\n")[1:] if l[:1] == "-"][:n]
+                removed.extend(zip(range(start, start + n), texts))
             if not removed:
                 continue
             blame = git(repo, "blame", "--porcelain", f"{c}^", "--", old.group(1))
             owner = {}
             for m in re.finditer(r"^([0-9a-f]{40}) \d+ (\d+)(?: (\d+))?$", blame, re.M):
                 owner[int(m.group(2))] = m.group(1)
-            for line in removed:
+            for line, text in removed:
                 adder = index.get(owner[line])
                 if adder is not None:
-                    key = (adder, index[c])
-                    counts[key] = counts.get(key, 0) + 1
+                    counts.setdefault((adder, index[c]), []).append((old.group(1), text))
     return counts
 
 
@@ -213,9 +214,12 @@ def cmd_check(args):
     names = [git(args.repo, "notes", "--ref", NOTES_REF, "show", c, check=False).strip()
              or c[:12] for c in commits]
     counts = rewrites(args.repo)
-    for (a, r), n in sorted(counts.items()):
-        print(f"{r:04d} {names[r - 1]} removes {n} line(s) of {a:04d} {names[a - 1]}")
-    total = sum(counts.values())
+    for (a, r), lines in sorted(counts.items()):
+        print(f"{r:04d} {names[r - 1]} removes {len(lines)} line(s) of {a:04d} {names[a - 1]}")
+        if args.lines:
+            for path, text in lines:
+                print(f"    {path}: {text}")
+    total = sum(map(len, counts.values()))
     print(f"{total} line(s) of the series removed by a later patch of it")
     return 1 if total else 0
 
@@ -255,7 +259,8 @@ def main(argv=None):
     p = sub.add_parser("apply", help="pristine tree + caffe_patch/ -> the git branch")
     p.add_argument("--force", action="store_true", help="replace an existing repository")
     sub.add_parser("export", help="the git branch -> caffe_patch/")
-    sub.add_parser("check", help="count lines of the series that a later patch removes")
+    p = sub.add_parser("check", help="count lines of the series that a later patch removes")
+    p.add_argument("--lines", action="store_true", help="print each of those lines")
     sub.add_parser("manifest", help="sha256 of the files the series touches")
     args = ap.parse_args(argv)
     args.work = str(Path(args.work).resolve())
