@@ -115,6 +115,39 @@ def test_series_applies_to_pinned_source(tmp_path):
     assert _tree_digest(src) == before
 
 
+def test_ucudnn_python_default_and_relative_paths(tmp_path):
+    """build_caffe.sh embeds the active virtual environment's Python, else the checkout's
+    .venv (README.md's quick start), else python3; --ucudnn-python takes a path relative to
+    the caller's working directory, and a missing one is named by its absolute path before
+    anything is fetched."""
+    def said(args, cwd, env):
+        res = subprocess.run(["bash", str(SCRIPT), "--prefix", str(tmp_path / "p"),
+                              "--source", str(tmp_path / "none"), "--fetch-only", *args],
+                             cwd=cwd, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, timeout=60)
+        assert res.returncode != 0, res.stdout
+        m = re.search(r"the Python with the ucudnn package: (\S+)", res.stdout)
+        return m.group(1) if m else res.stdout
+
+    plain = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    venv = tmp_path / "env"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    assert said([], tmp_path, {**plain, "VIRTUAL_ENV": str(venv)}) == f"{venv}/bin/python"
+    quick_start = REPO / ".venv" / "bin" / "python"
+    assert said([], tmp_path, plain) == (str(quick_start) if os.access(quick_start, os.X_OK)
+                                         else "python3")
+    assert said(["--ucudnn-python", "env/bin/python"], tmp_path, plain) == \
+        f"{venv}/bin/python"
+    missing = subprocess.run(["bash", str(SCRIPT), "--ucudnn-python", "nowhere/bin/python",
+                              "--prefix", str(tmp_path / "q"), "--fetch-only"],
+                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, timeout=60)
+    assert missing.returncode != 0
+    assert f"no interpreter at {tmp_path}/nowhere/bin/python" in missing.stdout
+    assert not (tmp_path / "q").exists()
+
+
 def _patch(name_prefix):
     (p,) = PATCH_DIR.glob(f"{name_prefix}-*.patch")
     return p
