@@ -76,6 +76,8 @@ def slug(patch_name):
 
 def series_commits(repo):
     """(base, [commits of the patches, oldest first]) of the branch checked out in repo."""
+    if not (Path(repo) / ".git").is_dir():
+        sys.exit(f"caffe_series: no repository at {repo} (caffe_series.py apply makes it)")
     roots = git(repo, "rev-list", "--max-parents=0", "HEAD").split()
     if len(roots) != 1:
         sys.exit(f"caffe_series: {repo}: expected one root commit (the pristine tree)")
