@@ -270,7 +270,7 @@ apply_patches() {
   listed="$(patch_series)" || exit 1
   while IFS= read -r p; do patches+=("$p"); done <<<"$listed"
   [[ ${#patches[@]} -gt 0 ]] || die "no patches found in $PATCH_DIR"
-  want="source=$(cat "$PRISTINE/$STAMP_NAME")"$'\n'"series=$SERIES"$'\n'
+  want="source=$(cat "$PRISTINE/$STAMP_NAME")"$'\n'
   for p in "${patches[@]}"; do
     want+="$(basename "$p") $(sha256_of "$p")"$'\n'
   done
