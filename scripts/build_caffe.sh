@@ -300,11 +300,15 @@ apply_patches() {
 }
 
 # Make $2 identical to $1, touching only files whose content differs.
+# What pycaffe's build writes into the source tree (python/CMakeLists.txt: the link to
+# _caffe.so and the generated caffe_pb2.py, made when pycaffe links) stays: the build does
+# not make them again while pycaffe is up to date.
 rsync_like_update() {
   local from="$1" to="$2" f
-  (cd "$to" && find . -type f -print0) | while IFS= read -r -d '' f; do
-    [[ -e "$from/$f" ]] || rm -f "$to/$f"
-  done
+  (cd "$to" && find . -type f -not -path './python/caffe/proto/*' -print0) |
+    while IFS= read -r -d '' f; do
+      [[ -e "$from/$f" ]] || rm -f "$to/$f"
+    done
   (cd "$from" && find . -type f -print0) | while IFS= read -r -d '' f; do
     if [[ ! -f "$to/$f" ]] || ! cmp -s "$from/$f" "$to/$f"; then
       mkdir -p "$(dirname "$to/$f")"
