@@ -625,7 +625,7 @@ configure_and_build() {
   fi
   [[ $WITH_PYTHON -eq 1 ]] && targets+=(pycaffe)
   [[ $BUILD_TESTS -eq 1 ]] && targets+=(test.testbin)
-  log "building ${targets[*]} with -j${JOBS}: about 35 min on 2 cores from scratch, 10 with a warm ccache; [m:ss] is the time since the build began"
+  log "building ${targets[*]} with -j${JOBS}: about 20-35 min on 2 cores from scratch, 10 with a warm ccache; [m:ss] is the time since the build began"
   BUILD_T0=$SECONDS
   # one target at a time: parallel top-level goals of CMake's Makefiles race
   # (two sub-makes rebuild/link the same files)
