@@ -4,13 +4,16 @@
   pinned pristine Caffe tree (fetched and sha256-verified by build_caffe.sh, or
   taken from an already verified download); skipped only when the source
   cannot be obtained at all.
-* On the patched tree: the patches that need only 0001 apply to pristine + 0001
-  alone; Caffe's own scripts/cpp_lint.py passes on every C++ file the series
-  touches; 0002 keeps few preprocessor branches and interprets no ucudnn_param
-  field; the Notes caffe_patch/README.md names are where it says.
+* On the patched tree: the patches that need little apply with only that; Caffe's own
+  scripts/cpp_lint.py passes on every C++ file the series touches; 0002 keeps few
+  preprocessor branches and interprets no ucudnn_param field; the Notes
+  caffe_patch/README.md names are where it says.
+* test_ucudnn_series_compiles (marker ``caffe_build``): μ-cuDNN's patches alone
+  (build_caffe.sh --series ucudnn) configure, and every translation unit they touch
+  compiles (a few minutes; not a second full build).
 * test_full_build (marker ``caffe_build``): the full build produces the
   ``caffe`` tool, libcaffe and test.testbin, whose CPU checks pass (``caffe time``'s
-  whole iterations, 0012, among them), and pycaffe's blob layouts (0013) work with the
+  whole iterations, 0006, among them), and pycaffe's blob layouts (0011) work with the
   Python pycaffe was built for. It runs scripts/build_caffe.sh
   with its default work root third_party/caffe, so an existing build is
   reused and the test is quick once Caffe has been built.
@@ -112,6 +115,39 @@ def test_series_applies_to_pinned_source(tmp_path):
     assert _tree_digest(src) == before
 
 
+def test_ucudnn_python_default_and_relative_paths(tmp_path):
+    """build_caffe.sh embeds the active virtual environment's Python, else the checkout's
+    .venv (README.md's quick start), else python3; --ucudnn-python takes a path relative to
+    the caller's working directory, and a missing one is named by its absolute path before
+    anything is fetched."""
+    def said(args, cwd, env):
+        res = subprocess.run(["bash", str(SCRIPT), "--prefix", str(tmp_path / "p"),
+                              "--source", str(tmp_path / "none"), "--fetch-only", *args],
+                             cwd=cwd, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, timeout=60)
+        assert res.returncode != 0, res.stdout
+        m = re.search(r"the Python with the ucudnn package: (\S+)", res.stdout)
+        return m.group(1) if m else res.stdout
+
+    plain = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    venv = tmp_path / "env"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    assert said([], tmp_path, {**plain, "VIRTUAL_ENV": str(venv)}) == f"{venv}/bin/python"
+    quick_start = REPO / ".venv" / "bin" / "python"
+    assert said([], tmp_path, plain) == (str(quick_start) if os.access(quick_start, os.X_OK)
+                                         else "python3")
+    assert said(["--ucudnn-python", "env/bin/python"], tmp_path, plain) == \
+        f"{venv}/bin/python"
+    missing = subprocess.run(["bash", str(SCRIPT), "--ucudnn-python", "nowhere/bin/python",
+                              "--prefix", str(tmp_path / "q"), "--fetch-only"],
+                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, timeout=60)
+    assert missing.returncode != 0
+    assert f"no interpreter at {tmp_path}/nowhere/bin/python" in missing.stdout
+    assert not (tmp_path / "q").exists()
+
+
 def _patch(name_prefix):
     (p,) = PATCH_DIR.glob(f"{name_prefix}-*.patch")
     return p
@@ -127,15 +163,16 @@ def _apply(tree, names):
     assert not list(tree.rglob("*.rej"))
 
 
-@pytest.mark.parametrize("series", [("0001", "0004"), ("0001", "0004", "0002", "0003"),
-                                    ("0001", "0005"), ("0001", "0006"), ("0012",)],
-                         ids=["0001+0004", "0001+0004+0002+0003", "0001+0005", "0001+0006",
-                              "0012"])
+@pytest.mark.parametrize("series", [("0004",), ("0005",), ("0006",), ("0001", "0002", "0007"),
+                                    ("0001", "0009"), ("0001", "0009", "0002", "0003")],
+                         ids=["0004", "0005", "0006", "0001+0002+0007", "0001+0009",
+                              "0001+0009+0002+0003"])
 def test_patches_apply_with_only_what_they_need(patched_caffe_source, tmp_path, series):
-    """0004 (BatchNorm), 0005 (pycaffe) and 0006 (prototxt errors) need only 0001: each
-    applies to the pristine tree with 0001 alone, and after the patches before it (the
-    fixture applies the whole series in order); 0004 also before 0002/0003. 0012 (caffe
-    time's whole iterations) applies to the pristine tree alone."""
+    """0004 (pycaffe with NumPy 2), 0005 (prototxt errors) and 0006 (caffe time's whole
+    iterations) apply to the pristine tree alone; 0007 (shared activation gradients)
+    needs μ-cuDNN's 0001 and 0002; 0009 (the BatchNorm engines) needs only 0001, and
+    μ-cuDNN's 0002 and 0003 apply after it. Each applies after the patches before it too
+    (the fixture applies the whole series in order)."""
     if shutil.which("patch") is None:
         pytest.skip("patch not installed")
     src = patched_caffe_source
@@ -145,17 +182,20 @@ def test_patches_apply_with_only_what_they_need(patched_caffe_source, tmp_path, 
     shutil.copytree(src.parent / "pristine", tree, symlinks=True)
     _apply(tree, series)
     proto = (tree / "src/caffe/proto/caffe.proto").read_text()
-    assert ("optional Engine engine = 4 [default = DEFAULT];" in proto) == ("0004" in series)
+    assert ("optional Engine engine = 4 [default = DEFAULT];" in proto) == ("0009" in series)
     assert ("message UcudnnParameter" in proto) == ("0002" in series)
-    if "0004" in series:
+    assert ("optional bool share_diffs = 10" in proto) == ("0007" in series)
+    io_py = (tree / "python/caffe/io.py").read_text()
+    assert ("tobytes()" in io_py) == ("0004" in series)
+    if "0009" in series:
         for rel in ("src/caffe/layers/cudnn_batch_norm_layer.cpp",
                     "src/caffe/layers/cudnn_batch_norm_layer.cu",
                     "src/caffe/test/test_cudnn_batch_norm_layer.cpp"):
             assert (tree / rel).is_file(), rel
     io = (tree / "src/caffe/util/io.cpp").read_text()
-    assert ("LayerNamingErrorCollector" in io) == ("0006" in series)
+    assert ("LayerNamingErrorCollector" in io) == ("0005" in series)
     tool = (tree / "tools/caffe.cpp").read_text()
-    assert ("Note [Whole iterations]" in tool) == ("0012" in series)
+    assert ("Note [Whole iterations]" in tool) == ("0006" in series)
 
 
 #: What Caffe's lint checks (cmake/lint.cmake: SRC_FILE_EXTENSIONS).
@@ -244,6 +284,81 @@ def test_readme_and_patch_headers_tell_no_history():
     assert not found, found
 
 
+def _cached_source_args():
+    """--source for build_caffe.sh: the tarball an earlier fetch or an offline bundle left."""
+    for cand in (CAFFE_ROOT / "downloads" / ORIG_TARBALL, REPO / ".offline" / ORIG_TARBALL):
+        if cand.is_file():
+            return ["--source", str(cand)]
+    return []
+
+
+def _object_rule(build, src_root, rel):
+    """(make command, directory) that compiles source file `rel` alone in CMake's Makefiles:
+    a .cpp through its directory's per-object rule, a .cu through FindCUDA's rule."""
+    if rel.endswith(".cu"):
+        target = re.compile(rf"^(\S*generated_{re.escape(Path(rel).name)}\.o): "
+                            rf"{re.escape(str(src_root / rel))}$", re.M)
+        for bm in sorted(build.glob("**/CMakeFiles/*/build.make")):
+            m = target.search(bm.read_text())
+            if m:
+                return ["make", "-f", str(bm.relative_to(build)), m.group(1)], build
+        return None
+    d, obj = Path(rel).parent, Path(Path(rel).name)
+    while True:
+        mk = build / d / "Makefile"
+        if mk.is_file() and re.search(rf"^{re.escape(str(obj))}\.o:", mk.read_text(), re.M):
+            return ["make", f"{obj}.o"], build / d
+        if d == Path("."):
+            return None
+        obj, d = Path(d.name) / obj, d.parent
+
+
+@pytest.mark.caffe_build
+def test_ucudnn_series_compiles():
+    """μ-cuDNN's patches alone (build_caffe.sh --series ucudnn) configure, and every
+    translation unit they touch compiles: the later features' changes to μ-cuDNN's code
+    (the ones `scripts/caffe_series.py check` lists) leave it whole. The units only, by
+    CMake's per-object rules, not a second full build; their own work root
+    third_party/caffe-ucudnn, so a second run (and ccache) reuses the objects."""
+    cuda_root = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+    if not (cuda_root / "bin" / "nvcc").exists():
+        pytest.skip(f"no nvcc under {cuda_root}")
+    if shutil.which("cmake") is None:
+        pytest.skip("cmake not installed (run .ci/caffe_deps.sh)")
+    prefix = REPO / "third_party" / "caffe-ucudnn"
+    args = shlex.split(os.environ.get("UCUDNN_CAFFE_BUILD_ARGS", ""))
+    if "--source" not in args and "--offline" not in args:
+        args += _cached_source_args()
+    res = _run(["--series", "ucudnn", "--prefix", str(prefix), "--configure-only", *args],
+               timeout=1800)
+    assert res.returncode == 0, "build_caffe.sh --series ucudnn failed:\n" + res.stdout[-6000:]
+    src, build = prefix / "src", prefix / "build"
+    proto = (src / "src/caffe/proto/caffe.proto").read_text()
+    assert "message UcudnnParameter" in proto
+    assert "share_diffs" not in proto and "message FusionParameter" not in proto
+    names = [l.split()[0] for l in (src / ".ucudnn-patches").read_text().splitlines()[1:]]
+    assert [n[:4] for n in names] == ["0001", "0002", "0003", "0004"], names
+    units = sorted({f for n in names for f in _touched(PATCH_DIR / n)
+                    if f.endswith((".cpp", ".cu")) and not f.startswith("python/")})
+    assert "src/caffe/util/ucudnn.cpp" in units and "src/caffe/layers/cudnn_conv_layer.cu" in units
+    gen = subprocess.run(["cmake", "--build", str(build), "--target", "caffeproto"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         timeout=1800)
+    assert gen.returncode == 0, gen.stdout[-4000:]
+    src_root = Path(re.search(r"^CMAKE_HOME_DIRECTORY:INTERNAL=(.+)$",
+                              (build / "CMakeCache.txt").read_text(), re.M).group(1))
+    failed = []
+    for rel in units:
+        rule = _object_rule(build, src_root, rel)
+        assert rule is not None, f"no rule compiles {rel} in {build}"
+        cmd, cwd = rule
+        out = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True, timeout=1800)
+        if out.returncode != 0:
+            failed.append(f"{rel}:\n{out.stdout[-3000:]}")
+    assert not failed, "\n".join(failed)
+
+
 @pytest.mark.caffe_build
 def test_full_build(capsys, tmp_path):
     cuda_root = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
@@ -261,7 +376,8 @@ def test_full_build(capsys, tmp_path):
             and "--source" not in args and "--offline" not in args):
         args += ["--source", str(offline_tarball)]
     # ~20-35 minutes on 2 cores: the build's own progress goes to a log whose path is said
-    # first, and its [ N%] lines are echoed (pytest -s shows every line)
+    # first, and its "[m:ss] Building ..." lines are echoed, one a minute (pytest -s shows
+    # every line)
     log_path = CAFFE_ROOT / "build-test.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with capsys.disabled():
@@ -275,9 +391,9 @@ def test_full_build(capsys, tmp_path):
         for line in proc.stdout:
             log.write(line)
             lines.append(line)
-            pct = line[:6] if line.startswith("[") and "%]" in line[:6] else None
-            if pct and pct != last or line.startswith("[build_caffe]"):
-                last = pct or last
+            minute = re.match(r"\[(\d+):\d\d\] ", line)
+            if minute and minute.group(1) != last or line.startswith("[build_caffe]"):
+                last = minute.group(1) if minute else last
                 with capsys.disabled():
                     print(f"[test_full_build] {line.rstrip()[:120]}", flush=True)
     res = subprocess.CompletedProcess(proc.args, proc.returncode, "".join(lines))
@@ -312,7 +428,7 @@ def test_full_build(capsys, tmp_path):
     rounds = [l for l in check.stdout.splitlines() if l.startswith("round ")]
     assert len(rounds) == 3 and all("difference 0," in l for l in rounds), check.stdout
 
-    # 0008, 0009, 0014: the fusions change no blob, loss or parameter gradient (CPU mode),
+    # 0010: the fusions change no blob, loss or parameter gradient (CPU mode),
     # also where the activation gradients share buffers (the Eltwise layer reads the folded
     # Split's top diffs, whose buffers its bottoms' diffs may take)
     shared = tmp_path / "share_diffs_on.prototxt"
@@ -333,7 +449,7 @@ def test_full_build(capsys, tmp_path):
                 for l in fused.stdout.splitlines() if l.startswith("round ")]
         assert len(held) == 3 and all(int(f) <= int(p) for p, f in held), fused.stdout
 
-    # 0015: Net::Init folds a FUSED BatchNorm + Scale into the Eltwise SUM + ReLU right after
+    # 0010: Net::Init folds a FUSED BatchNorm + Scale into the Eltwise SUM + ReLU right after
     # them; the CPU passes are each layer's own, so the net with it gives the same blobs,
     # losses and gradients, also in a forward stopped at the Scale layer (the GPU passes are
     # checked on the GPU host: tests/gpu/test_caffe_gpu.py)
@@ -367,7 +483,7 @@ def test_full_build(capsys, tmp_path):
     assert layout.returncode == 0, layout.stdout[-4000:]
     assert "[  PASSED  ] 5 tests." in layout.stdout, layout.stdout[-4000:]
 
-    # 0012: caffe time's whole iterations (CPU mode), as ucudnn reproduce reads them
+    # 0006: caffe time's whole iterations (CPU mode), as ucudnn reproduce reads them
     from ucudnn.caffe.log import parse_caffe_time
     timed = subprocess.run([str(tool), "time", "-model", str(small), "-iterations", "3"],
                            stdout=subprocess.PIPE,
@@ -378,7 +494,7 @@ def test_full_build(capsys, tmp_path):
     assert t.timing == "whole iterations" and len(t.whole_iteration_ms) == 3, timed.stdout[-4000:]
     assert all(ms > 0 for ms in t.whole_iteration_ms), t.whole_iteration_ms
 
-    # 0013: pycaffe's blob layouts, with the Python pycaffe was built for (CPU mode; the
+    # 0011: pycaffe's blob layouts, with the Python pycaffe was built for (CPU mode; the
     # upstream-style test builds a net whose pooling runs NHWC and reads its blobs)
     pycaffe = CAFFE_ROOT / "src" / "python"
     if list((pycaffe / "caffe").glob("_caffe*.so")):

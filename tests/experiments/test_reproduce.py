@@ -447,8 +447,10 @@ def test_grid_adds_batchnorm_engine_points_only_for_nets_with_batchnorm():
     assert rp.has_batchnorm(NETS / "resnet18.prototxt")
     assert not rp.has_batchnorm(NETS / "alexnet.prototxt")
     assert rp.has_cudnn_batchnorm({"caffe_patches": ["source=x", "0001-a.patch 1",
-                                                     "0004-cudnn-batch-norm.patch 2"]})
+                                                     "0009-batch-norm-engines.patch 2"]})
     assert not rp.has_cudnn_batchnorm({"caffe_patches": ["source=x", "0001-a.patch 1"]})
+    assert not rp.has_cudnn_batchnorm({"caffe_patches": ["source=x", "0001-a.patch 1",
+                                                         "0004-pycaffe-numpy2-python312.patch 2"]})
     assert not rp.has_cudnn_batchnorm({})
 
 

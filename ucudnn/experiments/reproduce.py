@@ -160,9 +160,11 @@ def with_stock_budget(p: Point, doc: dict) -> Tuple[Point, Optional[str]]:
 
 
 def has_cudnn_batchnorm(meta: dict) -> bool:
-    """The Caffe binary of ``meta`` carries caffe_patch/0004 (BatchNorm engines CUDNN and
-    FUSED), by the patch stamp of the source tree it was built from."""
-    return any(line.startswith("0004-") for line in meta.get("caffe_patches") or [])
+    """The Caffe binary of ``meta`` carries the BatchNorm engines CUDNN and FUSED
+    (caffe_patch/0009-batch-norm-engines.patch), by the patch stamp of the source tree it
+    was built from."""
+    return any(line.split(" ", 1)[0].endswith("-batch-norm-engines.patch")
+               for line in meta.get("caffe_patches") or [])
 
 
 def has_batchnorm(prototxt: Path) -> bool:
@@ -202,7 +204,7 @@ def run(opts: Options, say: Callable[[str], None] = print) -> dict:
                                                     or not has_cudnn_batchnorm(doc["meta"])):
         # predicted convolution times do not depend on the BatchNorm engine
         if mode == "caffe":
-            say("the Caffe binary does not carry caffe_patch/0004 (its source tree's patch "
+            say("the Caffe binary does not carry caffe_patch/0009 (its source tree's patch "
                 "stamp lists " + (", ".join(doc["meta"].get("caffe_patches", [])[1:]) or "none")
                 + "): no points with its BatchNorm engines")
         bn_engines = [b for b in bn_engines if b == "caffe"]
