@@ -510,7 +510,7 @@ build_target() {
 configure_and_build() {
   local nvcc="${CUDA_ROOT}/bin/nvcc"
   [[ -x "$nvcc" ]] || die "nvcc not found at $nvcc (use --cuda-root)"
-  command -v cmake >/dev/null 2>&1 || die "cmake not found (run .ci/caffe_deps.sh)"
+  command -v cmake >/dev/null 2>&1 || die "cmake not found (run scripts/caffe_deps.sh)"
   log "CUDA: $("$nvcc" --version | grep -o 'release [0-9.]*')  arch: sm_{${CUDA_ARCH// /,}} ptx: ${CUDA_PTX}"
   detect_hdf5
   detect_nccl

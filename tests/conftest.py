@@ -29,9 +29,9 @@ import child_env
 import fake_core as fake_core_module
 
 CAFFE_BUILD_TOOLS = {
-    "cmake": "apt-get install cmake (or: bash .ci/caffe_deps.sh)",
-    "protoc": "apt-get install protobuf-compiler (or: bash .ci/caffe_deps.sh)",
-    "make": "apt-get install build-essential (or: bash .ci/caffe_deps.sh)",
+    "cmake": "apt-get install cmake (or: bash scripts/caffe_deps.sh)",
+    "protoc": "apt-get install protobuf-compiler (or: bash scripts/caffe_deps.sh)",
+    "make": "apt-get install build-essential (or: bash scripts/caffe_deps.sh)",
 }
 CAFFE_BUILD_HEADERS = {
     "glog/logging.h": "libgoogle-glog-dev", "gflags/gflags.h": "libgflags-dev",
@@ -60,7 +60,7 @@ def _caffe_build_missing():
              Path("/usr/include/openblas"), Path("/usr/local/include")]
     for header, pkg in CAFFE_BUILD_HEADERS.items():
         if not any((r / header).exists() for r in roots):
-            return f"{header} not found: apt-get install {pkg} (or: bash .ci/caffe_deps.sh)"
+            return f"{header} not found: apt-get install {pkg} (or: bash scripts/caffe_deps.sh)"
     return None
 
 
@@ -95,7 +95,7 @@ def pytest_collection_modifyitems(config, items):
         missing = _caffe_build_missing()
         reason = f"Caffe build dependency missing: {missing}" if missing else None
     else:
-        reason = ("builds BVLC Caffe (~35 min on 2 cores): bash .ci/caffe_deps.sh "
+        reason = ("builds BVLC Caffe (~35 min on 2 cores): bash scripts/caffe_deps.sh "
                   "--with-pycaffe-runtime, then "
                   "pytest --caffe-build -m caffe_build")
     if reason:
@@ -175,7 +175,7 @@ def patched_caffe_source(tmp_path_factory):
     from an already verified tarball where there is one. Skips where the source cannot be had."""
     from ucudnn.caffe.protoc import find_protoc
     if find_protoc() is None:       # the tests compile its caffe.proto
-        pytest.skip("no protobuf compiler: protoc (.ci/caffe_deps.sh installs "
+        pytest.skip("no protobuf compiler: protoc (scripts/caffe_deps.sh installs "
                     "protobuf-compiler) or pip install grpcio-tools")
     prefix = tmp_path_factory.mktemp("caffe")
     args = ["bash", str(REPO / "scripts" / "build_caffe.sh"), "--prefix", str(prefix),

@@ -223,7 +223,7 @@ def test_series_passes_caffe_lint(patched_caffe_source):
     py = _python_with_six()
     if py is None:
         pytest.skip("Caffe's scripts/cpp_lint.py needs six: apt-get install python3-six "
-                    "(or: bash .ci/caffe_deps.sh)")
+                    "(or: bash scripts/caffe_deps.sh)")
     files = sorted({f for p in PATCH_DIR.glob("[0-9][0-9][0-9][0-9]-*.patch")
                     for f in _touched(p) if f.endswith(LINT_SUFFIXES)})
     assert "src/caffe/util/ucudnn.cpp" in files and "src/caffe/util/io.cpp" in files
@@ -324,7 +324,7 @@ def test_ucudnn_series_compiles():
     if not (cuda_root / "bin" / "nvcc").exists():
         pytest.skip(f"no nvcc under {cuda_root}")
     if shutil.which("cmake") is None:
-        pytest.skip("cmake not installed (run .ci/caffe_deps.sh)")
+        pytest.skip("cmake not installed (run scripts/caffe_deps.sh)")
     prefix = REPO / "third_party" / "caffe-ucudnn"
     args = shlex.split(os.environ.get("UCUDNN_CAFFE_BUILD_ARGS", ""))
     if "--source" not in args and "--offline" not in args:
@@ -365,7 +365,7 @@ def test_full_build(capsys, tmp_path):
     if not (cuda_root / "bin" / "nvcc").exists():
         pytest.skip(f"no nvcc under {cuda_root}")
     if shutil.which("cmake") is None:
-        pytest.skip("cmake not installed (run .ci/caffe_deps.sh)")
+        pytest.skip("cmake not installed (run scripts/caffe_deps.sh)")
     args = shlex.split(os.environ.get("UCUDNN_CAFFE_BUILD_ARGS", ""))
     # build_caffe.sh reuses third_party/caffe/{downloads,pristine}; fall back
     # to an offline bundle's tarball when nothing was fetched before
@@ -503,7 +503,7 @@ def test_full_build(capsys, tmp_path):
         runtime = subprocess.run([python, "-c", "import skimage, google.protobuf"],
                                  capture_output=True, text=True)
         assert runtime.returncode == 0, (
-            f"pycaffe's runtime is missing for {python} (bash .ci/caffe_deps.sh "
+            f"pycaffe's runtime is missing for {python} (bash scripts/caffe_deps.sh "
             f"--with-pycaffe-runtime): {runtime.stderr[-500:]}")
         blobs = subprocess.run([python, "-m", "unittest", "-v", "caffe.test.test_net_layout"],
                                cwd=pycaffe, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

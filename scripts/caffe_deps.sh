@@ -3,7 +3,7 @@
 # caffe_patch/) with scripts/build_caffe.sh. Idempotent: packages already
 # installed are skipped; apt-get is only invoked when something is missing.
 #
-# Usage: .ci/caffe_deps.sh [--with-optional] [--with-pycaffe-runtime]
+# Usage: scripts/caffe_deps.sh [--with-optional] [--with-pycaffe-runtime]
 #   --with-optional         also install LMDB/LevelDB/OpenCV dev packages (only
 #                           for build_caffe.sh --with-lmdb/--with-leveldb/--with-opencv)
 #   --with-pycaffe-runtime  also install what `import caffe` needs at run time
