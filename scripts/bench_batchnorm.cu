@@ -1,8 +1,8 @@
 // Batch normalization on the GPU, NCHW fp32, training step (forward with batch statistics and
 // backward with the scale/bias gradients): cuDNN's legacy API (SPATIAL, SPATIAL_PERSISTENT)
-// against the fused kernels of caffe_patch/0004 (a copy of them, kept equal by hand: this is a
-// measuring tool, not a second home of the layer; it lacks caffe_patch/0016's finishing kernels
-// of a warp per channel). For each of ResNet-18's BatchNorm shapes at
+// against the fused kernels of caffe_patch/0009 (a copy of them, kept equal by hand: this is a
+// measuring tool, not a second home of the layer; it lacks that patch's finishing kernels of a
+// warp per channel). For each of ResNet-18's BatchNorm shapes at
 // a batch of N: median times (CUDA events) and the largest error of y, dx, dscale, dbias and
 // the batch statistics against a double-precision computation of the same formulas.
 //
@@ -23,7 +23,7 @@
 #define DK(x) do { cudnnStatus_t e = (x); if (e != CUDNN_STATUS_SUCCESS) { \
   fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudnnGetErrorString(e)); exit(1); } } while (0)
 
-// ---- the fused kernels (as in caffe_patch/0004, cudnn_batch_norm_layer.cu) ----------------
+// ---- the fused kernels (as in caffe_patch/0009, cudnn_batch_norm_layer.cu) ----------------
 static const int kThreads = 256;
 
 // W values of T loaded or stored as one (16-byte) access

@@ -13,7 +13,7 @@ against on the GPU host).
 
 An iteration is what each side's timer times: Caffe's Net::Forward + Net::Backward (pycaffe's
 ``net.forward(); net.backward()``, as `caffe time`'s whole iterations, Note [Whole
-iterations] in caffe_patch/0012), PyTorch's forward, loss and backward with gradients set to
+iterations] in caffe_patch/0006), PyTorch's forward, loss and backward with gradients set to
 None (scripts/time_pytorch.py's iteration). Method:
 
 * ``--warmup`` iterations (plans, algorithm searches, compilation), then ``--iterations``

@@ -30,7 +30,7 @@ is read from its log). A process runs --warmup iterations -- the first, which ho
 algorithm search and, for compile, the compilation, timed on its own with a wall clock
 (``first_iteration_s``) -- then --iterations iterations, each bracketed by CUDA events and
 synchronized at its end, as `caffe time` times its whole iterations (Note [Whole iterations]
-in caffe_patch/0012). A process's time is the median of its iterations, a mode's
+in caffe_patch/0006). A process's time is the median of its iterations, a mode's
 the median over its processes (``per_process_ms``). Every process compiles from empty caches
 (a TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR of its own), so compile's first iteration is
 the whole cold compilation in each. The modes' processes alternate (eager, channels_last,

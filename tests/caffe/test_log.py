@@ -1,6 +1,6 @@
 """The `caffe time` log parser on logs captured on the GPU host (tests/data/caffe_logs/: the
 patched Caffe, H200, 2026-11-29, `ucudnn reproduce` at batch 256, 10 iterations; and
-``alexnet_undivided_512MiB_whole_iterations.log``, 2026-12-03, with caffe_patch/0012's
+``alexnet_undivided_512MiB_whole_iterations.log``, 2026-12-03, with caffe_patch/0006's
 whole iterations, 20 iterations)."""
 import re
 import statistics
@@ -58,7 +58,7 @@ def test_missing_iterations_rejected():
 
 
 def _with_whole_iterations(text, times):
-    """``text`` with the lines caffe_patch/0012 adds after the per-layer timing (Note [Whole
+    """``text`` with the lines caffe_patch/0006 adds after the per-layer timing (Note [Whole
     iterations] in Caffe's tools/caffe.cpp), in glog's format."""
     lines = [f"I1203 20:01:0{i % 10}.000000  4242 caffe.cpp:424] Whole iteration: {i + 1} "
              f"forward-backward time: {t} ms." for i, t in enumerate(times)]
@@ -87,7 +87,7 @@ def test_missing_whole_iterations_rejected():
 
 
 def test_whole_iterations_of_a_real_log():
-    """A log of Caffe with caffe_patch/0012: the whole iterations after the per-layer ones,
+    """A log of Caffe with caffe_patch/0006: the whole iterations after the per-layer ones,
     their median as Caffe printed it."""
     text = _log("alexnet_undivided_512MiB_whole_iterations.log")
     t = parse_caffe_time(text)

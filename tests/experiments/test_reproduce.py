@@ -427,7 +427,7 @@ def test_old_results_still_load_and_summarise(tmp_path):
     assert json.loads((tmp_path / "reproduce.json").read_text())["schema"] == 2
 
 
-# -- BatchNorm engines (caffe_patch/0004, Note [BatchNorm engines]) ---------------------------
+# -- BatchNorm engines (caffe_patch/0009, Note [BatchNorm engines]) ---------------------------
 
 def test_grid_adds_batchnorm_engine_points_only_for_nets_with_batchnorm():
     pts = grid.grid(["alexnet", "resnet18"], [MIB], ["undivided"], ilp=True, shared=False,
@@ -441,7 +441,7 @@ def test_grid_adds_batchnorm_engine_points_only_for_nets_with_batchnorm():
                     "resnet18/undivided/1.0MiB/cudnn-bn", "resnet18/ilp/1.0MiB/cudnn-bn",
                     "resnet18/caffe/-/fused-bn", "resnet18/unlimited/-/fused-bn",
                     "resnet18/undivided/1.0MiB/fused-bn", "resnet18/ilp/1.0MiB/fused-bn"]
-    # the keys of BVLC-engine points are those written before 0004: old results resume
+    # the keys of BVLC-engine points are those written before the BatchNorm engines: old results resume
     assert grid.Point("resnet18", "all", 64 * MIB).key == "resnet18/all/64.0MiB"
     assert grid.Point("resnet18", "all", 64 * MIB, "cudnn").stem == "resnet18_all_64.0MiB_cudnn-bn"
     assert rp.has_batchnorm(NETS / "resnet18.prototxt")
@@ -473,12 +473,12 @@ def test_variant_prototxt_writes_the_batchnorm_engine(tmp_path):
     assert engines(grid.Point("resnet18", "all", 64 * MIB), True)[0] == {pb2.BatchNormParameter.CAFFE}
     assert engines(grid.Point("resnet18", "shared", 64 * MIB, "fused"), True)[0] == {
         pb2.BatchNormParameter.FUSED}
-    # a binary without 0004 rejects the field: not written, and a cuDNN point cannot be made
+    # a binary without the BatchNorm engines rejects the field: not written, and a cuDNN point cannot be made
     dest = tmp_path / "old.prototxt"
     caffe_run.variant_prototxt(pb2, src, grid.Point("resnet18", "caffe"), dest, None, "powerOfTwo")
     assert "engine" not in dest.read_text()
     for bn in ("cudnn", "fused"):
-        with pytest.raises(ValueError, match="caffe_patch/0004"):
+        with pytest.raises(ValueError, match="caffe_patch/0009"):
             caffe_run.variant_prototxt(pb2, src, grid.Point("resnet18", "caffe", bn=bn), dest, None,
                                 "powerOfTwo")
 

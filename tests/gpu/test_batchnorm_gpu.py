@@ -1,10 +1,10 @@
-"""The BatchNorm engines of the patched Caffe (caffe_patch/0004: CUDNN and FUSED): the gtests
+"""The BatchNorm engines of the patched Caffe (caffe_patch/0009: CUDNN and FUSED): the gtests
 (either engine against CAFFE, layer and net, Scale folded), ResNet-18 trained a few steps with
 each engine (the same losses), and `caffe time` of ResNet-18 with each engine (BatchNorm +
 Scale time printed, not asserted).
 
 Needs a Caffe built by scripts/build_caffe.sh (third_party/caffe/build, or the build folder in
-$UCUDNN_CAFFE_BUILD) with 0004 and a GPU; skipped otherwise. Same conventions as
+$UCUDNN_CAFFE_BUILD) with caffe_patch/0009 and a GPU; skipped otherwise. Same conventions as
 tests/gpu/test_caffe_gpu.py.
 """
 import re
@@ -18,7 +18,7 @@ from ucudnn.caffe.log import parse_caffe_time
 pytestmark = pytest.mark.gpu
 
 RESNET18 = NETS / "resnet18.prototxt"
-# the gtest files of 0004 and the layers it changes (scripts/gpu_node.sh builds only the
+# the gtest files of 0009 and the layers it changes (scripts/gpu_node.sh builds only the
 # listed ones: -DBUILD_only_tests=...)
 GTEST_FILES = "cudnn_batch_norm_layer,batch_norm_layer,scale_layer,bias_layer"
 
@@ -60,9 +60,9 @@ def _folded(out):
 
 
 def test_batchnorm_gtests(caffe):
-    """The gtests of 0004 (CuDNNBatchNorm*: CUDNN against CAFFE per layer and in a net,
+    """The gtests of 0009 (CuDNNBatchNorm*: CUDNN against CAFFE per layer and in a net,
     folding, fallback, a CAFFE-trained model loaded with CUDNN) and Caffe's own BatchNorm,
-    Scale and Bias tests (0004 changes ScaleLayer and BiasLayer::Backward_gpu)."""
+    Scale and Bias tests (0009 changes ScaleLayer and BiasLayer::Backward_gpu)."""
     exe = caffe["build"] / "test" / "test.testbin"
     if not exe.is_file():
         pytest.skip(f"{exe} not built (build_caffe.sh without --no-tests)")
@@ -72,7 +72,7 @@ def test_batchnorm_gtests(caffe):
     print("\n".join(l for l in r.stdout.splitlines() if l.startswith("[  ")))
     assert r.returncode == 0, r.stdout[-8000:]
     assert "CuDNNBatchNormNetTest/0.TestFoldedNetMatchesCaffe" in r.stdout, (
-        "the 0004 gtests are not in test.testbin: build with "
+        "the 0009 gtests are not in test.testbin: build with "
         f"-DBUILD_only_tests=...,{GTEST_FILES} (or all tests)")
     # cases 0/1: CUDNN (float, double), 2/3: FUSED
     for case in range(4):

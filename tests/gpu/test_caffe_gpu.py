@@ -366,7 +366,7 @@ def _fusion_check(caffe, net, *fusions):
 
 
 def test_eltwise_relu_fusion_gives_the_same_results_on_the_gpu(caffe):
-    """caffe_patch/0008 on the GPU (Note [Eltwise + ReLU fusion]): ResNet-18 at batch 2, then
+    """caffe_patch/0010 on the GPU (Note [Eltwise + ReLU fusion]): ResNet-18 at batch 2, then
     6, in Caffe's own GPU layers (engine CAFFE: no cuDNN algorithm whose sums change order
     from run to run), with ``fusion { eltwise_relu: true }`` against every fusion off: every
     blob's data, each loss and every parameter gradient identical (``net_fusion_check
@@ -380,7 +380,7 @@ def test_eltwise_relu_fusion_gives_the_same_results_on_the_gpu(caffe):
 
 @pytest.mark.parametrize("share_diffs", [False, True])
 def test_split_sum_fusion_gives_the_same_results_on_the_gpu(caffe, share_diffs):
-    """caffe_patch/0014 on the GPU (Note [Split sum fusion]): ResNet-18 as above, the Eltwise
+    """caffe_patch/0010 on the GPU (Note [Split sum fusion]): ResNet-18 as above, the Eltwise
     + ReLU fusion with and without its Split's sum folded in, against every fusion off: every
     blob, loss and parameter gradient identical. Seven Splits fold (every residual block's
     output but the last, which goes to pool5). With ``share_diffs`` the Splits' top diffs
@@ -422,7 +422,7 @@ def _resnet18_fused_bn(caffe, tag, global_stats, share_diffs):
                                                       (False, True)])
 def test_batch_norm_relu_fusion_gives_the_same_results_on_the_gpu(caffe, global_stats,
                                                                   share_diffs):
-    """caffe_patch/0009 on the GPU (Note [BatchNorm + ReLU fusion]): ResNet-18 as above but
+    """caffe_patch/0010 on the GPU (Note [BatchNorm + ReLU fusion]): ResNet-18 as above but
     with FUSED BatchNorm (deterministic: its sums finish in a fixed order), both fusions on
     against both off: every blob, loss and parameter gradient identical. With
     ``use_global_stats`` the forward applies the ReLU and the ReLU layer runs its own
@@ -444,7 +444,7 @@ def test_batch_norm_relu_fusion_gives_the_same_results_on_the_gpu(caffe, global_
     (False, False, False), (False, False, True), (False, True, True), (True, False, True)])
 def test_batch_norm_eltwise_fusion_gives_the_same_results_on_the_gpu(caffe, global_stats,
                                                                      share_diffs, split_sum):
-    """caffe_patch/0015 on the GPU (Note [BatchNorm + Eltwise fusion]): ResNet-18 with FUSED
+    """caffe_patch/0010 on the GPU (Note [BatchNorm + Eltwise fusion]): ResNet-18 with FUSED
     BatchNorm as above; the last BatchNorm + Scale of each of its 8 blocks applied by the
     block's Eltwise SUM + ReLU, against every fusion off: every other blob, each loss and
     every parameter gradient identical, and a forward stopped at each such Scale layer gives

@@ -370,7 +370,7 @@ def test_python_layer_between_ucudnn_layers(pycaffe, split_setting):
 
 def test_pycaffes_own_suite_passes(pycaffe):
     """Caffe's upstream pycaffe tests (python/caffe/test, made for Python 3.12 by
-    caffe_patch/0005) pass on this Python; a test whose optional module is absent (pydot for
+    caffe_patch/0004) pass on this Python; a test whose optional module is absent (pydot for
     test_draw) is skipped with the module named."""
     r = subprocess.run([sys.executable, "-m", "unittest", "discover", "-v", "-s",
                         str(PYCAFFE / "caffe" / "test")],

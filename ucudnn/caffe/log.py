@@ -12,7 +12,7 @@
     I1129 21:02:03.323456  4242 caffe.cpp:422] Average Forward-Backward: 61.1 ms.
 
 Its per-layer timer waits for the GPU at every layer, so those iterations also hold the idle
-gaps while the host starts each next layer. With caffe_patch/0012 (Note [Whole iterations]
+gaps while the host starts each next layer. With caffe_patch/0006 (Note [Whole iterations]
 in ``tools/caffe.cpp``) it then times as many whole iterations, as training runs them and as
 PyTorch is timed, and logs::
 
@@ -54,7 +54,7 @@ class CaffeLogError(ValueError):
 class CaffeTime:
     """What one ``caffe time`` run measured, in milliseconds (per iteration).
     ``iteration_ms``: the iterations of the per-layer timer; ``whole_iteration_ms``: the whole
-    iterations (empty where Caffe has no caffe_patch/0012)."""
+    iterations (empty where Caffe has no caffe_patch/0006)."""
     iterations: int
     iteration_ms: List[float]
     forward_ms: float

@@ -11,7 +11,7 @@ Note [Caffe's memory]
     - ``split_diffs``: Caffe inserts a Split layer where one version of a blob feeds more than
       one layer (Net::Init, InsertSplits); its tops share the blob's values but each holds its
       own gradient, summed in the Split's backward;
-    - ``bn_saved``: caffe_patch/0004's BatchNorm in place keeps its input for the backward in
+    - ``bn_saved``: caffe_patch/0009's BatchNorm in place keeps its input for the backward in
       one more buffer of the blob's size (Note [In-place BatchNorm without a copy]);
     - ``pool_masks``: MAX pooling's argmax per output value;
     - ``params``: the weights and biases, values and gradients;

@@ -69,12 +69,13 @@ def add_parser(sub) -> None:
                    "its name and batch")
     s.add_argument("--fusions", default=None,
                    help="the fusions on in every Caffe point's net, the others off: a "
-                   "comma-separated list of eltwise_relu (an Eltwise SUM and the in-place ReLU "
-                   "after it as one layer; caffe_patch/0008), batch_norm_relu (a FUSED "
-                   "BatchNorm, its Scale and the in-place ReLU after them; 0009), "
+                   "comma-separated list of the fusions of caffe_patch/0010: eltwise_relu "
+                   "(an Eltwise SUM and the in-place ReLU after it as one layer), "
+                   "batch_norm_relu (a FUSED "
+                   "BatchNorm, its Scale and the in-place ReLU after them), "
                    "split_sum (that Eltwise layer sums the gradients of the Split layer "
-                   "after it; 0014) and batch_norm_eltwise (that Eltwise layer applies the "
-                   "FUSED BatchNorm and Scale before it; 0015), or all, or none (default: "
+                   "after it) and batch_norm_eltwise (that Eltwise layer applies the "
+                   "FUSED BatchNorm and Scale before it), or all, or none (default: "
                    "the nets' own, Caffe's defaults: all on)")
     s.add_argument("--layouts", default="NCHW",
                    help="activations' layouts of ucudnn's points, each a point of its own "
@@ -87,9 +88,9 @@ def add_parser(sub) -> None:
                    "configs), both (Note [Choices])")
     s.add_argument("--bn-engines", default="caffe,fused",
                    help="BatchNorm engines of nets that have BatchNorm layers: caffe (BVLC's "
-                   "layer, the paper's baseline), fused or cudnn (caffe_patch/0004's kernels "
+                   "layer, the paper's baseline), fused or cudnn (caffe_patch/0009's kernels "
                    "or cuDNN's calls; points keyed .../fused-bn, .../cudnn-bn, skipped when "
-                   "the binary lacks 0004)")
+                   "the binary lacks that patch)")
     s.set_defaults(func=run)
 
 

@@ -36,11 +36,11 @@ def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Op
     """Write ``source`` with the point's net-wide ``ucudnn_param`` (its families of choices
     included) and BatchNorm engine to
     ``dest``; returns its layers' types by name, in the net's order. ``bn_engine_field``: the Caffe
-    binary knows ``batch_norm_param.engine`` (caffe_patch/0004), so the engine is written on
+    binary knows ``batch_norm_param.engine`` (caffe_patch/0009), so the engine is written on
     every BatchNorm layer even where it is BVLC's (Note [BatchNorm engines]). ``share_diffs``:
     the net's ``share_diffs: true`` (caffe_patch/0007, Note [Shared activation gradients] in
     Caffe's net.cpp), for every point alike; ``fusions``: the fusions to turn on in the net's
-    ``fusion`` (``grid.FUSIONS``, caffe_patch/0008, 0009, 0014 and 0015), every other one
+    ``fusion`` (``grid.FUSIONS``, caffe_patch/0010), every other one
     off; None leaves the net's field as it is. A ucudnn point's ``layout`` is its net's
     ``ucudnn_param.layout`` (Note [NHWC in Caffe] in caffe_patch/0011)."""
     net = read_net(pb2, str(source))
@@ -57,7 +57,7 @@ def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Op
     for layer in net.layer:
         layer.ClearField("ucudnn_param")
     if point.bn != "caffe" and not bn_engine_field:
-        raise ValueError(f"BatchNorm engine {point.bn!r} needs a Caffe with caffe_patch/0004")
+        raise ValueError(f"BatchNorm engine {point.bn!r} needs a Caffe with caffe_patch/0009")
     for layer in net.layer:
         if layer.type == "BatchNorm" and bn_engine_field:
             layer.batch_norm_param.engine = getattr(pb2.BatchNormParameter, point.bn.upper())

@@ -16,7 +16,7 @@ LIMITS = ("8MiB", "64MiB", "512MiB")
 SETTINGS = ("caffe", "unlimited", *POLICIES, "ilp", "shared", "shared_stock")
 #: Settings planned with one budget for the net (the ILP's policy, ``--ilp-policy``).
 NETWIDE = ("ilp", "shared", "shared_stock")
-#: The fusions of a Caffe net (NetParameter.fusion: caffe_patch/0008, 0009, 0014 and 0015),
+#: The fusions of a Caffe net (NetParameter.fusion: caffe_patch/0010),
 #: each on by default in Caffe.
 FUSIONS = ("eltwise_relu", "batch_norm_relu", "split_sum", "batch_norm_eltwise")
 
@@ -35,19 +35,19 @@ FUSIONS = ("eltwise_relu", "batch_norm_relu", "split_sum", "batch_norm_eltwise")
 LEGACY_UNLIMITED = 1 << 40
 #: BatchNorm engines (Note [BatchNorm engines]): ``caffe`` is BVLC's layer -- the paper's
 #: baseline and every point's default --, ``cudnn`` and ``fused`` the engines of
-#: caffe_patch/0004 (cuDNN's batch normalization; 0004's own kernels, its default).
+#: caffe_patch/0009 (cuDNN's batch normalization; its own kernels, its default).
 BN_ENGINES = ("caffe", "cudnn", "fused")
 
 # Note [BatchNorm engines]
-#     caffe_patch/0004 runs BatchNorm in one pass each way, through cuDNN (``engine: CUDNN``)
+#     caffe_patch/0009 runs BatchNorm in one pass each way, through cuDNN (``engine: CUDNN``)
 #     or its own kernels (``engine: FUSED``), and folds the Scale layer after it into that
 #     pass. It is not part of the paper's method, so the paper's grid keeps BVLC's layer
 #     (``batch_norm_param { engine: CAFFE }`` written into every variant when the binary has
-#     0004; without 0004 that is Caffe's only engine) and a net with BatchNorm layers gains the
-#     same points again per other engine asked for. Their key ends in ``/cudnn-bn`` or
-#     ``/fused-bn``; the keys of
-#     ``caffe`` points are those results written before 0004 used, so they resume. Speedups
-#     compare within one engine (undivided at the same limit and engine).
+#     that patch; without it that is Caffe's only engine) and a net with BatchNorm layers gains
+#     the same points again per other engine asked for. Their key ends in ``/cudnn-bn`` or
+#     ``/fused-bn``; the keys of ``caffe`` points are those that results written before the
+#     BatchNorm engines used, so they resume. Speedups compare within one engine (undivided at
+#     the same limit and engine).
 
 
 # Note [Nets at another batch]
@@ -151,7 +151,7 @@ def grid(nets: Sequence[str], limits: Sequence[int], policies: Sequence[str] = P
 
 
 def bn_engine(rec: dict) -> str:
-    """A point record's BatchNorm engine (records written before 0004: ``caffe``)."""
+    """A point record's BatchNorm engine (records written before the BatchNorm engines: ``caffe``)."""
     return rec.get("bn_engine") or "caffe"
 
 

@@ -16,7 +16,7 @@ Note [Results schema]
     vocab.UNLIMITED; schema 1 stored 1 << 40, read as unlimited too), ``status`` (``ok``,
     ``failed``, ``predicted``, ``skipped``), ``error``/``log_tail`` when failed; measured:
     ``median_ms`` (over whole iterations where ``timing`` says ``whole iterations``, Note
-    [Whole iterations] of caffe_patch/0012, else over the per-layer timer's iterations:
+    [Whole iterations] of caffe_patch/0006, else over the per-layer timer's iterations:
     ``per layer``), ``per_layer_median_ms``, ``mean_ms`` (the per-layer timer's),
     ``forward_ms``, ``backward_ms``, ``conv_ms``, ``type_ms``
     (per kind of layer, :func:`type_ms`), ``peak_gpu_memory_bytes`` (the most GPU memory
