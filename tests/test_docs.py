@@ -17,18 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from notes import HEADING, notes_written, wrong_note_refs
 from repo_paths import REPO
 
 README = REPO / "README.md"
 DOCS = sorted((REPO / "docs").glob("*.md"))
 PAGES = [README, *DOCS]
-#: the pages whose `Note [title] in `path`` references are checked: these and the studies'
-STUDIES = sorted((REPO / "results").rglob("*.md"))
-CODE_DIRS = ("ucudnn", "cython", "scripts", "tests", "setup.py")
-CODE_SUFFIXES = {".py", ".pyx", ".pxd", ".h", ".c", ".cpp", ".cu", ".sh", ".proto"}
 
 LINK = re.compile(r"!?\[((?:[^\[\]]|\[[^\]]*\])*)\]\(([^)\s]+)\)")
-NOTE = r"Note \[([^\]]+)\]"
 
 
 def _rel(page):
@@ -133,66 +129,13 @@ def test_relative_links_resolve(page):
         assert checked >= 10
 
 
-def _code_files():
-    for name in CODE_DIRS:
-        root = REPO / name
-        files = [root] if root.is_file() else sorted(root.rglob("*"))
-        yield from (f for f in files if f.suffix in CODE_SUFFIXES and f.is_file())
-
-
-#: a Note's own heading: a line that holds only `Note [title]` (after comment marks)
-HEADING = re.compile(r"^[ \t]*(?:#|//|/?\*+)?[ \t]*Note \[([^\]]+)\][ \t]*:?$", re.M)
-
-
-def _caffe_sections():
-    """{path in Caffe's tree: the lines the patch series adds to it, joined}."""
-    sections = {}
-    for patch in sorted((REPO / "caffe_patch").glob("*.patch")):
-        for part in re.split(r"^diff --git ", patch.read_text(), flags=re.M)[1:]:
-            m = re.search(r"^\+\+\+ b/(\S+)", part, re.M)
-            if m:
-                added = "\n".join(l[1:] for l in part.splitlines() if l.startswith("+")
-                                  and not l.startswith("+++"))
-                sections[m.group(1)] = sections.get(m.group(1), "") + "\n" + added
-    return sections
-
-
-def _notes_written():
-    """{title: the files that hold its heading}: the repository's code, and Caffe's files as
-    the patch series writes them."""
-    texts = {str(f.relative_to(REPO)): f.read_text(errors="replace") for f in _code_files()}
-    texts.update(_caffe_sections())
-    written = {}
-    for path, text in texts.items():
-        for title in HEADING.findall(text):
-            written.setdefault(title, set()).add(path)
-    return written
-
-
-def _note_refs(text):
-    """(titles, path) of every `Note [a] (, Note [b] and Note [c]) in `path`` of a text."""
-    text = re.sub(r"\s+", " ", text)
-    for notes, path in re.findall(rf"((?:Note \[[^\]]+\](?:,| and)? )+)in `([^`]+)`", text):
-        yield re.findall(NOTE, notes), path
-
-
 def test_note_headings_found_as_written():
     code = "x = 1\n# Note [A title]\n#   text\n  // Note [Other]\n * Note [Third]:\nsee Note [A title]"
     assert HEADING.findall(code) == ["A title", "Other", "Third"]
 
 
 def test_notes_are_where_the_pages_say():
-    written = _notes_written()
-    wrong, checked = [], 0
-    for page in PAGES + STUDIES:
-        text = page.read_text()
-        prose = re.sub(r"`Note \[[^`]*`", "", re.sub(r"\s+", " ", text))  # `Note [title]`
-        wrong += [(_rel(page), title, "no such Note") for title in set(re.findall(NOTE, prose))
-                  if title not in written]
-        for titles, path in _note_refs(text):
-            checked += len(titles)
-            wrong += [(_rel(page), title, path, f"written in {sorted(written.get(title, ()))}")
-                      for title in titles if path not in written.get(title, ())]
+    wrong, checked = wrong_note_refs(PAGES, notes_written())
     assert not wrong, wrong
     assert checked >= 40
 

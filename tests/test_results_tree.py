@@ -1,11 +1,12 @@
 """results/ is an index of studies: no code in it, every link of its READMEs resolves, every
-study is reached from results/README.md, and the tests read their data from tests/data, never
-from results/."""
+study is reached from results/README.md, the Notes its READMEs cite are where they say, and the
+other tests read their data from tests/data, never from results/."""
 import re
 from pathlib import Path
 
 import pytest
 
+from notes import notes_written, wrong_note_refs
 from repo_paths import REPO
 
 RESULTS = REPO / "results"
@@ -105,3 +106,10 @@ def test_no_test_reads_from_results():
              for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
              if reads_results(line)]
     assert found == []
+
+
+def test_studies_name_notes_where_they_are():
+    """A study's `Note [title] in `path`` names the file that holds the Note now."""
+    wrong, checked = wrong_note_refs(sorted(RESULTS.rglob("*.md")), notes_written())
+    assert not wrong, wrong
+    assert checked >= 20
