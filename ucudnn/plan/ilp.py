@@ -60,7 +60,8 @@ Note [ILP time limit]
     PuLP writes the problem (``.mps``) and CBC its solution (``.sol``) in ``solver.tmpDir``, the
     temp folder by default, and leaves them there when CBC fails or the solve is interrupted.
     So each solve gives them, and CBC's log, a folder of its own that is removed whatever
-    happens (success, time limit, failure, KeyboardInterrupt).
+    happens (success, time limit, failure, KeyboardInterrupt). An interrupted solve also kills
+    the CBC that PuLP started (:func:`_stop_cbc`): it would run on to its time limit.
 """
 from __future__ import annotations
 
@@ -68,6 +69,7 @@ import math
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 import threading
 import time
@@ -299,6 +301,23 @@ class _Reporter:
         self.thread.join()
 
 
+def _stop_cbc(tb) -> None:
+    """Kill the CBC that PuLP started and close its log, after an exception raised while PuLP
+    waited for it (a KeyboardInterrupt): PuLP leaves both open. Found in the frame of PuLP's
+    ``solve_CBC`` in the traceback ``tb``, whose locals both PuLP 3.x and 4.x name ``cbc`` and
+    ``pipe``; nothing is done where they are not there."""
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == "solve_CBC":
+            proc, pipe = frame.f_locals.get("cbc"), frame.f_locals.get("pipe")
+            if isinstance(proc, subprocess.Popen) and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            if pipe is not None and hasattr(pipe, "close"):
+                pipe.close()
+        tb = tb.tb_next
+
+
 def _remove(folder: str) -> None:
     """Remove the solve's folder; once more a moment later if CBC, interrupted, was still
     writing into it."""
@@ -446,6 +465,9 @@ def _solve_cbc(fronts: Mapping[Hashable, Sequence[Plan]], w: Mapping[Hashable, i
             returned = prob.solve(solver)
     except pulp.constants.PulpError as e:
         raise IlpError(f"ILP solver (CBC) failed: {e}") from None
+    except BaseException as e:          # KeyboardInterrupt while CBC runs, ...
+        _stop_cbc(e.__traceback__)
+        raise
     seconds = time.perf_counter() - t0
     status, has_solution = _outcome(returned, prob)
     # With gapRel=0, CBC's "Optimal (within gap tolerance)" (PuLP 4: GapLimit) is optimal up to
