@@ -74,7 +74,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Hashable, List, Mapping, Optional, Sequence
+from typing import Callable, Dict, Hashable, Mapping, Optional, Sequence
 
 from .dp import Plan
 from ..vocab import PlanError
@@ -90,6 +90,8 @@ PROGRESS_EVERY = 5.0
 #: The statuses of a plan known to be optimal: enumerated, or proved by CBC (GapLimit: PuLP
 #: 4.x's name for CBC's "Optimal (within gap tolerance)", Note [PuLP versions]).
 PROVEN = ("Optimal", "GapLimit")
+#: CBC's objective is in microseconds (its tolerances are absolute).
+_US_PER_MS = 1000.0
 
 
 class IlpError(PlanError):
@@ -422,10 +424,6 @@ def solve_workspace_division(fronts: Mapping[Hashable, Sequence[Plan]], budget: 
         return _solve_cbc(fronts, w, budget, folder, msg, time_limit, progress)
     finally:
         _remove(folder)
-
-
-#: CBC's objective: microseconds (its tolerances are absolute).
-_US_PER_MS = 1000.0
 
 
 def _solve_cbc(fronts: Mapping[Hashable, Sequence[Plan]], w: Mapping[Hashable, int],
