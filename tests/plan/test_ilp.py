@@ -185,7 +185,8 @@ def test_time_limit_gives_cbcs_best_plan_with_progress(tmpdir_env, monkeypatch):
     _check_plan(res, fronts, densenet_sized.BUDGET)
     assert res.status == "TimeLimit" and not res.proven
     assert re.fullmatch(r"ILP: time limit of 2 s reached: CBC's best plan so far, not proven "
-                        r"optimal \(gap (\d+(\.\d+)?% to CBC's bound|unknown)\)", res.note), res.note
+                        r"optimal \(gap (\d+(\.\d+)?% to CBC's bound|unknown)\)",
+                        res.note), res.note
     assert res.solve_seconds >= 2
     # never slower than the plan without the solver
     fallback = equal_share(fronts, weights, densenet_sized.BUDGET)

@@ -31,9 +31,11 @@ Note [PuLP versions]
     PuLP 4.0 removes both, and ``LpStatus`` / ``prob.status`` with them (``solve`` returns an
     ``LpSolveStats``). This module uses only what both keep: ``prob.add_variable``,
     ``COIN_CMD(path=...)`` (:func:`cbc_path`), and the status that ``solve`` returns (an int in 3.x, an
-    ``LpSolveStatus`` in 4.x, equal to 1 when optimal in both). The declared range stays below
-    4.0 because that is what CI tests. PuLP 4.2 (Python >= 3.12) passes tests/plan/test_ilp.py and
-    tests/plan/test_network.py (the brute-force twins included) with this module, but imports numpy
+    ``LpSolveStatus`` in 4.x, equal to 1 when optimal in both) with, past a time limit,
+    ``prob.sol_status`` (3.x) or ``has_solution`` (4.x) (:func:`_outcome`). The declared
+    range stays below 4.0 because that is what CI tests. PuLP 4.2 (Python >= 3.12) passes
+    tests/plan/test_ilp.py, tests/plan/test_network.py (the brute-force twins included) and
+    tests/cli/test_plan_ilp_time.py (with a cbc on PATH) with this module, but imports numpy
     without declaring it, and reports CBC's "Optimal (within gap tolerance)" as GapLimit: the
     solve asks for gapRel=0 and accepts that status as optimal.
 
