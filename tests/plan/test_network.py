@@ -4,6 +4,7 @@ import random
 
 import pytest
 
+import densenet_sized
 from planner_brute import random_network
 from repo_paths import SHARED, SHIPPED, needs_shared
 from ucudnn.plan.layers import LayerSpec, read_layers
@@ -252,3 +253,19 @@ def test_h200_alexnet_and_resnet18():
         loose = plan_network(layers, benches, PlanSettings(policy="all", limit=64 * MiB),
                              strict=False)
         assert loose.notes and loose.time_ms == pytest.approx(dp.time_ms)
+
+
+def test_an_ilp_past_its_time_limit_plans_and_says_so():
+    """Note [ILP time limit] in ucudnn/plan/ilp.py: CBC's best plan so far, every kernel
+    planned within the budget, and a note saying it is not proven optimal."""
+    layers = densenet_sized.layers()
+    benches = densenet_sized.benches(layers)
+    settings = PlanSettings(policy="undivided", budget=densenet_sized.BUDGET, optimizer="ilp")
+    lines = []
+    plan = plan_network(layers, benches, settings, ilp_time_limit=1, progress=lines.append)
+    assert plan.ilp.status == "TimeLimit" and not plan.ilp.proven
+    assert plan.notes == [plan.ilp.note] and "not proven optimal" in plan.ilp.note
+    assert lines[0].startswith("ILP: CBC chooses among ")
+    assert len(plan.kernels) == 359 and plan.ws_bytes <= densenet_sized.BUDGET
+    for k in plan.kernels:
+        assert k.optimizer == "ilp" and k.plan == plan.ilp.choices[k.layer, k.op, k.instance]

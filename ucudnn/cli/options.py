@@ -15,18 +15,24 @@ Note [Settings options]
     ``--sizes`` larger than the net's mini-batch is refused once the net is read
     (:func:`check_sizes`). Options not given leave the prototxt's ``ucudnn_param`` (or the
     defaults, Note [Default settings]) as they are.
+    ``ucudnn plan`` also takes ``--ilp-time-limit SECONDS`` (:func:`add_time_limit_option`),
+    how long the ILP's solver may search: not a setting of the plan (a prototxt has no field
+    for it), it bounds the solve (Note [ILP time limit] in ucudnn/plan/ilp.py).
 """
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Dict, Optional, Sequence
 
+from ..plan.ilp import DEFAULT_TIME_LIMIT
 from ..plan.settings import DEFAULTS, PlanSettings
 from ..vocab import (ENGINE, ENGINES, MATH, MATH_MODES, OPTIMIZER, OPTIMIZERS, POLICIES, POLICY,
                      InputError)
 from . import common as c
 
-__all__ = ["add_settings_options", "settings_given", "check_sizes", "apply"]
+__all__ = ["add_settings_options", "settings_given", "check_sizes", "apply",
+           "add_time_limit_option", "time_limit"]
 
 
 def add_settings_options(p: argparse.ArgumentParser, *, repeats: bool = False) -> None:
@@ -52,6 +58,30 @@ def add_settings_options(p: argparse.ArgumentParser, *, repeats: bool = False) -
     if repeats:
         p.add_argument("--repeats", type=int, help="cudnnFind calls per micro-batch size "
                        f"(default: the prototxt's, else {DEFAULTS.repeats})")
+
+
+def add_time_limit_option(p: argparse.ArgumentParser) -> None:
+    """``--ilp-time-limit`` (Note [Settings options])."""
+    p.add_argument("--ilp-time-limit", metavar="SECONDS", help="how long the ILP's solver "
+                   "(CBC) may search; when the time passes, the best plan it found, else each "
+                   "kernel's fastest plan within an equal share of the budget, either said to "
+                   "be not proven optimal; 0 or none: no limit (default: "
+                   f"{DEFAULT_TIME_LIMIT:g})")
+
+
+def time_limit(text: Optional[str], option: str = "--ilp-time-limit") -> Optional[float]:
+    """Seconds (``0`` or ``none``: None, no limit); the default where ``text`` is None."""
+    if text is None:
+        return DEFAULT_TIME_LIMIT
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise c.CliError(f"{option}: expected seconds (a number >= 0) or none, got {text!r}")
+    return value or None
 
 
 def _choice(choices, text, option):

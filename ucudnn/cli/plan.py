@@ -60,6 +60,7 @@ def add_parser(sub) -> None:
     s.add_argument("--cache", metavar="PATH", help="benchmark cache to plan from / fill "
                    "(default: $UCUDNN_CACHE or ~/.cache/ucudnn/bench.sqlite)")
     options.add_settings_options(s)
+    options.add_time_limit_option(s)
     s.add_argument("--dtype", default="float32", help="data type of the benchmarks: "
                    "float32, float64, float16, bfloat16")
     s.add_argument("--gpu", help="GPU name of the benchmarks, e.g. 'NVIDIA H200' (default: "
@@ -94,6 +95,7 @@ def _settings(args, layers, given) -> Tuple[Dict[str, object], List[str]]:
 
 def run(args) -> int:
     given = options.settings_given(args)
+    time_limit = options.time_limit(args.ilp_time_limit)
     if args.table:
         for path in args.table:
             c.text_file(path, "--table")
@@ -113,7 +115,8 @@ def run(args) -> int:
     except TableError as e:
         raise c.CliError(f"--table: {e}") from None
     t0 = time.perf_counter()
-    plan = plan_network(layers, got.benches, settings, strict=args.strict)
+    plan = plan_network(layers, got.benches, settings, strict=args.strict,
+                        ilp_time_limit=time_limit, progress=c.say)
     solve_s = time.perf_counter() - t0
     notes += got.notes
     for n in notes + plan.notes:
@@ -284,8 +287,9 @@ def _print(doc, plan) -> None:
         print(f"optimizer:       shared (each layer's concurrent kernels divide the arena, "
               f"solved exactly), {sv['seconds']:.3f} s")
     elif plan.ilp is not None:
-        print(f"optimizer:       ilp (CBC), status {sv['status']}, {sv['variables']} variables, "
-              f"solve {sv['seconds']:.3f} s")
+        print(f"optimizer:       ilp (CBC), status {sv['status']}"
+              + ("" if plan.ilp.proven else " (not proven optimal)")
+              + f", {sv['variables']} variables, solve {sv['seconds']:.3f} s")
     else:
         print(f"optimizer:       {plan.optimizer}, limit {_bytes(plan.limit)} per kernel, "
               f"{sv['seconds']:.3f} s")

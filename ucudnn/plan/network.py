@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .dp import Plan, desirable_set, plan_kernel, undivided_plan
-from .ilp import IlpResult, solve_workspace_division
+from .ilp import DEFAULT_TIME_LIMIT, IlpResult, solve_workspace_division
 from .layers import LayerSpec
 from .settings import PlanSettings
 from .table import KernelBench
@@ -257,7 +257,9 @@ def _derived(layers: Sequence[LayerSpec], per: Mapping[str, PlanSettings], budge
 
 def plan_network(layers: Sequence[LayerSpec], benches: Benches, settings: Settings, *,
                  strict: Union[bool, Callable[[str, str], bool]] = True,
-                 cap: Optional[int] = None) -> NetworkPlan:
+                 cap: Optional[int] = None,
+                 ilp_time_limit: Optional[float] = DEFAULT_TIME_LIMIT,
+                 progress: Optional[Callable[[str], None]] = None) -> NetworkPlan:
     """Plan every kernel of ``layers`` (Note [One network planner], Note [Layers, groups and
     counts] in :mod:`ucudnn.plan.layers`).
 
@@ -265,7 +267,10 @@ def plan_network(layers: Sequence[LayerSpec], benches: Benches, settings: Settin
     ``settings``: one :class:`PlanSettings` for all layers, or one per layer name.
     ``strict``: every candidate size must be measured; a callable ``strict(layer, op)`` says
     it per kernel (False: plan over the sizes measured, e.g. a pruned search's); with False
-    the sizes skipped are noted. ``cap``: plan within that many bytes in all."""
+    the sizes skipped are noted. ``cap``: plan within that many bytes in all.
+    ``ilp_time_limit``: seconds the ILP's solver may search (None: no limit), then the best plan
+    so far, noted (Note [ILP time limit] in :mod:`ucudnn.plan.ilp`); ``progress(text)`` hears
+    how the solver is doing."""
     per = _per_layer(layers, settings)
     for l in layers:
         for op in l.ops:
@@ -335,9 +340,12 @@ def plan_network(layers: Sequence[LayerSpec], benches: Benches, settings: Settin
         try:
             ilp = solve_workspace_division(
                 {(l.name, op, i): fronts[l.name, op] for l, op, i in keys}, budget,
-                weights={(l.name, op, i): l.groups for l, op, i in keys})
+                weights={(l.name, op, i): l.groups for l, op, i in keys},
+                time_limit=ilp_time_limit, progress=progress)
         except PlanError as e:
             raise _derived(group, per, budget, e) from None
+        if ilp.note:
+            notes.append(ilp.note)
         per_call = budget // calls if calls else budget
         for l, op, i in keys:
             chosen = ilp.choices[l.name, op, i]
@@ -360,10 +368,13 @@ def plan_network(layers: Sequence[LayerSpec], benches: Benches, settings: Settin
                 within = max(0, shared_budget - ALIGN * len(ops) * l.groups)
                 try:
                     res = solve_workspace_division({op: fronts[l.name, op] for op in ops},
-                                                   within, weights={op: l.groups for op in ops})
+                                                   within, weights={op: l.groups for op in ops},
+                                                   time_limit=ilp_time_limit)
                 except PlanError as e:
                     raise PlanError(f"layer {l.name!r} ({' + '.join(ops)} run at once, "
                                     f"{l.groups} group call(s) each): {e}") from None
+                if res.note:
+                    notes.append(f"layer {l.name!r} ({' + '.join(ops)}): {res.note}")
                 chosen.update(res.choices)
                 arena = max(arena, sum(align(res.choices[op].ws_bytes) * l.groups
                                        for op in ops))
