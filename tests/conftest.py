@@ -95,7 +95,7 @@ def pytest_collection_modifyitems(config, items):
         missing = _caffe_build_missing()
         reason = f"Caffe build dependency missing: {missing}" if missing else None
     else:
-        reason = ("builds BVLC Caffe (~35 min on 2 cores): bash scripts/caffe_deps.sh "
+        reason = ("builds BVLC Caffe (about 36 min on 2 cores): bash scripts/caffe_deps.sh "
                   "--with-pycaffe-runtime, then "
                   "pytest --caffe-build -m caffe_build")
     if reason:
