@@ -15,12 +15,9 @@ ucudnn/vocab.py); empty for an algorithm.
 from __future__ import annotations
 
 import csv
-import errno
 import io
 import math as _math
 import os
-import secrets
-import stat
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Mapping, Sequence, Tuple
@@ -30,6 +27,7 @@ __all__ = [
     "read_table", "write_table", "group_by_kernel", "rows_from_kernel",
 ]
 
+from ..files import write_text
 from ..vocab import GRAPH_ALGO, OPS, InputError, parse_engine
 
 TABLE_COLUMNS = ("layer", "op", "batch", "algo", "time_ms", "ws_bytes", "math")
@@ -180,59 +178,10 @@ def format_table(rows: Iterable[BenchRow]) -> str:
     return out.getvalue()
 
 
-def write_text(path: str | os.PathLike, text: str, *, fsync: bool = False,
-               replace: bool = True) -> None:
-    """Write ``text`` (UTF-8) atomically: a temporary file in the same folder, then a rename;
-    a reader sees the old file or the new one, never a part. The file gets the mode of the
-    file it replaces, or a new file's mode (0666 less the umask: the kernel applies it when
-    the temporary file is created). ``fsync``: flush it to the disk before the rename (results
-    that a crash must not lose). ``replace=False``: never overwrite -- :class:`FileExistsError`
-    where ``path`` exists, also where it appears while this writes (the file is linked into
-    place, which fails on an existing name, instead of renamed; on a file system without hard
-    links, a check and a rename)."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    if not replace and os.path.lexists(path):
-        raise FileExistsError(errno.EEXIST, "file exists", path)
-    while True:
-        tmp = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-            break
-        except FileExistsError:
-            continue
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            if replace:
-                try:
-                    os.fchmod(f.fileno(), stat.S_IMODE(os.stat(path).st_mode))
-                except FileNotFoundError:
-                    pass
-            f.write(text)
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
-        if replace:
-            os.replace(tmp, path)
-        else:
-            try:
-                os.link(tmp, path)      # fails on an existing name, atomically
-            except FileExistsError:
-                raise
-            except OSError as e:        # a file system without hard links: check, rename
-                if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV):
-                    raise
-                if os.path.lexists(path):
-                    raise FileExistsError(errno.EEXIST, "file exists", path) from None
-                os.replace(tmp, path)
-    finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-
-
-def write_table(path: str | os.PathLike, rows: Iterable[BenchRow]) -> None:
-    """Write a benchmark table atomically (:func:`write_text`)."""
-    write_text(path, format_table(rows))
+def write_table(path: str | os.PathLike, rows: Iterable[BenchRow], *,
+                replace: bool = True) -> None:
+    """Write a benchmark table atomically (Note [Writing a named file] in ucudnn/files.py)."""
+    write_text(path, format_table(rows), fsync=True, replace=replace)
 
 
 def group_by_kernel(rows: Iterable[BenchRow]) -> Dict[Tuple[str, str], KernelBench]:

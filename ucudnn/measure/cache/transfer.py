@@ -4,12 +4,12 @@ by entry). Note [A cache shared by a cluster] in the package says what they are 
 from __future__ import annotations
 
 import os
-import secrets
 import sqlite3
 import time
 from pathlib import Path
 from typing import Dict, List, Mapping, NamedTuple, Sequence, Tuple
 
+from ...files import write_file
 from ...plan.conv import ConvShape
 from ...plan.table import OPS, AlgoPerf, BenchRow
 from .file import JOURNAL_MODE
@@ -26,6 +26,10 @@ class Imported(NamedTuple):
     kept_newer: int         # this cache's entry was measured later: kept
     legacy_skipped: int     # schema-1 entries of unknown cap: never plan, not copied
     refusals: int = 0       # engine refusals new here (Note [Refused engines])
+
+
+class _SqliteFailed(Exception):
+    """SQLite's error while a copy was written (its message, without the temporary name)."""
 
 
 class CacheTransfer(CacheWrites):
@@ -85,51 +89,48 @@ class CacheTransfer(CacheWrites):
         return rows
 
     # -- whole caches ------------------------------------------------------------------------
-    def export_cache(self, dest) -> int:
+    def export_cache(self, dest, *, replace: bool = False) -> int:
         """Copy the whole cache into the new file ``dest`` and return its number of entries.
 
         The copy is one consistent snapshot (SQLite's backup API; writers may go on), in our
         journal mode, with the permissions of a new file (the umask's): a cache itself, to plan
         from (read-only on shared storage) or to merge into another with :meth:`import_cache`.
-        It is written beside ``dest`` and linked into place, so ``dest`` is whole or absent;
-        an existing ``dest`` is never overwritten."""
+        It is written beside ``dest`` and put in place (Note [Writing a named file] in
+        ucudnn/files.py), so ``dest`` is whole or absent; an existing ``dest`` is overwritten
+        only with ``replace`` (a regular file), anything else never."""
         dest = Path(dest).expanduser()
         where = f"cache copy {dest}"
-        if dest.exists() or dest.is_symlink():
-            raise CacheError(f"{where}: already exists; nothing was overwritten (remove it or "
-                             "choose another name)")
-        if not dest.parent.is_dir():
-            raise CacheError(f"{where}: the folder {dest.parent} does not exist")
-        tmp = dest.with_name(f".{dest.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
-        try:
-            os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
-            out = sqlite3.connect(str(tmp), isolation_level=None)
+        counted: List[int] = []
+
+        def fill(tmp: str) -> None:
             try:
-                with self._lock:
-                    self._connection().backup(out)
-                out.execute(f"PRAGMA journal_mode = {JOURNAL_MODE}")
-                n = (out.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
-                     if self._has_tables else 0)
+                out = sqlite3.connect(tmp, isolation_level=None)
+                try:
+                    with self._lock:
+                        self._connection().backup(out)
+                    out.execute(f"PRAGMA journal_mode = {JOURNAL_MODE}")
+                    counted.append(out.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
+                                   if self._has_tables else 0)
+                finally:
+                    out.close()
+            except sqlite3.Error as e:
+                raise _SqliteFailed(e) from None
             finally:
-                out.close()
-            try:
-                os.link(tmp, dest)                   # fails if dest appeared meanwhile
-            except FileExistsError:
-                raise CacheError(f"{where}: already exists; nothing was overwritten") from None
-            except OSError:                          # a file system without hard links
-                if dest.exists():
-                    raise CacheError(f"{where}: already exists; nothing was overwritten") from None
-                os.replace(tmp, dest)
+                for suffix in ("-journal", "-wal", "-shm"):
+                    try:
+                        os.unlink(tmp + suffix)
+                    except OSError:
+                        pass
+        try:
+            write_file(dest, fill, replace=replace, fsync=True)
+        except FileExistsError:
+            raise CacheError(f"{where}: already exists; nothing was overwritten (remove it, "
+                             "choose another name or pass --force)") from None
+        except _SqliteFailed as e:
+            raise CacheError(f"{where}: cannot write: {e.args[0]}") from None
         except OSError as e:
-            raise CacheError(f"{where}: cannot write: {e}") from None
-        except sqlite3.Error as e:
-            raise CacheError(f"{where}: {e}") from None
-        finally:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-        return n
+            raise CacheError(f"{where}: cannot write: {e.strerror or e}") from None
+        return counted[0]
 
     def import_cache(self, src) -> Imported:
         """Merge the entries of the cache file ``src`` (another cache, or a copy made by
