@@ -58,8 +58,8 @@ from typing import List, Optional, Sequence, Union
 
 from .access import (HotJournal, connect_readonly, foreign_sidecars, in_wal_mode, is_locked,
                      is_unwritable, roll_back, write_refusal)
-from .schema import (BWD_FILTER_BETA_1_SCHEMA, SCHEMA_VERSION, SQLITE_MAGIC, CacheError,
-                     beta_0_where, check_ours, columns, initialise)
+from .schema import (BWD_FILTER_BETA_1_SCHEMA, SCHEMA_1_AS_2, SCHEMA_VERSION, SQLITE_MAGIC,
+                     CacheError, beta_0_where, check_ours, columns, initialise)
 
 __all__ = ["CacheFile", "default_cache_path", "JOURNAL_MODE"]
 
@@ -192,13 +192,16 @@ class CacheFile:
                 conn, immutable = connect_readonly(self.path, self.timeout,
                                                    may_write=may_write, where=self._where)
         if version == 1:
-            conn.close()
-            raise CacheError(
-                f"{self._where}: cache schema version 1 needs migrating to version "
-                f"{SCHEMA_VERSION} (entries gain the workspace offered to cudnnFind and the "
-                f"timing method), and it is opened read-only ({self.readonly_reason}): open it "
-                f"once where it can be written, or copy it to writable storage and use the copy "
-                f"(it is migrated when opened)")
+            try:
+                conn.execute(SCHEMA_1_AS_2)         # in memory: the file is not written
+            except sqlite3.Error as e:
+                conn.close()
+                raise CacheError(f"{self._where}: schema 1, read-only: cannot read it as "
+                                 f"schema 2 ({e}); the file was left untouched") from None
+            if self._warn:
+                log.warning("%s: schema 1, read-only: read as it is, its entries with an "
+                            "unknown workspace cap, never used for planning (Note [Schema "
+                            "migration])", self._where)
         conn.execute("PRAGMA busy_timeout = 0")            # _retry waits
         self._conn, self._has_tables = conn, version != 0
         self.schema = version or SCHEMA_VERSION
@@ -213,7 +216,7 @@ class CacheFile:
             log.warning("%s: schema %d, read-only: its legacy backward-filter entries were "
                         "timed with beta 0 and are not read (Note [Schema migration])",
                         self._where, version)
-        if immutable:
+        if immutable and not may_write:
             self.readonly_reason += ("; read as immutable: a WAL-mode file whose -shm this "
                                      "user may not create")
         if self._warn and self.readonly_reason != "asked for":
