@@ -3,6 +3,7 @@ the layers' shapes), and whole caches (a copy that is itself a cache file, merge
 by entry). Note [A cache shared by a cluster] in the package says what they are for."""
 from __future__ import annotations
 
+import math as _math
 import os
 import sqlite3
 import time
@@ -11,9 +12,10 @@ from typing import Dict, List, Mapping, NamedTuple, Sequence, Tuple
 
 from ...files import write_file
 from ...plan.conv import ConvShape
-from ...plan.table import OPS, AlgoPerf, BenchRow
+from ...plan.table import OPS, AlgoPerf, BenchRow, perf_problem
 from .file import JOURNAL_MODE
-from .key import DEFAULT_TIMING, DEFAULT_WORKSPACE_CAP, UNKNOWN_CAP, CacheKey, shape_from_key
+from .key import (DEFAULT_TIMING, DEFAULT_WORKSPACE_CAP, UNKNOWN_CAP, CacheKey, batch_problem,
+                  key_from_row)
 from .schema import CacheError, columns
 from .writes import CacheWrites
 
@@ -26,6 +28,11 @@ class Imported(NamedTuple):
     kept_newer: int         # this cache's entry was measured later: kept
     legacy_skipped: int     # schema-1 entries of unknown cap: never plan, not copied
     refusals: int = 0       # engine refusals new here (Note [Refused engines])
+
+
+def _refuse(src, entry, problem: str):
+    """Refuse an import for a bad entry of its source (Note [Checked rows] in .reads)."""
+    raise CacheError(f"benchmark cache {src}: entry {entry}: {problem}; nothing was imported")
 
 
 class _SqliteFailed(Exception):
@@ -140,6 +147,9 @@ class CacheTransfer(CacheWrites):
         refused here too (Note [Refused engines]), and its entries that hold one are left out.
         ``src`` is only read."""
         src = Path(src).expanduser()
+        if self.readonly:
+            raise CacheError(f"{self._where}: opened read-only ({self.readonly_reason}); "
+                             f"nothing was imported from {src}")
         if src.exists() and self.path.exists() and os.path.samefile(src, self.path):
             raise CacheError(f"{self._where}: importing the cache into itself")
         with CacheTransfer(src, readonly=True, warn=False) as other:
@@ -163,15 +173,32 @@ class CacheTransfer(CacheWrites):
                 continue
             if eid not in entries:
                 try:
-                    key = CacheKey(g, v, d, m, op, shape_from_key(shape), cap, timing, fam)
-                except (TypeError, ValueError) as e:
-                    raise CacheError(f"benchmark cache {src}: entry {eid}: {e}") from None
+                    key = key_from_row(g, v, d, m, op, shape, cap, timing, fam)
+                except ValueError as e:
+                    _refuse(src, eid, str(e))
+                problem = batch_problem(batch)
+                if problem is None and (not isinstance(repeats, int) or repeats < 1):
+                    problem = f"field 'repeats': must be an integer >= 1, got {repeats!r}"
+                if problem is None and not (isinstance(created, (int, float))
+                                            and _math.isfinite(created)):
+                    problem = f"field 'created': must be a time, got {created!r}"
+                if problem is not None:
+                    _refuse(src, eid, problem)
                 entries[eid] = [key, batch, [], repeats, created]
             if algo is not None:
+                problem = perf_problem(algo, t, ws, am, eng or "")
+                if problem is None and bool(eng) != (fam == "graph"):
+                    problem = (f"field 'engine': a {fam} entry holds "
+                               f"{'engine configs' if fam == 'graph' else 'algorithms'} only, "
+                               f"got {eng!r}")
+                if problem is not None:
+                    _refuse(src, eid, problem)
                 entries[eid][2].append(AlgoPerf(algo, t, ws, am, eng or ""))
         try:
             stored, new = self._store([tuple(e) for e in entries.values()], keep_newer=True,
                                       refusals=refused)
+        except CacheError:
+            raise
         except ValueError as e:
-            raise CacheError(f"benchmark cache {src}: {e}") from None
+            raise CacheError(f"benchmark cache {src}: {e}; nothing was imported") from None
         return Imported(stored, len(entries) - stored, len(legacy), new)
