@@ -167,6 +167,8 @@ class CacheFile:
             return True
         except sqlite3.OperationalError as e:
             self.close()
+            if not exists and not is_locked(e):
+                self._remove_created()
             folder = self.path.parent
             if not exists and folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK):
                 raise CacheError(f"{self._where}: cannot create it: folder {folder} not "
@@ -179,10 +181,22 @@ class CacheFile:
             return False
         except sqlite3.DatabaseError as e:
             self.close()
+            if not exists:
+                self._remove_created()
             raise CacheError(f"{self._where}: {e}") from None
         except BaseException:
             self.close()
             raise
+
+    def _remove_created(self) -> None:
+        """Remove the empty file (and journal) that a failed first open created: a command
+        that fails leaves no 0-byte cache behind."""
+        for p in (Path(f"{self.path}-journal"), self.path):
+            try:
+                if p.stat().st_size == 0:
+                    p.unlink()
+            except OSError:
+                pass
 
     def _finish_readonly(self, conn: Optional[sqlite3.Connection], immutable: bool,
                          version: int, may_write: bool) -> None:
@@ -338,15 +352,24 @@ class CacheFile:
                     self._retry(lambda: conn.execute("COMMIT"))
                 except BaseException:
                     if conn.in_transaction:
-                        conn.execute("ROLLBACK")
+                        try:
+                            conn.execute("ROLLBACK")
+                        except sqlite3.Error as e:      # the next open rolls it back
+                            log.debug("%s: rollback failed: %s", self._where, e)
                     raise
         try:
             self._retry(attempt)
         except sqlite3.OperationalError as e:
-            if opening or not is_unwritable(e):
+            if opening:
                 raise
-            raise CacheError(f"{self._where}: cannot write: {e}"
-                             f"{foreign_sidecars(self.path)}") from None
+            # a full disk, an I/O error, a file or folder this process may not write: the
+            # transaction was rolled back, the file is as it was
+            hint = foreign_sidecars(self.path) if is_unwritable(e) else ""
+            raise CacheError(f"{self._where}: cannot write: {e}{hint}; nothing was "
+                             "stored") from None
+        except sqlite3.DatabaseError as e:
+            raise CacheError(f"{self._where}: cannot write: {e}; nothing was "
+                             "stored") from None
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
