@@ -16,8 +16,8 @@ Note [Writing a named file]
       permission bits of the file it replaces -- never its setuid, setgid or sticky bits;
     * writes a temporary file in the target's folder (the rename must not cross file
       systems), flushes it to the disk with ``fsync`` where asked (a crash after the rename
-      must not leave an empty file: the CLI's outputs and results ask), then ``os.replace`` (or ``os.link``, which fails on an existing name,
-      where ``replace`` is off);
+      must not leave an empty file: the CLI's outputs and results ask), then ``os.replace``
+      (or, where ``replace`` is off, ``os.link``, which fails on an existing name);
     * removes the temporary file on every failure, and names the target, never the temporary
       file, in the :class:`OSError` it raises (``ENOSPC``, ``EACCES``, ``EROFS`` ...).
 """

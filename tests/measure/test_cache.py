@@ -502,21 +502,6 @@ def test_schema_1_migrated_once_by_concurrent_openers(tmp_path, monkeypatch):
     conn.close()
 
 
-def test_schema_1_read_only_is_read_as_it_is(tmp_path, caplog):
-    path = tmp_path / "v1.sqlite"
-    _old_file(path, 1)
-    before, mtime = path.read_bytes(), path.stat().st_mtime_ns
-    legacy = dataclasses.replace(KEY, workspace_cap=UNKNOWN_CAP)
-    with BenchCache(path, readonly=True) as c:
-        assert c.schema == 1 and c.keys() == [legacy] and len(c) == 2
-        assert c.keys(include_legacy=False) == [] and c.get_many(KEY, [1, 2]) == {}
-        assert c.get_many(legacy, [1, 2]) == {1: _sorted(PERFS), 2: _sorted(PERFS)}
-        assert c.entries() == [(legacy, [1, 2])] and c.legacy_count() == 2
-    assert "schema 1, read-only: read as it is" in caplog.text
-    assert path.read_bytes() == before and path.stat().st_mtime_ns == mtime
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["v1.sqlite"]
-
-
 def test_newer_schema_is_refused_untouched(tmp_path):
     path = tmp_path / "v6.sqlite"
     _old_file(path, 1)

@@ -2,6 +2,7 @@
 read as they are by the reading commands (Note [Schema migration]), bad rows skipped by
 readers and refused by imports (Note [Checked rows]), a full disk or a read-only cache one
 line and nothing left behind (Note [Cache file safety])."""
+import dataclasses
 import json
 import math
 import sqlite3
@@ -10,7 +11,7 @@ import pytest
 
 from cli_run import run
 from repo_paths import SHIPPED
-from ucudnn.measure.cache import APPLICATION_ID, BenchCache, CacheError
+from ucudnn.measure.cache import APPLICATION_ID, UNKNOWN_CAP, BenchCache, CacheError
 from ucudnn.measure.cache import file as cache_file
 
 GPU, CUDNN = "NVIDIA H200", "91400"
@@ -84,6 +85,24 @@ def _schema_1_copy(src, dest):
     conn.execute("DETACH s")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
+
+
+def test_schema_1_read_only_is_read_as_it_is(tmp_path, caplog):
+    cache = _alexnet_cache(tmp_path, "new.sqlite")
+    with BenchCache(cache) as c:
+        keys = [dataclasses.replace(k, workspace_cap=UNKNOWN_CAP) for k in c.keys()
+                if k.op != "bwd_filter"]
+        batches = [c.batches(k) for k in c.keys() if k.op != "bwd_filter"]
+    old = tmp_path / "old.sqlite"
+    _schema_1_copy(cache, old)
+    before = _state(old)
+    with BenchCache(old, readonly=True) as c:
+        assert c.schema == 1 and c.keys() == keys and c.keys(include_legacy=False) == []
+        assert [c.batches(k) for k in keys] == batches
+        assert c.get_many(dataclasses.replace(keys[0], workspace_cap=0), batches[0]) == {}
+        assert len(c.get_many(keys[0], batches[0])) == len(batches[0])
+    assert "schema 1, read-only: read as it is" in caplog.text
+    assert _state(old) == before
 
 
 @pytest.mark.parametrize("schema", [1, 5])

@@ -7,8 +7,9 @@
     ucudnn cache import CSV (--net|--layers|--prototxt) ...  a table, keyed by the layers' shapes
 
 Reading commands (list, export) never create a cache, nor write one: a cache of an older
-schema is read as it is (Note [Schema migration] in :mod:`ucudnn.measure.cache.schema`); Note [A cache shared by a cluster] in
-:mod:`ucudnn.measure.cache` says what the copies are for.
+schema is read as it is (Note [Schema migration] in :mod:`ucudnn.measure.cache.schema`).
+Note [A cache shared by a cluster] in :mod:`ucudnn.measure.cache` says what the copies are
+for.
 """
 from __future__ import annotations
 

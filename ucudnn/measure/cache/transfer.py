@@ -31,7 +31,8 @@ class Imported(NamedTuple):
 
 
 def _refuse(src, entry, problem: str):
-    """Refuse an import for a bad entry of its source (Note [Checked rows] in .reads)."""
+    """Refuse an import for a bad entry of its source (Note [Checked rows] in
+    ucudnn/measure/cache/reads.py)."""
     raise CacheError(f"benchmark cache {src}: entry {entry}: {problem}; nothing was imported")
 
 
