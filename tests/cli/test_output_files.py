@@ -35,10 +35,11 @@ def _writers(tmp_path, out):
     cache = tmp_path / "c.sqlite"
     return [["prototxt", NET, "-o", out, "--policy", "all", "--force"],
             ["cache", "export", "--net", "alexnet", "--cache", cache, "-o", out, "--force"],
-            ["cache", "export", out, "--cache", cache, "--force"]]
+            ["cache", "export", out, "--cache", cache, "--force"],
+            ["bench", "--net", "alexnet", "--csv", out]]     # refused before measuring
 
 
-@pytest.mark.parametrize("which", [0, 1, 2])
+@pytest.mark.parametrize("which", [0, 1, 2, 3])
 @pytest.mark.parametrize("through_link", [False, True])
 def test_a_fifo_is_never_opened_nor_replaced(tmp_path, capsys, which, through_link):
     _cache_with_alexnet(tmp_path, capsys)
@@ -56,7 +57,7 @@ def test_a_fifo_is_never_opened_nor_replaced(tmp_path, capsys, which, through_li
     assert stat.S_ISFIFO(os.stat(fifo).st_mode) and _listing(tmp_path) == before
 
 
-@pytest.mark.parametrize("which", [0, 1, 2])
+@pytest.mark.parametrize("which", [0, 1, 2, 3])
 def test_dev_null_is_refused_even_with_force(tmp_path, capsys, which):
     _cache_with_alexnet(tmp_path, capsys)
     before = os.stat("/dev/null")
@@ -163,3 +164,19 @@ def test_new_files_get_the_umasks_mode(tmp_path, umask):
     finally:
         os.umask(old)
     assert stat.S_IMODE(os.stat(tmp_path / "n.txt").st_mode) == 0o666 & ~umask
+
+
+@pytest.mark.parametrize("role", ["--cache", "source"])
+def test_a_fifo_as_a_cache_or_an_import_source_is_refused_without_blocking(tmp_path, capsys,
+                                                                         role):
+    cache = _cache_with_alexnet(tmp_path, capsys)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    args = {"--cache": [["cache", "list", "--cache", fifo],
+                        ["cache", "import", cache, "--cache", fifo]],
+            "source": [["cache", "import", fifo, "--cache", cache]]}[role]
+    for a in args:
+        p = run(tmp_path, *a, ok=False)
+        assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+        assert f"{fifo}: not a regular file" in p.stderr, p.stderr
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)

@@ -14,6 +14,7 @@ for.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from ..measure import sources
@@ -76,6 +77,8 @@ def add_parser(sub) -> None:
 
 
 def _is_cache_file(path) -> bool:
+    if not os.path.isfile(path):        # never opened (a FIFO would block): BenchCache refuses it
+        return os.path.exists(path) and not os.path.isdir(path)
     try:
         with open(path, "rb") as f:
             return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC

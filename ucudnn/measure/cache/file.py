@@ -100,6 +100,10 @@ class CacheFile:
         self._warn = warn
         if self.path.is_dir():
             raise CacheError(f"{self._where}: is a directory, not a file")
+        if self.path.exists() and not self.path.is_file():
+            # a FIFO would block the open, a device be read or written as a database
+            raise CacheError(f"{self._where}: not a regular file (a FIFO, a device or a "
+                             "socket); the file was left untouched")
         exists = self.path.exists()
         if not exists and (readonly or not create):
             raise CacheError(f"no cache at {self.path} (nothing was created: only commands "
