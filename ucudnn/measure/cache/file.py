@@ -44,7 +44,12 @@ Note [Cache file safety]
     A file that is not ours -- not SQLite, corrupted, or another application's database --
     raises CacheError and is never written to: it is validated through a read-only connection
     before a read-write one is opened. An empty (0-byte) file or an SQLite file without any
-    table is initialised.
+    table is initialised. A FIFO, a device or a socket is refused without being opened.
+
+    A write that fails otherwise -- a full disk, an I/O error -- is rolled back (the journal
+    goes with the transaction) and raises CacheError naming the file: the file is as it was.
+    A first open that fails so removes the empty file (and journal) it created, so a failed
+    command leaves no 0-byte cache behind.
 """
 from __future__ import annotations
 
