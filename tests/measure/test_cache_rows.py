@@ -216,6 +216,20 @@ def test_an_import_refuses_negative_or_infinite_times(tmp_path, value):
         assert len(dest) == 0
 
 
+def test_an_import_refuses_a_bad_engine_refusal(tmp_path):
+    src = _alexnet_cache(tmp_path, "src.sqlite")
+    conn = sqlite3.connect(src)
+    conn.execute("INSERT INTO refused VALUES ('G', 91400, 'float32', 'default', 'fwd', "
+                 "'c=3', 'x', 'off', 0)")
+    conn.commit()
+    conn.close()
+    with BenchCache(tmp_path / "dest.sqlite") as dest:
+        with pytest.raises(CacheError, match=r"src.sqlite: refusal 1: cache key field "
+                                             r"'shape'.*nothing was imported"):
+            dest.import_cache(src)
+        assert len(dest) == 0
+
+
 # -- a full disk, a read-only cache ---------------------------------------------------------------
 
 @pytest.fixture

@@ -30,10 +30,10 @@ class Imported(NamedTuple):
     refusals: int = 0       # engine refusals new here (Note [Refused engines])
 
 
-def _refuse(src, entry, problem: str):
+def _refuse(src, row: str, problem: str):
     """Refuse an import for a bad entry of its source (Note [Checked rows] in
     ucudnn/measure/cache/reads.py)."""
-    raise CacheError(f"benchmark cache {src}: entry {entry}: {problem}; nothing was imported")
+    raise CacheError(f"benchmark cache {src}: {row}: {problem}; nothing was imported")
 
 
 class _SqliteFailed(Exception):
@@ -162,9 +162,18 @@ class CacheTransfer(CacheWrites):
                 f"p.ws_bytes, p.algo_math, {family}, {engine} "
                 f"FROM entries e LEFT JOIN perfs p ON p.entry = e.id WHERE {cols.usable} "
                 "ORDER BY e.id")
-            refused = (other._read("SELECT gpu, cudnn_version, dtype, math, op, shape, engine, "
-                                   "reason FROM refused ORDER BY rowid")
+            refused = (other._read("SELECT rowid, gpu, cudnn_version, dtype, math, op, shape, "
+                                   "engine, reason FROM refused ORDER BY rowid")
                        if other.schema >= 5 and other._has_tables else [])
+        for rowid, g, v, d, m, op, shape, engine, reason in refused:
+            try:
+                key_from_row(g, v, d, m, op, shape, DEFAULT_WORKSPACE_CAP, DEFAULT_TIMING, "graph")
+            except ValueError as e:
+                _refuse(src, f"refusal {rowid}", str(e))
+            if not isinstance(engine, int) or engine < 0 or not isinstance(reason, str):
+                _refuse(src, f"refusal {rowid}", f"field 'engine': must be an engine index "
+                        f">= 0 with its reason, got {engine!r}, {reason!r}")
+        refused = [row[1:] for row in refused]
         entries: Dict[int, list] = {}
         legacy = set()
         for (eid, g, v, d, m, op, shape, timing, cap, batch, repeats, created,
@@ -176,7 +185,7 @@ class CacheTransfer(CacheWrites):
                 try:
                     key = key_from_row(g, v, d, m, op, shape, cap, timing, fam)
                 except ValueError as e:
-                    _refuse(src, eid, str(e))
+                    _refuse(src, f"entry {eid}", str(e))
                 problem = batch_problem(batch)
                 if problem is None and (not isinstance(repeats, int) or repeats < 1):
                     problem = f"field 'repeats': must be an integer >= 1, got {repeats!r}"
@@ -184,7 +193,7 @@ class CacheTransfer(CacheWrites):
                                             and _math.isfinite(created)):
                     problem = f"field 'created': must be a time, got {created!r}"
                 if problem is not None:
-                    _refuse(src, eid, problem)
+                    _refuse(src, f"entry {eid}", problem)
                 entries[eid] = [key, batch, [], repeats, created]
             if algo is not None:
                 problem = perf_problem(algo, t, ws, am, eng or "")
@@ -193,7 +202,7 @@ class CacheTransfer(CacheWrites):
                                f"{'engine configs' if fam == 'graph' else 'algorithms'} only, "
                                f"got {eng!r}")
                 if problem is not None:
-                    _refuse(src, eid, problem)
+                    _refuse(src, f"entry {eid}", problem)
                 entries[eid][2].append(AlgoPerf(algo, t, ws, am, eng or ""))
         try:
             stored, new = self._store([tuple(e) for e in entries.values()], keep_newer=True,
