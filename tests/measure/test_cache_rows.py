@@ -198,8 +198,11 @@ def test_an_import_refuses_a_source_with_a_bad_entry(tmp_path, table, column, va
     p = run(tmp_path, "cache", "import", src, "--cache", dest, ok=False)
     assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
     assert f"benchmark cache {src}: entry {entry}: " in p.stderr and field in p.stderr, p.stderr
-    assert "nothing was imported" in p.stderr
+    assert "nothing was imported" in p.stderr and "--cache" not in p.stderr
     assert _state(dest) == before
+    # into a new cache: the file the failed import created is removed
+    p = run(tmp_path, "cache", "import", src, "--cache", tmp_path / "new.sqlite", ok=False)
+    assert p.returncode == 2 and not (tmp_path / "new.sqlite").exists()
 
 
 @pytest.mark.parametrize("value", [-1.0, math.inf, -math.inf])

@@ -19,6 +19,7 @@ import sys
 
 from ..measure import sources
 from ..measure.cache import BenchCache
+from ..measure.cache.transfer import SourceRefused
 from ..measure.cache.schema import SQLITE_MAGIC
 from ..plan.table import format_table
 from ..vocab import DTYPES, MATH_MODES
@@ -103,7 +104,10 @@ def _whole_cache(args) -> int:
         return 0
     _no_table_options(args, f"importing the cache file {args.table}")
     with BenchCache(args.cache) as cache:
-        got = cache.import_cache(args.table)
+        try:
+            got = cache.import_cache(args.table)
+        except SourceRefused as e:          # about FILE, not --cache
+            raise c.CliError(str(e)) from None
         kept = (f"; kept {got.kept_newer} entries of {cache.path} measured later"
                 if got.kept_newer else "")
         legacy = (f"; skipped {got.legacy_skipped} schema-1 entries of unknown workspace cap"

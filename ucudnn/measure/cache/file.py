@@ -48,8 +48,9 @@ Note [Cache file safety]
 
     A write that fails otherwise -- a full disk, an I/O error -- is rolled back (the journal
     goes with the transaction) and raises CacheError naming the file: the file is as it was.
-    A first open that fails so removes the empty file (and journal) it created, so a failed
-    command leaves no 0-byte cache behind.
+    A first open that fails so removes the empty file (and journal) it created, and a cache
+    created by an open that a failure leaves (``with BenchCache(...)``) holding nothing is
+    removed as the ``with`` ends: a failed command leaves no cache it made behind.
 """
 from __future__ import annotations
 
@@ -103,6 +104,7 @@ class CacheFile:
         self.schema = SCHEMA_VERSION        # the file's schema (older only when read-only)
         self._lock = threading.RLock()     # one connection, possibly used from several threads
         self._warn = warn
+        self.created = False                # this open created the file
         if self.path.is_dir():
             raise CacheError(f"{self._where}: is a directory, not a file")
         if self.path.exists() and not self.path.is_file():
@@ -128,6 +130,7 @@ class CacheFile:
                 conn.close()
                 conn = None
             if self._try_readwrite(exists, strict=readonly is False):
+                self.created = not exists
                 return
         self._finish_readonly(conn, immutable, version, may_write=refusal is None)
 
@@ -407,8 +410,33 @@ class CacheFile:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, *exc) -> None:
+        try:
+            if exc_type is not None and self.created:
+                self._discard_if_empty()
+        finally:
+            self.close()
+
+    def _discard_if_empty(self) -> None:
+        """Remove the file this open created where it still holds nothing: a command that
+        fails (a refused import, a full disk) leaves no cache it made behind."""
+        conn = self._conn
+        if conn is None:
+            return
+        try:
+            with self._lock:
+                held = conn.execute("SELECT (SELECT COUNT(*) FROM entries) + "
+                                    "(SELECT COUNT(*) FROM refused)").fetchone()[0]
+        except sqlite3.Error:
+            return
+        if held:
+            return
         self.close()
+        try:
+            self.path.unlink()
+        except OSError:
+            return
+        self._remove_created()                  # its empty journal, if any
 
     def __repr__(self) -> str:
         ro = ", readonly=True" if self.readonly else ""

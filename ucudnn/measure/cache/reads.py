@@ -90,7 +90,9 @@ class CacheReads(CacheFile):
                 problem = batch_problem(batch) or _cap_problem(cap) or (
                     None if algo is None else perf_problem(algo, t, ws, m, e))
                 if problem is not None:
-                    self._skip(eid, f"{key.text()}, batch {batch!r}", problem)
+                    kernel = "|".join(map(str, key.kernel_columns()))
+                    self._skip(eid, f"{kernel}|cap={cap!r}|{key.timing}, batch {batch!r}",
+                               problem)
                     bad.add(batch)
                     continue
                 perfs = out.setdefault(batch, [])

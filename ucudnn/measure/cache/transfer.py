@@ -19,7 +19,7 @@ from .key import (DEFAULT_TIMING, DEFAULT_WORKSPACE_CAP, UNKNOWN_CAP, CacheKey, 
 from .schema import CacheError, columns
 from .writes import CacheWrites
 
-__all__ = ["CacheTransfer", "Imported"]
+__all__ = ["CacheTransfer", "Imported", "SourceRefused"]
 
 
 class Imported(NamedTuple):
@@ -30,10 +30,14 @@ class Imported(NamedTuple):
     refusals: int = 0       # engine refusals new here (Note [Refused engines])
 
 
+class SourceRefused(CacheError):
+    """The source of an import cannot be read or holds a bad row; names the source."""
+
+
 def _refuse(src, row: str, problem: str):
     """Refuse an import for a bad entry of its source (Note [Checked rows] in
     ucudnn/measure/cache/reads.py)."""
-    raise CacheError(f"benchmark cache {src}: {row}: {problem}; nothing was imported")
+    raise SourceRefused(f"benchmark cache {src}: {row}: {problem}; nothing was imported")
 
 
 class _SqliteFailed(Exception):
@@ -153,7 +157,11 @@ class CacheTransfer(CacheWrites):
                              f"nothing was imported from {src}")
         if src.exists() and self.path.exists() and os.path.samefile(src, self.path):
             raise CacheError(f"{self._where}: importing the cache into itself")
-        with CacheTransfer(src, readonly=True, warn=False) as other:
+        try:
+            other = CacheTransfer(src, readonly=True, warn=False)
+        except CacheError as e:
+            raise SourceRefused(str(e)) from None
+        with other:
             cols = columns(other.schema, entries="e.", perfs="p.")
             family, engine = cols.family, cols.engine
             rows = other._read(
@@ -210,5 +218,5 @@ class CacheTransfer(CacheWrites):
         except CacheError:
             raise
         except ValueError as e:
-            raise CacheError(f"benchmark cache {src}: {e}; nothing was imported") from None
+            raise SourceRefused(f"benchmark cache {src}: {e}; nothing was imported") from None
         return Imported(stored, len(entries) - stored, len(legacy), new)
