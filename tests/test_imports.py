@@ -18,7 +18,7 @@ PACKAGE = REPO / "ucudnn"
 #: (layer, the module prefixes in it), lowest first (Note [Layers of the package] in
 #: ucudnn/__init__.py)
 LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
-    ("base", ("ucudnn", "ucudnn.vocab", "ucudnn.paths", "ucudnn.config")),
+    ("base", ("ucudnn", "ucudnn.vocab", "ucudnn.paths", "ucudnn.config", "ucudnn.files")),
     ("plan", ("ucudnn.plan",)),
     ("measure", ("ucudnn.measure",)),
     ("caffe", ("ucudnn.caffe",)),

@@ -27,8 +27,8 @@ Note [Layers of the package]
     The package is layered; a module imports only modules of its own layer or of the layers
     below it, lowest first:
 
-    0. ``ucudnn`` (this file), :mod:`ucudnn.vocab`, :mod:`ucudnn.paths`, :mod:`ucudnn.config`:
-       import nothing of the package;
+    0. ``ucudnn`` (this file), :mod:`ucudnn.vocab`, :mod:`ucudnn.paths`, :mod:`ucudnn.config`,
+       :mod:`ucudnn.files`: import nothing of the package;
     1. :mod:`ucudnn.plan`: imports layer 0;
     2. :mod:`ucudnn.measure`: imports layers 0-1;
     3. :mod:`ucudnn.caffe`: imports layers 0-2 (the plan records' constants come from

@@ -502,16 +502,6 @@ def test_schema_1_migrated_once_by_concurrent_openers(tmp_path, monkeypatch):
     conn.close()
 
 
-def test_schema_1_read_only_is_refused_with_what_to_do(tmp_path):
-    path = tmp_path / "v1.sqlite"
-    _old_file(path, 1)
-    before = path.read_bytes()
-    with pytest.raises(CacheError, match="schema version 1 needs migrating.*copy it to "
-                                         "writable storage"):
-        BenchCache(path, readonly=True)
-    assert path.read_bytes() == before
-
-
 def test_newer_schema_is_refused_untouched(tmp_path):
     path = tmp_path / "v6.sqlite"
     _old_file(path, 1)

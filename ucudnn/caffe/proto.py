@@ -267,7 +267,7 @@ def read_net(pb2, path):
 
 def write_net(net, path, *, replace: bool = True) -> None:
     """Write ``net`` as prototxt (no comments, Note [Strict reading]) atomically: a temporary
-    file, then a rename (``ucudnn.plan.table.write_text``; ``replace=False``: an existing
+    file, then a rename (``ucudnn.files.write_text``; ``replace=False``: an existing
     ``path`` is an error, never overwritten)."""
     from google.protobuf import text_format
     path = os.fspath(path)

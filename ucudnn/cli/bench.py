@@ -31,7 +31,7 @@ import time
 from ..measure.for_plan import parse_devices
 from ..measure.sources import benchmark_layers
 from ..plan.settings import FIND_REPEATS
-from ..plan.table import rows_from_kernel, write_table
+from ..plan.table import format_table, rows_from_kernel
 from ..vocab import DTYPES, ENGINE, MATH_MODES, OPS, SEARCHES, InputError
 from . import common as c
 
@@ -62,7 +62,7 @@ def add_parser(sub) -> None:
     s.add_argument("--cache", metavar="PATH", help="benchmark cache (default: $UCUDNN_CACHE or "
                    "~/.cache/ucudnn/bench.sqlite)")
     s.add_argument("--csv", metavar="OUT", help="also write the measurements as a table "
-                   "(default: none)")
+                   "(default: none; an existing regular file is replaced)")
     s.add_argument("--force", action="store_true", help="measure again what is cached")
     s.add_argument("--devices", metavar="LIST", help="GPUs to spread the kernels over, e.g. "
                    "0,1: one process per GPU (CUDA_VISIBLE_DEVICES), each measuring its share "
@@ -155,7 +155,7 @@ def run(args) -> int:
     elif args.limit is not None:
         raise c.CliError("--limit: only with --search pruned")
     if args.csv:
-        c.output_file(args.csv, "--csv")
+        c.output_file(args.csv, "--csv", force=True)   # a table of the cache: replaced
     layers, _, _ = c.load_layers(args, None)
     if devices:
         rc = _spread(args, devices)
@@ -171,6 +171,6 @@ def run(args) -> int:
                                   engines=engines)
     if args.csv:
         rows = [r for (layer, op), b in benches.items() for r in rows_from_kernel(layer, op, b)]
-        write_table(args.csv, rows)
+        c.write_output(args.csv, "--csv", format_table(rows), force=True)
         c.say(f"wrote {len(rows)} rows to {args.csv}")
     return 0

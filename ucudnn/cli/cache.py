@@ -1,23 +1,27 @@
 """``ucudnn cache``: list, import or export the benchmark cache.
 
     ucudnn cache list [--cache PATH] [--json]
-    ucudnn cache export FILE [--cache PATH]              a copy of the whole cache (a cache file)
+    ucudnn cache export FILE [--cache PATH] [--force]    a copy of the whole cache (a cache file)
     ucudnn cache export (--net|--layers|--prototxt) ...  [--csv OUT]: a table of those layers
     ucudnn cache import FILE [--cache PATH]              FILE a cache (as export writes): merged
     ucudnn cache import CSV (--net|--layers|--prototxt) ...  a table, keyed by the layers' shapes
 
-Reading commands (list, export) never create a cache; Note [A cache shared by a cluster] in
-:mod:`ucudnn.measure.cache` says what the copies are for.
+Reading commands (list, export) never create a cache, nor write one: a cache of an older
+schema is read as it is (Note [Schema migration] in :mod:`ucudnn.measure.cache.schema`).
+Note [A cache shared by a cluster] in :mod:`ucudnn.measure.cache` says what the copies are
+for.
 """
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from ..measure import sources
 from ..measure.cache import BenchCache
+from ..measure.cache.transfer import SourceRefused
 from ..measure.cache.schema import SQLITE_MAGIC
-from ..plan.table import format_table, write_table
+from ..plan.table import format_table
 from ..vocab import DTYPES, MATH_MODES
 from . import common as c
 
@@ -53,9 +57,14 @@ def add_parser(sub) -> None:
                            help="cudnnFind calls behind each row of a table")
         else:
             p.add_argument("file", metavar="FILE", nargs="?",
-                           help="new file for a copy of the whole cache (never overwritten)")
+                           help="new file for a copy of the whole cache (an existing file "
+                           "only with --force)")
             p.add_argument("--csv", "-o", metavar="OUT",
-                           help="output file of a table (default: stdout)")
+                           help="output file of a table (default: stdout; an existing file "
+                           "only with --force)")
+            p.add_argument("--force", action="store_true",
+                           help="allow FILE or OUT to be an existing regular file (replace "
+                           "it); never a FIFO, a device or a folder")
         c.add_layer_source(p, default_net=False)
         p.add_argument("--cache", metavar="PATH", help=_CACHE_HELP)
         p.add_argument("--gpu", help="GPU name (default: the visible GPU"
@@ -69,6 +78,8 @@ def add_parser(sub) -> None:
 
 
 def _is_cache_file(path) -> bool:
+    if not os.path.isfile(path):        # never opened (a FIFO would block): BenchCache refuses it
+        return os.path.exists(path) and not os.path.isdir(path)
     try:
         with open(path, "rb") as f:
             return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
@@ -86,13 +97,17 @@ def _no_table_options(args, what: str) -> None:
 def _whole_cache(args) -> int:
     if args.command == "export":
         _no_table_options(args, "'cache export FILE'")
-        with BenchCache(args.cache, create=False) as cache:
-            n = cache.export_cache(args.file)
+        c.output_file(args.file, "FILE", force=True)     # an existing file: export_cache
+        with BenchCache(args.cache, readonly=True) as cache:      # read as it is
+            n = cache.export_cache(args.file, replace=args.force)
             c.say(f"copied {n} entries of {cache.path} to {args.file}")
         return 0
     _no_table_options(args, f"importing the cache file {args.table}")
     with BenchCache(args.cache) as cache:
-        got = cache.import_cache(args.table)
+        try:
+            got = cache.import_cache(args.table)
+        except SourceRefused as e:          # about FILE, not --cache
+            raise c.CliError(str(e)) from None
         kept = (f"; kept {got.kept_newer} entries of {cache.path} measured later"
                 if got.kept_newer else "")
         legacy = (f"; skipped {got.legacy_skipped} schema-1 entries of unknown workspace cap"
@@ -137,12 +152,12 @@ def run(args) -> int:
               f"cuDNN {sources.format_cudnn(ver)}, {dtype}, math {math_mode}")
         return 0
     if args.csv:
-        c.output_file(args.csv, "--csv")
+        c.output_file(args.csv, "--csv", force=args.force)
     layers, _, _ = c.load_layers(args, None)
     rows = sources.export_rows(layers, cache_path=args.cache, gpu=args.gpu,
                                cudnn_version=args.cudnn_version, dtype=dtype, math=math_mode)
     if args.csv:
-        write_table(args.csv, rows)
+        c.write_output(args.csv, "--csv", format_table(rows), force=args.force)
         c.say(f"wrote {len(rows)} rows to {args.csv}")
     else:
         sys.stdout.write(format_table(rows))

@@ -6,11 +6,12 @@ import dataclasses
 import os
 import re
 import sys
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence
 
 import ucudnn
 
 from ..caffe.prototxt import load_prototxt
+from ..files import check_target, write_file
 from ..caffe.shapes import parse_input_shape
 from ..measure import shipped
 from ..plan.layers import read_layers
@@ -159,22 +160,56 @@ def text_file(path, option: str) -> str:
         raise CliError(f"{option}: {e}; is it the right file?") from None
 
 
+def _reason(e: OSError, path: str) -> str:
+    return f"{path}: {e.strerror or e}"
+
+
 def output_file(path, option: str, *, inputs: Sequence = (), force: bool = False) -> str:
-    """Check that ``path`` can be written: its folder exists, and it is none of ``inputs``
-    (unless ``force``)."""
+    """Check, before the work, that ``path`` may be written (Note [Writing a named file] in
+    ucudnn/files.py): its folder exists; it is not a FIFO, a device, a socket or a folder
+    (never, ``force`` or not); an existing file, or one of ``inputs``, only with ``force``.
+    :func:`write_output` checks again when it writes."""
     path = os.fspath(path)
+    if not path:
+        raise CliError(f"{option}: an empty file name")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise CliError(f"{option}: the folder {folder} does not exist (create it first)")
     if os.path.isdir(path):
         raise CliError(f"{option}: {path!r} is a folder, not a file")
+    try:
+        check_target(path, replace=True)
+    except OSError as e:
+        raise CliError(f"{option}: {_reason(e, path)}") from None
     for src in inputs:
         if src is not None and os.path.exists(path) and os.path.exists(src) and \
                 os.path.samefile(path, src):
             if not force:
                 raise CliError(f"{option}: {path} is the input file; writing it would "
                                "overwrite the input (pass --force to do so)")
+    if os.path.lexists(path) and not force:
+        raise CliError(f"{option}: {path} exists; pass --force to overwrite it")
     return path
+
+
+def write_output(path, option: str, text: Optional[str] = None, *,
+                 fill: Optional[Callable[[str], None]] = None, force: bool = False) -> None:
+    """Write the output file ``path`` of ``option``: ``text``, or what ``fill(tmp)`` writes
+    into a temporary file (:func:`ucudnn.files.write_file`: atomic, flushed to the disk, never
+    over anything but a regular file, over one only with ``force``). An OS error (a full disk,
+    a folder this user may not write) is one :class:`CliError` naming ``path``; nothing is
+    left behind."""
+    if fill is None:
+        def fill(tmp: str) -> None:
+            with open(tmp, "w", encoding="utf-8", newline="") as f:
+                f.write(text)
+    try:
+        write_file(path, fill, replace=force, fsync=True)
+    except FileExistsError:
+        raise CliError(f"{option}: {os.fspath(path)} exists; pass --force to overwrite "
+                       "it") from None
+    except OSError as e:
+        raise CliError(f"{option}: {_reason(e, os.fspath(path))}") from None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,8 +1,6 @@
 """``ucudnn prototxt``: write a variant of a Caffe prototxt with ucudnn_param."""
 from __future__ import annotations
 
-import os
-
 from ..caffe import params
 from ..caffe.proto import PrototxtError, load_caffe_pb2, parse_net, read_text, write_net
 from ..caffe.prototxt import check_net
@@ -46,8 +44,6 @@ def run(args) -> int:
 def _run(args) -> int:
     c.text_file(args.input, "input")
     c.output_file(args.output, "--output", inputs=[args.input], force=args.force)
-    if os.path.lexists(args.output) and not args.force:
-        raise c.CliError(f"--output: {args.output} exists; pass --force to overwrite it")
     given = options.settings_given(args)
     if args.cache is not None:
         given["cache_path"] = args.cache
@@ -68,6 +64,7 @@ def _run(args) -> int:
     for p in targets:
         params.set_param(p, given)
     check_net(net, text, args.input)
-    write_net(net, args.output, replace=args.force)
+    c.write_output(args.output, "--output", fill=lambda tmp: write_net(net, tmp),
+                   force=args.force)
     c.say(f"wrote {args.output}")
     return 0

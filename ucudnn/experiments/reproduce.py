@@ -30,6 +30,7 @@ from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 from .. import __version__
 from ..caffe.proto import load_caffe_pb2, read_net
+from ..files import write_text
 from ..measure import shipped
 from ..measure.bench import device_info
 from ..paths import CHECKOUT, caffe_patches, local_root, nets_dir
@@ -430,7 +431,7 @@ def merge_pytorch(out: Path, paths: Sequence[Path], say: Callable[[str], None] =
     doc["pytorch"].update(merged)
     save_results(path, doc)
     write_csv(out, doc)
-    (Path(out) / "summary.txt").write_text(format_summary(doc) + "\n", encoding="utf-8")
+    write_text(Path(out) / "summary.txt", format_summary(doc) + "\n", fsync=True)
     for net, rec in merged.items():
         say(f"pytorch {net}: {rec['median_ms']:.2f} ms ({rec.get('pytorch_mode', 'eager')}) "
             f"merged into {path}")

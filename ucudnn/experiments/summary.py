@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
+from ..files import write_text
 from ..vocab import format_size
 from .grid import (Point, bn_engine, engines_of, is_unlimited, layout_of, limit_label,
                    point_order)
@@ -43,7 +45,7 @@ def write_csv(out: Path, doc: dict) -> None:
     predicted grid has no per-layer times and gets no ``layers.csv``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "points.csv", "w", newline="", encoding="utf-8") as f:
+    with io.StringIO() as f:    # written whole: Note [Writing a named file] in ucudnn/files.py
         w = csv.writer(f)
         w.writerow(POINT_COLUMNS)
         for key in sorted(doc["points"]):
@@ -58,9 +60,10 @@ def write_csv(out: Path, doc: dict) -> None:
                        **pytorch_fields(doc, rec["net"]),
                        processes=len(measured_repeats(rec)) or None)
             w.writerow(["" if rec.get(c) is None else rec.get(c) for c in POINT_COLUMNS])
+        write_text(out / "points.csv", f.getvalue(), fsync=True)
     if doc.get("meta", {}).get("mode") == "predict":
         return
-    with open(out / "layers.csv", "w", newline="", encoding="utf-8") as f:
+    with io.StringIO() as f:
         w = csv.writer(f)
         w.writerow(("net", "setting", "limit_bytes", "bn_engine", "engines", "layout",
                     "layer", "forward_ms", "backward_ms"))
@@ -71,6 +74,7 @@ def write_csv(out: Path, doc: dict) -> None:
                             bn_engine(rec), engines_of(rec), layout_of(rec), t["name"],
                             t.get("forward", ""),
                             t.get("backward", "")))
+        write_text(out / "layers.csv", f.getvalue(), fsync=True)
 
 
 def tags(rec: dict) -> str:

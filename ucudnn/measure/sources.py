@@ -499,7 +499,7 @@ def export_rows(layers, *, cache_path=None, gpu: Optional[str] = None,
                 math: str = "default") -> List[BenchRow]:
     """Every cached measurement of ``layers`` as table rows; :class:`SourceError` if none
     (CacheError if there is no cache: nothing is created)."""
-    with BenchCache(cache_path, create=False) as cache:
+    with BenchCache(cache_path, readonly=True) as cache:      # read as it is
         gpu, cudnn_version = resolve_device(gpu, cudnn_version, cache=cache, math=math)
         rows = cache.export_rows(layers, gpu=gpu, cudnn_version=cudnn_version, dtype=dtype,
                                  math=math)
@@ -513,5 +513,5 @@ def export_rows(layers, *, cache_path=None, gpu: Optional[str] = None,
 def cache_listing(cache_path=None) -> Tuple[str, int, list]:
     """(path, number of entries, [(CacheKey, [batches])]); CacheError ``no cache at PATH``
     for an absent file (nothing is created)."""
-    with BenchCache(cache_path, create=False) as cache:
+    with BenchCache(cache_path, readonly=True) as cache:      # read as it is
         return str(cache.path), len(cache), cache.entries()

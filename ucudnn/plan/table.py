@@ -15,21 +15,19 @@ ucudnn/vocab.py); empty for an algorithm.
 from __future__ import annotations
 
 import csv
-import errno
 import io
 import math as _math
 import os
-import secrets
-import stat
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Mapping, Sequence, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 __all__ = [
     "OPS", "AlgoPerf", "BenchRow", "KernelBench", "TableError",
-    "read_table", "write_table", "group_by_kernel", "rows_from_kernel",
+    "read_table", "write_table", "group_by_kernel", "rows_from_kernel", "perf_problem",
 ]
 
+from ..files import write_text
 from ..vocab import GRAPH_ALGO, OPS, InputError, parse_engine
 
 TABLE_COLUMNS = ("layer", "op", "batch", "algo", "time_ms", "ws_bytes", "math")
@@ -79,25 +77,50 @@ def _field(where: str, name: str, text: str, conv):
     return value
 
 
+def _shown(value) -> str:
+    return repr(value) if isinstance(value, (str, bytes)) else str(value)
+
+
+def _integer(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def perf_problem(algo, time_ms, ws_bytes, math=0, engine="") -> Optional[str]:
+    """What is wrong with one measured choice (``field 'time_ms': must be a finite time >= 0,
+    got -1.0``), or None: the check every measurement passes where it is read, shared by the
+    tables' reader and the cache's reads and imports (values of any type: a cache's columns
+    may hold text)."""
+    if not isinstance(engine, str):
+        return f"field 'engine': must be text, got {_shown(engine)}"
+    if not _integer(algo):
+        return f"field 'algo': must be an integer, got {_shown(algo)}"
+    if engine:
+        try:
+            parse_engine(engine)
+        except InputError as e:
+            return str(e)
+        if algo != GRAPH_ALGO:
+            return f"field 'algo': an engine config's is {GRAPH_ALGO}, got {algo}"
+    elif algo < 0:
+        return f"field 'algo': must be >= 0, got {algo}"
+    if not (isinstance(time_ms, (int, float)) and not isinstance(time_ms, bool)
+            and time_ms >= 0 and _math.isfinite(time_ms)):
+        return f"field 'time_ms': must be a finite time >= 0, got {_shown(time_ms)}"
+    if not _integer(ws_bytes) or ws_bytes < 0:
+        return f"field 'ws_bytes': must be an integer >= 0, got {_shown(ws_bytes)}"
+    if not _integer(math):
+        return f"field 'math': must be an integer, got {_shown(math)}"
+    return None
+
+
 def _check_row(where: str, row: BenchRow) -> None:
     if row.op not in OPS:
         raise TableError(f"{where}: field 'op': {row.op!r} is not one of {', '.join(OPS)}")
     if row.batch < 1:
         raise TableError(f"{where}: field 'batch': must be >= 1, got {row.batch}")
-    if row.engine:
-        try:
-            parse_engine(row.engine)
-        except InputError as e:
-            raise TableError(f"{where}: {e}") from None
-        if row.algo != GRAPH_ALGO:
-            raise TableError(f"{where}: field 'algo': an engine config's is {GRAPH_ALGO}, "
-                             f"got {row.algo}")
-    elif row.algo < 0:
-        raise TableError(f"{where}: field 'algo': must be >= 0, got {row.algo}")
-    if not (row.time_ms >= 0 and _math.isfinite(row.time_ms)):
-        raise TableError(f"{where}: field 'time_ms': must be a finite time >= 0, got {row.time_ms}")
-    if row.ws_bytes < 0:
-        raise TableError(f"{where}: field 'ws_bytes': must be >= 0, got {row.ws_bytes}")
+    problem = perf_problem(row.algo, row.time_ms, row.ws_bytes, row.math, row.engine)
+    if problem is not None:
+        raise TableError(f"{where}: {problem}")
 
 
 def read_text(path: str | os.PathLike, error=InputError, what: str = "text") -> str:
@@ -180,59 +203,10 @@ def format_table(rows: Iterable[BenchRow]) -> str:
     return out.getvalue()
 
 
-def write_text(path: str | os.PathLike, text: str, *, fsync: bool = False,
-               replace: bool = True) -> None:
-    """Write ``text`` (UTF-8) atomically: a temporary file in the same folder, then a rename;
-    a reader sees the old file or the new one, never a part. The file gets the mode of the
-    file it replaces, or a new file's mode (0666 less the umask: the kernel applies it when
-    the temporary file is created). ``fsync``: flush it to the disk before the rename (results
-    that a crash must not lose). ``replace=False``: never overwrite -- :class:`FileExistsError`
-    where ``path`` exists, also where it appears while this writes (the file is linked into
-    place, which fails on an existing name, instead of renamed; on a file system without hard
-    links, a check and a rename)."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    if not replace and os.path.lexists(path):
-        raise FileExistsError(errno.EEXIST, "file exists", path)
-    while True:
-        tmp = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-            break
-        except FileExistsError:
-            continue
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            if replace:
-                try:
-                    os.fchmod(f.fileno(), stat.S_IMODE(os.stat(path).st_mode))
-                except FileNotFoundError:
-                    pass
-            f.write(text)
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
-        if replace:
-            os.replace(tmp, path)
-        else:
-            try:
-                os.link(tmp, path)      # fails on an existing name, atomically
-            except FileExistsError:
-                raise
-            except OSError as e:        # a file system without hard links: check, rename
-                if e.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV):
-                    raise
-                if os.path.lexists(path):
-                    raise FileExistsError(errno.EEXIST, "file exists", path) from None
-                os.replace(tmp, path)
-    finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-
-
-def write_table(path: str | os.PathLike, rows: Iterable[BenchRow]) -> None:
-    """Write a benchmark table atomically (:func:`write_text`)."""
-    write_text(path, format_table(rows))
+def write_table(path: str | os.PathLike, rows: Iterable[BenchRow], *,
+                replace: bool = True) -> None:
+    """Write a benchmark table atomically (Note [Writing a named file] in ucudnn/files.py)."""
+    write_text(path, format_table(rows), fsync=True, replace=replace)
 
 
 def group_by_kernel(rows: Iterable[BenchRow]) -> Dict[Tuple[str, str], KernelBench]:

@@ -14,7 +14,8 @@ library version never plans another.
   migration]);
 * :mod:`.access` -- who may write the file, reading without writing (Note [Read-only caches]);
 * :mod:`.file` -- opening, the journal, transactions (Note [Cache file safety]);
-* :mod:`.reads`, :mod:`.writes` -- lookups; put and fill;
+* :mod:`.reads`, :mod:`.writes` -- lookups, every row checked (Note [Checked rows]); put
+  and fill;
 * :mod:`.transfer` -- benchmark tables in and out, whole-cache copies.
 
 Imports :mod:`ucudnn.plan` and :mod:`ucudnn.vocab` only; never the rest of

@@ -23,7 +23,9 @@ Note [Read-only caches]
     write the file or its folder never creates one (it would belong to the reader and lock its
     owner out): with a -shm present (a writer has the file open) it reads through it, else with
     ``immutable=1``, which reads the file as it is -- safe because without a -shm no process
-    has the file open in WAL mode, and the next read-write open converts it. Where SQLite cannot
+    has the file open in WAL mode, and the next read-write open converts it. A reader that may
+    write the file reads it so too, where no -wal holds frames (a -wal left by a crash needs
+    the -shm to be read), so that a reading command leaves no file. Where SQLite cannot
     create the -shm (``SQLITE_READONLY_DIRECTORY``), the same ``immutable=1`` read follows. A
     hot journal (a write interrupted by a crash) is rolled back by the next open of a process
     that can write the file (:func:`roll_back`, only in a file with our application id); a
@@ -144,6 +146,13 @@ def roll_back(path: Path, timeout: float, where: str) -> None:
         conn.close()
 
 
+def _has_frames(wal: Path) -> bool:
+    try:
+        return wal.stat().st_size > 0
+    except OSError:
+        return False
+
+
 def connect_readonly(path: Path, timeout: float, *, may_write: bool,
                      where: str) -> Tuple[sqlite3.Connection, bool]:
     """A read-only connection to ``path`` and whether it reads with ``immutable=1`` (Note
@@ -151,8 +160,9 @@ def connect_readonly(path: Path, timeout: float, *, may_write: bool,
     the -wal/-shm a WAL file needs are its own to create. Raises CacheError."""
     base = path.resolve().as_uri()
     queries = ["?mode=ro", "?mode=ro&immutable=1"]
-    if in_wal_mode(path) and not may_write and not Path(f"{path}-shm").exists():
-        queries = queries[1:]
+    if in_wal_mode(path) and not Path(f"{path}-shm").exists() and (
+            not may_write or not _has_frames(Path(f"{path}-wal"))):
+        queries = queries[1:]       # no process has it open: read it creating nothing
     last: Optional[sqlite3.Error] = None
     for query in queries:
         conn = None

@@ -44,7 +44,13 @@ Note [Cache file safety]
     A file that is not ours -- not SQLite, corrupted, or another application's database --
     raises CacheError and is never written to: it is validated through a read-only connection
     before a read-write one is opened. An empty (0-byte) file or an SQLite file without any
-    table is initialised.
+    table is initialised. A FIFO, a device or a socket is refused without being opened.
+
+    A write that fails otherwise -- a full disk, an I/O error -- is rolled back (the journal
+    goes with the transaction) and raises CacheError naming the file: the file is as it was.
+    A first open that fails so removes the empty file (and journal) it created, and a cache
+    created by an open that a failure leaves (``with BenchCache(...)``) holding nothing is
+    removed as the ``with`` ends: a failed command leaves no cache it made behind.
 """
 from __future__ import annotations
 
@@ -58,8 +64,8 @@ from typing import List, Optional, Sequence, Union
 
 from .access import (HotJournal, connect_readonly, foreign_sidecars, in_wal_mode, is_locked,
                      is_unwritable, roll_back, write_refusal)
-from .schema import (BWD_FILTER_BETA_1_SCHEMA, SCHEMA_VERSION, SQLITE_MAGIC, CacheError,
-                     beta_0_where, check_ours, columns, initialise)
+from .schema import (BWD_FILTER_BETA_1_SCHEMA, SCHEMA_1_AS_2, SCHEMA_VERSION, SQLITE_MAGIC,
+                     CacheError, beta_0_where, check_ours, columns, initialise)
 
 __all__ = ["CacheFile", "default_cache_path", "JOURNAL_MODE"]
 
@@ -98,8 +104,13 @@ class CacheFile:
         self.schema = SCHEMA_VERSION        # the file's schema (older only when read-only)
         self._lock = threading.RLock()     # one connection, possibly used from several threads
         self._warn = warn
+        self.created = False                # this open created the file
         if self.path.is_dir():
             raise CacheError(f"{self._where}: is a directory, not a file")
+        if self.path.exists() and not self.path.is_file():
+            # a FIFO would block the open, a device be read or written as a database
+            raise CacheError(f"{self._where}: not a regular file (a FIFO, a device or a "
+                             "socket); the file was left untouched")
         exists = self.path.exists()
         if not exists and (readonly or not create):
             raise CacheError(f"no cache at {self.path} (nothing was created: only commands "
@@ -119,6 +130,7 @@ class CacheFile:
                 conn.close()
                 conn = None
             if self._try_readwrite(exists, strict=readonly is False):
+                self.created = not exists
                 return
         self._finish_readonly(conn, immutable, version, may_write=refusal is None)
 
@@ -167,6 +179,8 @@ class CacheFile:
             return True
         except sqlite3.OperationalError as e:
             self.close()
+            if not exists and not is_locked(e):
+                self._remove_created()
             folder = self.path.parent
             if not exists and folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK):
                 raise CacheError(f"{self._where}: cannot create it: folder {folder} not "
@@ -179,10 +193,22 @@ class CacheFile:
             return False
         except sqlite3.DatabaseError as e:
             self.close()
+            if not exists:
+                self._remove_created()
             raise CacheError(f"{self._where}: {e}") from None
         except BaseException:
             self.close()
             raise
+
+    def _remove_created(self) -> None:
+        """Remove the empty file (and journal) that a failed first open created: a command
+        that fails leaves no 0-byte cache behind."""
+        for p in (Path(f"{self.path}-journal"), self.path):
+            try:
+                if p.stat().st_size == 0:
+                    p.unlink()
+            except OSError:
+                pass
 
     def _finish_readonly(self, conn: Optional[sqlite3.Connection], immutable: bool,
                          version: int, may_write: bool) -> None:
@@ -192,13 +218,16 @@ class CacheFile:
                 conn, immutable = connect_readonly(self.path, self.timeout,
                                                    may_write=may_write, where=self._where)
         if version == 1:
-            conn.close()
-            raise CacheError(
-                f"{self._where}: cache schema version 1 needs migrating to version "
-                f"{SCHEMA_VERSION} (entries gain the workspace offered to cudnnFind and the "
-                f"timing method), and it is opened read-only ({self.readonly_reason}): open it "
-                f"once where it can be written, or copy it to writable storage and use the copy "
-                f"(it is migrated when opened)")
+            try:
+                conn.execute(SCHEMA_1_AS_2)         # in memory: the file is not written
+            except sqlite3.Error as e:
+                conn.close()
+                raise CacheError(f"{self._where}: schema 1, read-only: cannot read it as "
+                                 f"schema 2 ({e}); the file was left untouched") from None
+            if self._warn:
+                log.warning("%s: schema 1, read-only: read as it is, its entries with an "
+                            "unknown workspace cap, never used for planning (Note [Schema "
+                            "migration])", self._where)
         conn.execute("PRAGMA busy_timeout = 0")            # _retry waits
         self._conn, self._has_tables = conn, version != 0
         self.schema = version or SCHEMA_VERSION
@@ -213,7 +242,7 @@ class CacheFile:
             log.warning("%s: schema %d, read-only: its legacy backward-filter entries were "
                         "timed with beta 0 and are not read (Note [Schema migration])",
                         self._where, version)
-        if immutable:
+        if immutable and not may_write:
             self.readonly_reason += ("; read as immutable: a WAL-mode file whose -shm this "
                                      "user may not create")
         if self._warn and self.readonly_reason != "asked for":
@@ -335,15 +364,24 @@ class CacheFile:
                     self._retry(lambda: conn.execute("COMMIT"))
                 except BaseException:
                     if conn.in_transaction:
-                        conn.execute("ROLLBACK")
+                        try:
+                            conn.execute("ROLLBACK")
+                        except sqlite3.Error as e:      # the next open rolls it back
+                            log.debug("%s: rollback failed: %s", self._where, e)
                     raise
         try:
             self._retry(attempt)
         except sqlite3.OperationalError as e:
-            if opening or not is_unwritable(e):
+            if opening:
                 raise
-            raise CacheError(f"{self._where}: cannot write: {e}"
-                             f"{foreign_sidecars(self.path)}") from None
+            # a full disk, an I/O error, a file or folder this process may not write: the
+            # transaction was rolled back, the file is as it was
+            hint = foreign_sidecars(self.path) if is_unwritable(e) else ""
+            raise CacheError(f"{self._where}: cannot write: {e}{hint}; nothing was "
+                             "stored") from None
+        except sqlite3.DatabaseError as e:
+            raise CacheError(f"{self._where}: cannot write: {e}; nothing was "
+                             "stored") from None
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -372,8 +410,33 @@ class CacheFile:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, *exc) -> None:
+        try:
+            if exc_type is not None and self.created:
+                self._discard_if_empty()
+        finally:
+            self.close()
+
+    def _discard_if_empty(self) -> None:
+        """Remove the file this open created where it still holds nothing: a command that
+        fails (a refused import, a full disk) leaves no cache it made behind."""
+        conn = self._conn
+        if conn is None:
+            return
+        try:
+            with self._lock:
+                held = conn.execute("SELECT (SELECT COUNT(*) FROM entries) + "
+                                    "(SELECT COUNT(*) FROM refused)").fetchone()[0]
+        except sqlite3.Error:
+            return
+        if held:
+            return
         self.close()
+        try:
+            self.path.unlink()
+        except OSError:
+            return
+        self._remove_created()                  # its empty journal, if any
 
     def __repr__(self) -> str:
         ro = ", readonly=True" if self.readonly else ""

@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Optional, Tuple
 
 from ...plan.conv import ConvShape
 from ...plan.table import OPS
 from ...vocab import DTYPES, FAMILIES, MATH_MODES, format_size
 
-__all__ = ["CacheKey", "timing_name", "shape_from_key", "DEFAULT_WORKSPACE_CAP",
-           "DEFAULT_TIMING", "UNKNOWN_CAP"]
+__all__ = ["CacheKey", "timing_name", "shape_from_key", "key_from_row", "batch_problem",
+           "DEFAULT_WORKSPACE_CAP", "DEFAULT_TIMING", "UNKNOWN_CAP"]
 
 #: What the core offers cudnnFind by default (``Kernel.benchmark(workspace_cap=None)``).
 DEFAULT_WORKSPACE_CAP = 8 << 30
@@ -157,3 +157,23 @@ def shape_from_key(text: str) -> ConvShape:
     x = None if shape.x_strides == packed.packed_x_strides() else shape.x_strides
     y = None if shape.y_strides == packed.packed_y_strides() else shape.y_strides
     return ConvShape(**{**kw, "x_strides": x, "y_strides": y})
+
+
+def key_from_row(gpu, cudnn_version, dtype, math, op, shape, workspace_cap, timing,
+                 family) -> CacheKey:
+    """The key of a stored entry's columns, checked as every key is; ValueError naming the
+    field (``cache key field 'op': ...``, ``cache key field 'shape': ...``)."""
+    if not isinstance(shape, str):
+        raise ValueError(f"cache key field 'shape': must be text, got {shape!r}")
+    try:
+        conv = shape_from_key(shape)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"cache key field 'shape': cannot read {shape!r} ({e})") from None
+    return CacheKey(gpu, cudnn_version, dtype, math, op, conv, workspace_cap, timing, family)
+
+
+def batch_problem(batch) -> Optional[str]:
+    """What is wrong with a stored entry's micro-batch size, or None."""
+    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
+        return f"field 'batch': must be an integer >= 1, got {batch!r}"
+    return None

@@ -1,16 +1,42 @@
 """Lookups: the entries that answer a key (Note [Workspace cap and timing in the key]), the
 stored keys and batch sizes, counts, a kernel's refused engines (Note [Refused engines]).
-Each lookup is one SQL statement (one snapshot)."""
+Each lookup is one SQL statement (one snapshot).
+
+Note [Checked rows]
+    A cache file is another program's output as far as a reader knows: a row may hold any
+    value (SQLite keeps text in a REAL column), written by hand, by another tool or by a bug.
+    Every row is checked where it is read, by the checks the rest of the package makes: a
+    key's fields by :class:`CacheKey` (:func:`~.key.key_from_row`: gpu, cuDNN version,
+    dtype, math, op, shape, cap, timing, family), a measurement by the benchmark tables' own
+    check (:func:`ucudnn.plan.table.perf_problem`: times finite and >= 0, workspace an integer
+    >= 0), a micro-batch size by :func:`~.key.batch_problem`. A reader skips a bad entry --
+    all of it: its other choices alone would plan as if the bad one had never been measured
+    -- with one warning naming the cache, the entry and the field, once per entry; the entry
+    is then missing, as if never measured (measured again where a GPU is, else planned from
+    the other sources). Skipping rather than refusing keeps one bad row of a cache shared by
+    a cluster from stopping every user's plan. ``import_cache`` refuses instead: a bad
+    entry of the source stops the whole import before anything is written, with the source,
+    the entry and the field, so that no bad value enters a cache.
+"""
 from __future__ import annotations
 
+import logging
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from ...plan.table import AlgoPerf
+from ...plan.table import AlgoPerf, perf_problem
 from .file import CacheFile
-from .key import UNKNOWN_CAP, CacheKey, shape_from_key
+from .key import UNKNOWN_CAP, CacheKey, batch_problem, key_from_row
 from .schema import REFUSED_WHERE, columns
 
 __all__ = ["CacheReads"]
+
+log = logging.getLogger("ucudnn")
+
+
+def _cap_problem(cap) -> Optional[str]:
+    if not isinstance(cap, int) or isinstance(cap, bool) or (cap < 0 and cap != UNKNOWN_CAP):
+        return f"field 'workspace_cap': must be an integer >= 0, got {cap!r}"
+    return None
 
 
 class CacheReads(CacheFile):
@@ -25,6 +51,13 @@ class CacheReads(CacheFile):
         cond = f"{cols.kernel_where} AND {cols.usable} AND timing = ? AND workspace_cap "
         cond += "= ?" if exact or key.legacy else ">= ?"
         return cond, key.columns()
+
+    def _skip(self, entry, key: str, problem: str) -> None:
+        """Warn, once per entry, that the entry ``entry`` is skipped (Note [Checked rows])."""
+        skipped = self.__dict__.setdefault("_skipped", set())
+        if entry not in skipped:
+            skipped.add(entry)
+            log.warning("%s: entry %s (%s) skipped: %s", self._where, entry, key, problem)
 
     def get(self, key: CacheKey, batch: int, *, exact: bool = False) -> Optional[List[AlgoPerf]]:
         """The algorithms measured for ``key`` at ``batch`` (fastest first), or ``None``."""
@@ -45,16 +78,28 @@ class CacheReads(CacheFile):
             part = wanted[i:i + 500]
             # one statement, one snapshot: the chosen entry and its perfs agree
             rows = self._read(
-                "WITH best AS (SELECT id, batch, ROW_NUMBER() OVER (PARTITION BY batch "
-                "ORDER BY workspace_cap DESC, created DESC, id DESC) AS rank FROM entries "
+                "WITH best AS (SELECT id, batch, workspace_cap, ROW_NUMBER() OVER (PARTITION BY "
+                "batch ORDER BY workspace_cap DESC, created DESC, id DESC) AS rank FROM entries "
                 f"WHERE {cond} AND batch IN ({','.join('?' * len(part))})) "
-                f"SELECT b.batch, p.algo, p.time_ms, p.ws_bytes, p.algo_math, {engine} FROM best b "
+                "SELECT b.id, b.batch, b.workspace_cap, p.algo, p.time_ms, p.ws_bytes, "
+                f"p.algo_math, {engine} FROM best b "
                 "LEFT JOIN perfs p ON p.entry = b.id WHERE b.rank = 1",
                 params + tuple(part))
-            for batch, algo, t, ws, m, e in rows:
+            bad = set()
+            for eid, batch, cap, algo, t, ws, m, e in rows:
+                problem = batch_problem(batch) or _cap_problem(cap) or (
+                    None if algo is None else perf_problem(algo, t, ws, m, e))
+                if problem is not None:
+                    kernel = "|".join(map(str, key.kernel_columns()))
+                    self._skip(eid, f"{kernel}|cap={cap!r}|{key.timing}, batch {batch!r}",
+                               problem)
+                    bad.add(batch)
+                    continue
                 perfs = out.setdefault(batch, [])
                 if algo is not None:
                     perfs.append(AlgoPerf(algo, t, ws, m, e))
+            for batch in bad:
+                out.pop(batch, None)
         for perfs in out.values():
             perfs.sort(key=lambda p: (p.time_ms, p.ws_bytes, p.algo, p.math, p.engine))
         return dict(sorted(out.items()))
@@ -62,21 +107,34 @@ class CacheReads(CacheFile):
     def batches(self, key: CacheKey, *, exact: bool = False) -> List[int]:
         """Micro-batch sizes with an entry usable for ``key`` (``exact``: stored under it)."""
         cond, params = self._match(key, exact)
-        return [r[0] for r in self._read(
-            f"SELECT DISTINCT batch FROM entries WHERE {cond} ORDER BY batch", params)]
+        out = []
+        for eid, batch in self._read(f"SELECT MIN(id), batch FROM entries WHERE {cond} "
+                                     "GROUP BY batch ORDER BY batch", params):
+            problem = batch_problem(batch)
+            if problem is None:
+                out.append(batch)
+            else:
+                self._skip(eid, key.text(), problem)
+        return out
 
     def keys(self, *, include_legacy: bool = True) -> List[CacheKey]:
         """Every key with at least one entry (each cap and timing its own key), in a stable
         order; ``include_legacy=False`` leaves out the schema-1 entries of unknown cap."""
         cols = columns(self.schema)
-        rows = self._read("SELECT DISTINCT gpu, cudnn_version, dtype, math, op, shape, "
+        rows = self._read("SELECT MIN(id), gpu, cudnn_version, dtype, math, op, shape, "
                           f"workspace_cap, timing, {cols.family} AS fam FROM entries "
                           f"WHERE {cols.usable} "
                           + ("" if include_legacy else f"AND workspace_cap != {UNKNOWN_CAP} ")
-                          + "ORDER BY gpu, cudnn_version, dtype, math, op, shape, fam, "
-                          "timing, workspace_cap")
-        return [CacheKey(g, v, d, m, op, shape_from_key(s), cap, t, f)
-                for g, v, d, m, op, s, cap, t, f in rows]
+                          + "GROUP BY gpu, cudnn_version, dtype, math, op, shape, fam, "
+                          "timing, workspace_cap ORDER BY gpu, cudnn_version, dtype, math, op, "
+                          "shape, fam, timing, workspace_cap")
+        out = []
+        for eid, *fields in rows:
+            try:
+                out.append(key_from_row(*fields))
+            except ValueError as e:
+                self._skip(eid, "|".join(map(str, fields)), str(e))
+        return out
 
     def entries(self, *, include_legacy: bool = True) -> List[Tuple[CacheKey, List[int]]]:
         """``[(key, batches)]`` exactly as stored: what a listing shows."""

@@ -11,8 +11,9 @@ Note [Schema migration]
     moment, and ``ucudnn bench --workspace-cap`` could lower it. They get ``workspace_cap =
     UNKNOWN_CAP`` (-1), which no lookup for planning matches (only a lookup with that very
     sentinel, for listing and export): they are measured again when needed and can be dropped
-    with ``BenchCache.drop_legacy``. A schema-1 file opened read-only cannot be migrated and is
-    refused with what to do. A file of a newer schema is refused.
+    with ``BenchCache.drop_legacy``. A schema-1 file opened read-only is read as it is, through
+    a temporary view that gives its entries those two columns (``SCHEMA_1_AS_2``, in the
+    connection's memory; the file is not written). A file of a newer schema is refused.
 
     Schema 3 adds the family of choices an entry measured (``family``: ``legacy`` or
     ``graph``, part of the key) and each choice's engine config (``engine``: "" for an
@@ -43,6 +44,15 @@ Note [Schema migration]
     which take no beta: both stay. An older file opened read-only is read without those
     entries (``visible`` of :func:`columns`).
 
+    Only a command that may store opens a cache read-write, and so migrates it (``ucudnn
+    bench``, ``cache import``, ``plan`` with a GPU to measure on, the C API); the reading
+    commands (``cache list``, ``cache export``, ``plan`` without one) open it read-only and
+    read it as it is, leaving the file byte for byte as it was. A migration says on stderr
+    how many entries it kept and what it dropped, and why. No migration merges entries: each
+    step adds columns with one value for every old entry, so old keys stay distinct; the
+    entries dropped are only those the two steps above name (3 -> 4, 5 -> 6), which no plan
+    may use.
+
 Note [Refused engines]
     The check of Note [Graph results checked] (cython/ucudnn/_check.pyx) can refuse an engine
     at one micro-batch size after it was accepted at others: such an error grows with the
@@ -68,6 +78,7 @@ from ...vocab import InputError
 from .key import UNKNOWN_CAP
 
 __all__ = ["CacheError", "APPLICATION_ID", "SCHEMA_VERSION", "BWD_FILTER_BETA_1_SCHEMA",
+           "SCHEMA_1_AS_2",
            "APP_NAME", "SQLITE_MAGIC", "beta_0_where",
            "KERNEL_WHERE", "REFUSED_WHERE", "Columns", "columns", "check_ours", "initialise"]
 
@@ -166,8 +177,19 @@ _MIGRATE_5_6 = f"""
 DELETE FROM perfs WHERE entry IN (SELECT id FROM entries WHERE {beta_0_where()});
 DELETE FROM entries WHERE {beta_0_where()}
 """
+# A schema-1 file opened read-only, read as schema 2 without writing it: a view in the
+# connection's temporary schema, which shadows the file's table of the same name.
+SCHEMA_1_AS_2 = f"""
+CREATE TEMP VIEW entries AS SELECT id, gpu, cudnn_version, dtype, math, op, shape,
+    'events5' AS timing, {UNKNOWN_CAP} AS workspace_cap, batch, repeats, created
+    FROM main.entries
+"""
 _MIGRATIONS = {1: _MIGRATE_1_2, 2: _MIGRATE_2_3, 3: _MIGRATE_3_4, 4: _MIGRATE_4_5,
                5: _MIGRATE_5_6}
+
+# What each migration drops, and why (Note [Schema migration]).
+_DROPPED = {3: "graph-family entries measured before their results were checked",
+            5: "legacy backward-filter entries timed with beta 0"}
 
 _KERNEL_COLUMNS = ("gpu", "cudnn_version", "dtype", "math", "op", "shape", "family")
 
@@ -261,12 +283,18 @@ def initialise(conn: sqlite3.Connection, where: str) -> None:
         if version == SCHEMA_VERSION:
             return
         n = conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
+        dropped = []
         while version < SCHEMA_VERSION:
+            before = conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
             for stmt in _MIGRATIONS[version].strip().split(";"):
                 if stmt.strip():
                     conn.execute(stmt)
+            gone = before - conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
+            if gone:
+                dropped.append(f"{gone} {_DROPPED[version]}")
             version += 1
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        kept = conn.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
         conn.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
                          [("schema_version", str(SCHEMA_VERSION)),
                           ("migrated_from_schema", str(first)),
@@ -275,7 +303,8 @@ def initialise(conn: sqlite3.Connection, where: str) -> None:
         if first == 1:
             log.warning("%s: migrated from schema 1: %d entries kept with timing events5 "
                         "and an unknown workspace cap; they are not used for planning and "
-                        "are measured again when needed (Note [Schema migration])", where, n)
-        else:
-            log.info("%s: migrated from schema %d to %d: %d entries before (Note [Schema "
-                     "migration])", where, first, SCHEMA_VERSION, n)
+                        "are measured again when needed (Note [Schema migration])", where, kept)
+        log.warning("%s: migrated from schema %d to %d: %d of %d entries kept%s (Note [Schema "
+                    "migration])", where, first, SCHEMA_VERSION, kept, n,
+                    "; dropped " + ", ".join(dropped) + ", measured again when a plan needs "
+                    "them" if dropped else ", none dropped")

@@ -3,21 +3,23 @@ the layers' shapes), and whole caches (a copy that is itself a cache file, merge
 by entry). Note [A cache shared by a cluster] in the package says what they are for."""
 from __future__ import annotations
 
+import math as _math
 import os
-import secrets
 import sqlite3
 import time
 from pathlib import Path
 from typing import Dict, List, Mapping, NamedTuple, Sequence, Tuple
 
+from ...files import write_file
 from ...plan.conv import ConvShape
-from ...plan.table import OPS, AlgoPerf, BenchRow
+from ...plan.table import OPS, AlgoPerf, BenchRow, perf_problem
 from .file import JOURNAL_MODE
-from .key import DEFAULT_TIMING, DEFAULT_WORKSPACE_CAP, UNKNOWN_CAP, CacheKey, shape_from_key
+from .key import (DEFAULT_TIMING, DEFAULT_WORKSPACE_CAP, UNKNOWN_CAP, CacheKey, batch_problem,
+                  key_from_row)
 from .schema import CacheError, columns
 from .writes import CacheWrites
 
-__all__ = ["CacheTransfer", "Imported"]
+__all__ = ["CacheTransfer", "Imported", "SourceRefused"]
 
 
 class Imported(NamedTuple):
@@ -26,6 +28,20 @@ class Imported(NamedTuple):
     kept_newer: int         # this cache's entry was measured later: kept
     legacy_skipped: int     # schema-1 entries of unknown cap: never plan, not copied
     refusals: int = 0       # engine refusals new here (Note [Refused engines])
+
+
+class SourceRefused(CacheError):
+    """The source of an import cannot be read or holds a bad row; names the source."""
+
+
+def _refuse(src, row: str, problem: str):
+    """Refuse an import for a bad entry of its source (Note [Checked rows] in
+    ucudnn/measure/cache/reads.py)."""
+    raise SourceRefused(f"benchmark cache {src}: {row}: {problem}; nothing was imported")
+
+
+class _SqliteFailed(Exception):
+    """SQLite's error while a copy was written (its message, without the temporary name)."""
 
 
 class CacheTransfer(CacheWrites):
@@ -85,51 +101,48 @@ class CacheTransfer(CacheWrites):
         return rows
 
     # -- whole caches ------------------------------------------------------------------------
-    def export_cache(self, dest) -> int:
+    def export_cache(self, dest, *, replace: bool = False) -> int:
         """Copy the whole cache into the new file ``dest`` and return its number of entries.
 
         The copy is one consistent snapshot (SQLite's backup API; writers may go on), in our
         journal mode, with the permissions of a new file (the umask's): a cache itself, to plan
         from (read-only on shared storage) or to merge into another with :meth:`import_cache`.
-        It is written beside ``dest`` and linked into place, so ``dest`` is whole or absent;
-        an existing ``dest`` is never overwritten."""
+        It is written beside ``dest`` and put in place (Note [Writing a named file] in
+        ucudnn/files.py), so ``dest`` is whole or absent; an existing ``dest`` is overwritten
+        only with ``replace`` (a regular file), anything else never."""
         dest = Path(dest).expanduser()
         where = f"cache copy {dest}"
-        if dest.exists() or dest.is_symlink():
-            raise CacheError(f"{where}: already exists; nothing was overwritten (remove it or "
-                             "choose another name)")
-        if not dest.parent.is_dir():
-            raise CacheError(f"{where}: the folder {dest.parent} does not exist")
-        tmp = dest.with_name(f".{dest.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
-        try:
-            os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
-            out = sqlite3.connect(str(tmp), isolation_level=None)
+        counted: List[int] = []
+
+        def fill(tmp: str) -> None:
             try:
-                with self._lock:
-                    self._connection().backup(out)
-                out.execute(f"PRAGMA journal_mode = {JOURNAL_MODE}")
-                n = (out.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
-                     if self._has_tables else 0)
+                out = sqlite3.connect(tmp, isolation_level=None)
+                try:
+                    with self._lock:
+                        self._connection().backup(out)
+                    out.execute(f"PRAGMA journal_mode = {JOURNAL_MODE}")
+                    counted.append(out.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
+                                   if self._has_tables else 0)
+                finally:
+                    out.close()
+            except sqlite3.Error as e:
+                raise _SqliteFailed(e) from None
             finally:
-                out.close()
-            try:
-                os.link(tmp, dest)                   # fails if dest appeared meanwhile
-            except FileExistsError:
-                raise CacheError(f"{where}: already exists; nothing was overwritten") from None
-            except OSError:                          # a file system without hard links
-                if dest.exists():
-                    raise CacheError(f"{where}: already exists; nothing was overwritten") from None
-                os.replace(tmp, dest)
+                for suffix in ("-journal", "-wal", "-shm"):
+                    try:
+                        os.unlink(tmp + suffix)
+                    except OSError:
+                        pass
+        try:
+            write_file(dest, fill, replace=replace, fsync=True)
+        except FileExistsError:
+            raise CacheError(f"{where}: already exists; nothing was overwritten (remove it, "
+                             "choose another name or pass --force)") from None
+        except _SqliteFailed as e:
+            raise CacheError(f"{where}: cannot write: {e.args[0]}") from None
         except OSError as e:
-            raise CacheError(f"{where}: cannot write: {e}") from None
-        except sqlite3.Error as e:
-            raise CacheError(f"{where}: {e}") from None
-        finally:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-        return n
+            raise CacheError(f"{where}: cannot write: {e.strerror or e}") from None
+        return counted[0]
 
     def import_cache(self, src) -> Imported:
         """Merge the entries of the cache file ``src`` (another cache, or a copy made by
@@ -139,9 +152,16 @@ class CacheTransfer(CacheWrites):
         refused here too (Note [Refused engines]), and its entries that hold one are left out.
         ``src`` is only read."""
         src = Path(src).expanduser()
+        if self.readonly:
+            raise CacheError(f"{self._where}: opened read-only ({self.readonly_reason}); "
+                             f"nothing was imported from {src}")
         if src.exists() and self.path.exists() and os.path.samefile(src, self.path):
             raise CacheError(f"{self._where}: importing the cache into itself")
-        with CacheTransfer(src, readonly=True, warn=False) as other:
+        try:
+            other = CacheTransfer(src, readonly=True, warn=False)
+        except CacheError as e:
+            raise SourceRefused(str(e)) from None
+        with other:
             cols = columns(other.schema, entries="e.", perfs="p.")
             family, engine = cols.family, cols.engine
             rows = other._read(
@@ -150,9 +170,18 @@ class CacheTransfer(CacheWrites):
                 f"p.ws_bytes, p.algo_math, {family}, {engine} "
                 f"FROM entries e LEFT JOIN perfs p ON p.entry = e.id WHERE {cols.usable} "
                 "ORDER BY e.id")
-            refused = (other._read("SELECT gpu, cudnn_version, dtype, math, op, shape, engine, "
-                                   "reason FROM refused ORDER BY rowid")
+            refused = (other._read("SELECT rowid, gpu, cudnn_version, dtype, math, op, shape, "
+                                   "engine, reason FROM refused ORDER BY rowid")
                        if other.schema >= 5 and other._has_tables else [])
+        for rowid, g, v, d, m, op, shape, engine, reason in refused:
+            try:
+                key_from_row(g, v, d, m, op, shape, DEFAULT_WORKSPACE_CAP, DEFAULT_TIMING, "graph")
+            except ValueError as e:
+                _refuse(src, f"refusal {rowid}", str(e))
+            if not isinstance(engine, int) or engine < 0 or not isinstance(reason, str):
+                _refuse(src, f"refusal {rowid}", f"field 'engine': must be an engine index "
+                        f">= 0 with its reason, got {engine!r}, {reason!r}")
+        refused = [row[1:] for row in refused]
         entries: Dict[int, list] = {}
         legacy = set()
         for (eid, g, v, d, m, op, shape, timing, cap, batch, repeats, created,
@@ -162,15 +191,32 @@ class CacheTransfer(CacheWrites):
                 continue
             if eid not in entries:
                 try:
-                    key = CacheKey(g, v, d, m, op, shape_from_key(shape), cap, timing, fam)
-                except (TypeError, ValueError) as e:
-                    raise CacheError(f"benchmark cache {src}: entry {eid}: {e}") from None
+                    key = key_from_row(g, v, d, m, op, shape, cap, timing, fam)
+                except ValueError as e:
+                    _refuse(src, f"entry {eid}", str(e))
+                problem = batch_problem(batch)
+                if problem is None and (not isinstance(repeats, int) or repeats < 1):
+                    problem = f"field 'repeats': must be an integer >= 1, got {repeats!r}"
+                if problem is None and not (isinstance(created, (int, float))
+                                            and _math.isfinite(created)):
+                    problem = f"field 'created': must be a time, got {created!r}"
+                if problem is not None:
+                    _refuse(src, f"entry {eid}", problem)
                 entries[eid] = [key, batch, [], repeats, created]
             if algo is not None:
+                problem = perf_problem(algo, t, ws, am, eng or "")
+                if problem is None and bool(eng) != (fam == "graph"):
+                    problem = (f"field 'engine': a {fam} entry holds "
+                               f"{'engine configs' if fam == 'graph' else 'algorithms'} only, "
+                               f"got {eng!r}")
+                if problem is not None:
+                    _refuse(src, f"entry {eid}", problem)
                 entries[eid][2].append(AlgoPerf(algo, t, ws, am, eng or ""))
         try:
             stored, new = self._store([tuple(e) for e in entries.values()], keep_newer=True,
                                       refusals=refused)
+        except CacheError:
+            raise
         except ValueError as e:
-            raise CacheError(f"benchmark cache {src}: {e}") from None
+            raise SourceRefused(f"benchmark cache {src}: {e}; nothing was imported") from None
         return Imported(stored, len(entries) - stored, len(legacy), new)
