@@ -2,7 +2,7 @@
 
 Note [Test tiers]
     ``pytest`` (the README's command) runs the CPU tier: planners, cache, prototxt, CLI,
-    reproduce in predict mode, the C API header compiling -- 102 s on a quiet 2-core machine.
+    reproduce in predict mode, the C API header compiling -- about 80 s on a 2-core machine.
     Where a GPU would measure, the ``fake_core`` fixture stands in for the compiled core
     (tests/support/fake_core.py) and the production code runs unchanged over it.
     ``pytest --caffe-build -m caffe_build`` builds BVLC Caffe with the patch series (about 36
