@@ -46,16 +46,38 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*a, **kw)
 
     def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {clean(message)} (see {self.prog} --help)\n")
+
+
+# Note [Text that reaches the terminal]
+#     Names come from the user's files (layer names of a prototxt, a cache's GPU text) and may
+#     hold escape sequences or line breaks. Every line the CLI prints -- errors, notes,
+#     progress, the plan's table, cache listings -- goes through :func:`clean`, which writes
+#     C0 and C1 control characters (and DEL) the way Python's ``repr`` does (``\n``,
+#     ``\x1b``, ``\x9b``): an error stays one line, and a name cannot move the cursor, recolour
+#     the terminal or forge a line. JSON output is left to ``json.dumps``, which escapes them.
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def clean(text) -> str:
+    """``text`` with its control characters escaped (Note [Text that reaches the terminal])."""
+    return _CONTROLS.sub(lambda m: _ESCAPES.get(m.group(), f"\\x{ord(m.group()):02x}"),
+                         str(text))
+
+
+def out(*parts, **kw) -> None:
+    """``print`` of a line of output, :func:`clean`: one printed line stays one line."""
+    print(*(clean(p) for p in parts), **kw)
 
 
 def note(msg: str) -> None:
-    print(f"{PROG}: note: {msg}", file=sys.stderr)
+    print(f"{PROG}: note: {clean(msg)}", file=sys.stderr)
 
 
 def say(msg: str) -> None:
     """Progress text on stderr."""
-    print(msg, file=sys.stderr, flush=True)
+    print(clean(msg), file=sys.stderr, flush=True)
 
 
 def version() -> str:
@@ -98,7 +120,8 @@ def sizes(text: Optional[str], field: str = "--sizes") -> Optional[List[int]]:
         except ValueError:
             v = 0
         if v < 1:
-            raise CliError(f"{field}: expected comma-separated positive integers, got {text!r}")
+            raise CliError(f"{field}: expected comma-separated positive integers, got "
+                           f"{_short(repr(text))}")
         out.append(v)
     return sorted(set(out))
 
@@ -133,10 +156,34 @@ def ops(text: str) -> List[str]:
     return [o for o in OPS if o in chosen]
 
 
-def positive(value: Optional[int], field: str) -> Optional[int]:
+#: the largest count an option takes (``--repeats``, ``--iterations``, ``--cudnn-version``):
+#: caffe.proto's int32 fields, cuDNN's ``int`` arguments
+INT32_MAX = 2**31 - 1
+#: the largest mini-batch: 2^20 samples (a per-GPU batch beyond it does not fit in a GPU's
+#: memory for any net of this kind, and policy ``all`` lists every size up to it)
+MAX_BATCH = 2**20
+
+
+def positive(value: Optional[int], field: str, hi: int = INT32_MAX) -> Optional[int]:
+    """``value`` if it is None or an integer from 1 to ``hi``; a :class:`CliError` otherwise."""
     if value is not None and value < 1:
         raise CliError(f"{field}: must be a positive integer, got {value}")
+    if value is not None and value > hi:
+        raise CliError(f"{field}: must be at most {hi}, got {_short(value)}")
     return value
+
+
+def cudnn_version(value: Optional[int], field: str = "--cudnn-version") -> Optional[int]:
+    """A cuDNN version as ``cudnnGetVersion`` gives it (91400), or None."""
+    if value is not None and not 0 <= value <= INT32_MAX:
+        raise CliError(f"{field}: expected a cuDNN version such as 91400 (0 to {INT32_MAX}), "
+                       f"got {_short(value)}")
+    return value
+
+
+def _short(value) -> str:
+    text = str(value)
+    return text if len(text) <= 40 else f"{text[:20]}...{text[-10:]} ({len(text)} digits)"
 
 
 def split_list(text: str) -> List[str]:
@@ -238,7 +285,7 @@ def load_layers(args, default_net: Optional[str]):
     """(layers, label, net name or None) from --net, --layers or --prototxt; for --prototxt
     also ``args.prototxt_net`` (:class:`ucudnn.caffe.prototxt.PrototxtNet`, with the file's
     ucudnn_param)."""
-    batch = positive(args.batch, "--batch")
+    batch = positive(args.batch, "--batch", MAX_BATCH)
     given = {}
     for text in args.input_shape or ():
         blob, shape = parse_input_shape(text)
@@ -249,10 +296,12 @@ def load_layers(args, default_net: Optional[str]):
         text_file(args.prototxt, "--prototxt")
         args.prototxt_net = load_prototxt(args.prototxt, phase=args.phase, batch=batch,
                                           given=given)
-        return list(args.prototxt_net.layers), args.prototxt, None
+        return _batch_bounded(list(args.prototxt_net.layers), "--prototxt",
+                              args.prototxt), args.prototxt, None
     if args.layers:
         text_file(args.layers, "--layers")
         layers, label, net = read_layers(args.layers), args.layers, None
+        _batch_bounded(layers, "--layers", args.layers)
     else:
         net = args.net or default_net
         if net is None:
@@ -264,6 +313,16 @@ def load_layers(args, default_net: Optional[str]):
     if batch is not None:
         layers = [dataclasses.replace(l, n=batch) for l in layers]
     return layers, label, net
+
+
+def _batch_bounded(layers, option: str, path: str):
+    """``layers``, if no mini-batch is larger than :data:`MAX_BATCH`."""
+    big = [l for l in layers if l.n > MAX_BATCH]
+    if big:
+        raise CliError(f"{option}: {path}: layer {clean(big[0].name)!r}: a mini-batch of "
+                       f"{_short(big[0].n)}, more than the {MAX_BATCH} planned at most "
+                       "(--batch N sets another)")
+    return layers
 
 
 def need_layers(args, what: str = "") -> None:
