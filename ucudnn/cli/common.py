@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math as _math
 import os
 import re
 import sys
@@ -289,6 +290,9 @@ def load_layers(args, default_net: Optional[str]):
     given = {}
     for text in args.input_shape or ():
         blob, shape = parse_input_shape(text)
+        if _math.prod(shape) > INT32_MAX:
+            raise CliError(f"--input-shape: {_short(clean(text))}: more than {INT32_MAX} "
+                           "elements; Caffe refuses such a blob (blob size exceeds INT_MAX)")
         given[blob] = shape
     if given and not args.prototxt:
         raise CliError("--input-shape: only with --prototxt")
@@ -296,12 +300,11 @@ def load_layers(args, default_net: Optional[str]):
         text_file(args.prototxt, "--prototxt")
         args.prototxt_net = load_prototxt(args.prototxt, phase=args.phase, batch=batch,
                                           given=given)
-        return _batch_bounded(list(args.prototxt_net.layers), "--prototxt",
-                              args.prototxt), args.prototxt, None
+        return _bounded(list(args.prototxt_net.layers), "--prototxt",
+                        args.prototxt), args.prototxt, None
     if args.layers:
         text_file(args.layers, "--layers")
         layers, label, net = read_layers(args.layers), args.layers, None
-        _batch_bounded(layers, "--layers", args.layers)
     else:
         net = args.net or default_net
         if net is None:
@@ -312,16 +315,25 @@ def load_layers(args, default_net: Optional[str]):
         layers, label = shipped.layers(net), net
     if batch is not None:
         layers = [dataclasses.replace(l, n=batch) for l in layers]
-    return layers, label, net
+    return _bounded(layers, "--layers" if args.layers else "--net", label), label, net
 
 
-def _batch_bounded(layers, option: str, path: str):
-    """``layers``, if no mini-batch is larger than :data:`MAX_BATCH`."""
-    big = [l for l in layers if l.n > MAX_BATCH]
-    if big:
-        raise CliError(f"{option}: {path}: layer {clean(big[0].name)!r}: a mini-batch of "
-                       f"{_short(big[0].n)}, more than the {MAX_BATCH} planned at most "
-                       "(--batch N sets another)")
+def _bounded(layers, option: str, path: str):
+    """``layers``, if no mini-batch is larger than :data:`MAX_BATCH` and no tensor of a
+    layer (input, output, filter) holds more than INT_MAX elements, which Caffe's
+    ``Blob::Reshape`` refuses ("blob size exceeds INT_MAX")."""
+    for l in layers:
+        where = f"{option}: {path}: layer {clean(l.name)!r}"
+        if l.n > MAX_BATCH:
+            raise CliError(f"{where}: a mini-batch of {_short(l.n)}, more than the "
+                           f"{MAX_BATCH} planned at most (--batch N sets another)")
+        oh, ow = l.out_hw
+        for what, count in (("input", l.n * l.c * l.h * l.w), ("output", l.n * l.k * oh * ow),
+                            ("filter", l.k * (l.c // l.groups) * l.r * l.s)):
+            if count > INT32_MAX:
+                raise CliError(f"{where}: its {what} would hold {_short(count)} elements; "
+                               f"Caffe refuses a blob of more than {INT32_MAX} (blob size "
+                               "exceeds INT_MAX)")
     return layers
 
 
