@@ -87,6 +87,10 @@ def kinds(tmp_path):
         'layer { name: "sl" type: "Slice" bottom: "data" }\n'
         'layer { name: "c" type: "Convolution" bottom: "data" top: "c" '
         'convolution_param { num_output: 4 kernel_size: 3 } }\n')
+    (d / "huge-batch.prototxt").write_text(
+        'input: "data"\ninput_shape { dim: 2000000 dim: 1 dim: 64 dim: 64 }\n'
+        'layer { name: "c" type: "Convolution" bottom: "data" top: "c" '
+        'convolution_param { num_output: 1000 kernel_size: 1 } }\n')
     (d / "escapes.prototxt").write_text(
         (NETS / "alexnet.prototxt").read_text().replace('name: "conv1"',
                                                         'name: "conv1\\033[2J\\nX"'))
@@ -96,6 +100,7 @@ def kinds(tmp_path):
             "big": str(big), "long-line": str(d / "long-line.prototxt"),
             "nul": str(d / "nul.prototxt"), "latin1": str(d / "latin1.prototxt"),
             "missing": str(d / "missing.prototxt"), "slice": str(d / "slice.prototxt"),
+            "huge-batch": str(d / "huge-batch.prototxt"),
             "escapes": str(d / "escapes.prototxt"), "existing": str(d / "existing.out"),
             "alexnet": str(NETS / "alexnet.prototxt"), "resnet18": str(NETS / "resnet18.prototxt"),
             "layers": str(SHARED / "layers_alexnet.csv"),
@@ -165,7 +170,12 @@ def test_sizes_beyond_int64_are_refused(text):
     (["plan", "--prototxt", "{slice}"], "layer 'sl' (type Slice): Slice Layer takes at least 1 "
                                         "top blob(s) as output"),
     (["plan", "--input-shape", "data=2000000,3,227,227", "--prototxt", "{alexnet}"],
-     "a mini-batch of 2000000, more than the 1048576 planned at most"),
+     "--input-shape: data=2000000,3,227,227: more than 2147483647 elements; Caffe refuses"),
+    (["plan", "--prototxt", "{huge-batch}"], "layer 'c': a mini-batch of 2000000, more than the "
+                                             "1048576 planned at most"),
+    (["plan", "--prototxt", "{huge-batch}", "--batch", "1000"],
+     "layer 'c': its output would hold 4096000000 elements; Caffe refuses a blob of more than "
+     "2147483647"),
 ])
 def test_bad_input_is_one_line(kinds, argv, message):
     argv = [a.format(**kinds) for a in argv]
