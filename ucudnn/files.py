@@ -34,7 +34,11 @@ Note [Reading a named file]
       prototxts are a few MB, a benchmark table of every kernel far less), read at most
       ``limit + 1`` bytes, so a file that grows while it is read is refused too;
     * a line longer than ``line_limit`` characters (:data:`LINE_LIMIT`, 1 MiB): a 50 MB line
-      of spaces would otherwise cost gigabytes in the protobuf tokenizer;
+      of spaces would otherwise cost gigabytes in the protobuf tokenizer. The CLI checks
+      every file a user names this way before a parser sees it
+      (:func:`ucudnn.cli.common.text_file`); the library's readers
+      (:func:`ucudnn.plan.table.read_text`) pass ``line_limit=None`` and leave long lines to
+      the parser, whose errors quote a capped excerpt of them;
     * binary content (a NUL byte) and text that is not UTF-8 (a BOM is dropped).
 """
 from __future__ import annotations
@@ -43,7 +47,7 @@ import errno
 import os
 import secrets
 import stat
-from typing import Callable, Union
+from typing import Callable, Optional, Union
 
 from .vocab import InputError
 
@@ -181,7 +185,7 @@ def write_text(path: PathLike, text: str, *, fsync: bool = False,
 
 
 def read_text(path: PathLike, error=InputError, what: str = "text", *,
-              limit: int = TEXT_LIMIT, line_limit: int = LINE_LIMIT) -> str:
+              limit: int = TEXT_LIMIT, line_limit: Optional[int] = LINE_LIMIT) -> str:
     """The UTF-8 text of the file at ``path`` (a BOM dropped), after the checks of Note
     [Reading a named file]; ``error`` (an :class:`InputError` class) naming the file
     otherwise -- never a bare OS or codec error. ``what`` says what the file should be."""
@@ -218,7 +222,7 @@ def read_text(path: PathLike, error=InputError, what: str = "text", *,
         line = data[:e.start].count(b"\n") + 1
         raise error(f"{path}: not UTF-8 text (byte {data[e.start]:#04x} at offset {e.start}, "
                     f"line {line})") from None
-    if len(text) > line_limit:
+    if line_limit is not None and len(text) > line_limit:
         for n, ln in enumerate(text.split("\n"), start=1):
             if len(ln) > line_limit:
                 raise error(f"{path}:{n}: a line of {len(ln)} characters, longer than the "

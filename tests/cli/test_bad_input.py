@@ -167,6 +167,7 @@ def test_sizes_beyond_int64_are_refused(text):
     (["prototxt", "{devzero}", "-o", "{existing}"], "/dev/zero: is a character device"),
     (["plan", "--prototxt", "{big}"], "larger than the 67108864 bytes read at most"),
     (["plan", "--prototxt", "{long-line}"], ":1: a line of 1048577 characters, longer than"),
+    (["prototxt", "{long-line}", "-o", "{existing}", "--force"], ":1: a line of 1048577 "),
     (["plan", "--prototxt", "{slice}"], "layer 'sl' (type Slice): Slice Layer takes at least 1 "
                                         "top blob(s) as output"),
     (["plan", "--input-shape", "data=2000000,3,227,227", "--prototxt", "{alexnet}"],

@@ -12,11 +12,10 @@ from typing import Callable, List, Optional, Sequence
 import ucudnn
 
 from ..caffe.prototxt import load_prototxt
-from ..files import check_target, write_file
+from ..files import check_target, read_text, write_file
 from ..caffe.shapes import parse_input_shape
 from ..measure import shipped
 from ..plan.layers import read_layers
-from ..plan.table import read_text
 from ..vocab import (DTYPES, MATH_MODES, OPS, POLICIES, InputError, PlanError, format_size,
                      normalise_policy, parse_size)
 
@@ -196,14 +195,15 @@ def split_list(text: str) -> List[str]:
 # ---------------------------------------------------------------------------------------------
 
 def text_file(path, option: str) -> str:
-    """Check that ``path`` is a readable UTF-8 text file; the error names option and file."""
+    """Check that ``path`` is a readable UTF-8 text file, within the size and line bounds of
+    Note [Reading a named file] in ucudnn/files.py; the error names option and file."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise CliError(f"{option}: cannot read {path!r}: no such file")
     if os.path.isdir(path):
         raise CliError(f"{option}: {path!r} is a folder, not a file")
     try:
-        return read_text(path, what="a text file")
+        return read_text(path, what="a text file")      # ucudnn.files.read_text
     except InputError as e:
         raise CliError(f"{option}: {e}; is it the right file?") from None
 

@@ -125,10 +125,11 @@ def _check_row(where: str, row: BenchRow) -> None:
 
 
 def read_text(path: str | os.PathLike, error=InputError, what: str = "text") -> str:
-    """The UTF-8 text of the file at ``path``: :func:`ucudnn.files.read_text` (bounded,
-    special files refused; Note [Reading a named file] in ucudnn/files.py), the one reader
-    of the project's text inputs (tables, layer lists, prototxt)."""
-    return files.read_text(path, error, what)
+    """The UTF-8 text of the file at ``path``: :func:`ucudnn.files.read_text` (its size
+    bounded, special files refused, long lines left to the parser; Note [Reading a named
+    file] in ucudnn/files.py), the one reader of the project's text inputs (tables, layer
+    lists, prototxt)."""
+    return files.read_text(path, error, what, line_limit=None)
 
 
 def read_table(path: str | os.PathLike) -> List[BenchRow]:
