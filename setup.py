@@ -225,16 +225,18 @@ def extensions():
 
 
 def caffe_descriptor_set():
-    """ucudnn/caffe/caffe_net.proto compiled into a FileDescriptorSet (bytes) by
-    ucudnn/caffe/protoc.py (loaded by path: ucudnn is not importable while it builds); Note
-    [Where the Caffe classes come from] in ucudnn/caffe/proto.py says why."""
+    """ucudnn/caffe/caffe_net.proto compiled into a FileDescriptorSet by
+    ucudnn/caffe/protoc.py (loaded by path: ucudnn is not importable while it builds), as
+    (bytes, the digest text of the .proto, the digest file's suffix); Note [Where the Caffe
+    classes come from] in ucudnn/caffe/proto.py says why."""
     import importlib.util
     spec = importlib.util.spec_from_file_location(
         "_ucudnn_protoc", os.path.join(HERE, "ucudnn", "caffe", "protoc.py"))
     protoc = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(protoc)
+    proto = os.path.join(HERE, "ucudnn", "caffe", "caffe_net.proto")
     try:
-        return protoc.descriptor_set(os.path.join(HERE, "ucudnn", "caffe", "caffe_net.proto"))
+        return protoc.descriptor_set(proto), protoc.digest_text(proto), protoc.DIGEST_SUFFIX
     except protoc.ProtocError as e:
         sys.exit(f"ucudnn: {e}")
 
@@ -247,7 +249,7 @@ class BuildPy(build_py):
 
     def run(self):
         super().run()
-        data = caffe_descriptor_set()
+        data, digest, suffix = caffe_descriptor_set()
         dirs = [os.path.join(self.build_lib, "ucudnn", "caffe")]
         if getattr(self, "editable_mode", False):
             dirs.append(os.path.join(HERE, "ucudnn", "caffe"))
@@ -255,6 +257,8 @@ class BuildPy(build_py):
             os.makedirs(d, exist_ok=True)
             with open(os.path.join(d, "caffe_net.desc"), "wb") as f:
                 f.write(data)
+            with open(os.path.join(d, "caffe_net.desc" + suffix), "w") as f:
+                f.write(digest + "\n")
         nets = os.path.join(self.build_lib, "ucudnn", "nets")
         os.makedirs(nets, exist_ok=True)
         for src in sorted(glob.glob(os.path.join(HERE, "prototxt", "*.prototxt"))):

@@ -1,5 +1,6 @@
-"""Writing the files a user names: the one atomic writer every output goes through (``-o``,
-``--csv``, ``cache export``, results, prototxt variants).
+"""The files a user names: the one atomic writer every output goes through (``-o``,
+``--csv``, ``cache export``, results, prototxt variants), and the one bounded reader of the
+text files a user gives (prototxt, layer lists, benchmark tables: Note [Reading a named file]).
 
 Note [Writing a named file]
     A file a command writes is written beside its target and renamed into place, so a reader
@@ -20,6 +21,25 @@ Note [Writing a named file]
       (or, where ``replace`` is off, ``os.link``, which fails on an existing name);
     * removes the temporary file on every failure, and names the target, never the temporary
       file, in the :class:`OSError` it raises (``ENOSPC``, ``EACCES``, ``EROFS`` ...).
+
+Note [Reading a named file]
+    :func:`read_text` reads a text file the user names, and refuses, with one
+    :class:`InputError` naming the file (never a hang, a traceback or memory exhausted):
+
+    * an empty path (``--prototxt ""`` must not fall back to a default net);
+    * a FIFO, a character or block device (``/dev/zero``), a socket or a folder -- checked
+      with ``stat`` before anything is opened (opening a FIFO blocks until a writer comes),
+      and again on the open descriptor, which is opened ``O_NONBLOCK``;
+    * a file larger than ``limit`` bytes (:data:`TEXT_LIMIT`, 64 MiB: the largest real Caffe
+      prototxts are a few MB, a benchmark table of every kernel far less), read at most
+      ``limit + 1`` bytes, so a file that grows while it is read is refused too;
+    * a line longer than ``line_limit`` characters (:data:`LINE_LIMIT`, 1 MiB): a 50 MB line
+      of spaces would otherwise cost gigabytes in the protobuf tokenizer. The CLI checks
+      every file a user names this way before a parser sees it
+      (:func:`ucudnn.cli.common.text_file`); the library's readers
+      (:func:`ucudnn.plan.table.read_text`) pass ``line_limit=None`` and leave long lines to
+      the parser, whose errors quote a capped excerpt of them;
+    * binary content (a NUL byte) and text that is not UTF-8 (a BOM is dropped).
 """
 from __future__ import annotations
 
@@ -27,9 +47,17 @@ import errno
 import os
 import secrets
 import stat
-from typing import Callable, Union
+from typing import Callable, Optional, Union
 
-__all__ = ["write_file", "write_text", "check_target", "NotRegularFile"]
+from .vocab import InputError
+
+__all__ = ["write_file", "write_text", "check_target", "NotRegularFile", "read_text",
+           "TEXT_LIMIT", "LINE_LIMIT"]
+
+#: the largest text file :func:`read_text` reads (Note [Reading a named file])
+TEXT_LIMIT = 64 * 1024 * 1024
+#: the longest line it reads, in characters
+LINE_LIMIT = 1024 * 1024
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -154,3 +182,49 @@ def write_text(path: PathLike, text: str, *, fsync: bool = False,
         with open(tmp, "w", encoding="utf-8", newline="") as f:
             f.write(text)
     write_file(path, fill, replace=replace, fsync=fsync)
+
+
+def read_text(path: PathLike, error=InputError, what: str = "text", *,
+              limit: int = TEXT_LIMIT, line_limit: Optional[int] = LINE_LIMIT) -> str:
+    """The UTF-8 text of the file at ``path`` (a BOM dropped), after the checks of Note
+    [Reading a named file]; ``error`` (an :class:`InputError` class) naming the file
+    otherwise -- never a bare OS or codec error. ``what`` says what the file should be."""
+    path = os.fspath(path)
+    if not path:
+        raise error(f"an empty file name, not {what}")
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise error(f"{path}: is {_kind(st.st_mode)}, not {what}; nothing was read")
+        if st.st_size > limit:
+            raise error(f"{path}: {st.st_size} bytes, larger than the {limit} bytes read at "
+                        f"most; not {what}")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):        # replaced between the stat and the open
+                raise error(f"{path}: is {_kind(st.st_mode)}, not {what}; nothing was read")
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                data = f.read(limit + 1)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise error(f"{path}: cannot read: {e.strerror or e}") from None
+    if len(data) > limit:
+        raise error(f"{path}: larger than the {limit} bytes read at most; not {what}")
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise error(f"{path}: a binary file (NUL bytes), not {what}; the first NUL byte at "
+                    f"offset {nul}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise error(f"{path}: not UTF-8 text (byte {data[e.start]:#04x} at offset {e.start}, "
+                    f"line {line})") from None
+    if line_limit is not None and len(text) > line_limit:
+        for n, ln in enumerate(text.split("\n"), start=1):
+            if len(ln) > line_limit:
+                raise error(f"{path}:{n}: a line of {len(ln)} characters, longer than the "
+                            f"{line_limit} read at most; not {what}")
+    return text[1:] if text.startswith("\ufeff") else text

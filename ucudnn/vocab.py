@@ -29,7 +29,7 @@ __all__ = [
     "Choices", "GRAPH_ALGO", "WINOGRAD_NOTES", "NUMERICAL_NOTES", "note_names", "FAMILIES",
     "ENGINE_FAMILIES", "engine_text", "parse_engine", "focus_configs", "choice_name", "POLICY", "OPTIMIZER",
     "MATH", "SEARCH", "ENGINE", "LAYOUT", "DTYPE", "normalise_policy", "parse_size",
-    "format_size", "Status", "UcudnnError", "InputError", "PlanError",
+    "format_size", "SIZE_MAX", "Status", "UcudnnError", "InputError", "PlanError",
 ]
 
 #: The three convolution operations of a layer, in the order Caffe runs them.
@@ -290,31 +290,55 @@ _UNITS = {"": 1, "b": 1}
 for _i, _p in enumerate("kmgt", start=1):
     for _suffix in (_p, _p + "b", _p + "ib"):
         _UNITS[_suffix] = 1024 ** _i
-_SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([a-zA-Z]*)\s*$")
+_SIZE_RE = re.compile(r"^\s*([0-9]+)(?:\.([0-9]*))?\s*([a-zA-Z]*)\s*$|^\s*\.([0-9]+)\s*([a-zA-Z]*)\s*$")
+#: The largest byte size: what a signed 64-bit integer holds (``size_t`` and int64 fields of
+#: the core, caffe.proto and the cache). ``unlimited`` is :data:`UNLIMITED`.
+SIZE_MAX = 2**63 - 1
+#: digits read at most; longer numbers are refused before any arithmetic
+_SIZE_DIGITS = 40
 
 
 def parse_size(text, what: str = "size") -> int:
-    """Parse a byte count (Note [Size units]); ``what`` names the field in the error message."""
+    """Parse a byte count (Note [Size units]); ``what`` names the field in the error message.
+
+    Exact integer arithmetic throughout (``1.5KiB`` is 1536; ``2**53 + 1`` stays itself): a
+    fraction is read as a numerator and a power of ten, never through a float. The value is
+    at most :data:`SIZE_MAX`; anything larger is an :class:`InputError`."""
     if isinstance(text, bool):
         raise InputError(f"{what}: expected a byte size, got {text!r}")
     if isinstance(text, int):
         if text < 0:
             raise InputError(f"{what}: size must not be negative, got {text}")
+        if text > SIZE_MAX:
+            raise InputError(f"{what}: {text} bytes is more than the largest size, "
+                             f"{SIZE_MAX} (2^63 - 1)")
         return text
     s = str(text).strip()
     if s.lower() in ("unlimited", "inf", "none"):
         return UNLIMITED
+    shown = s if len(s) <= 40 else s[:20] + "..." + s[-10:]
     if s.startswith("-"):
-        raise InputError(f"{what}: size must not be negative, got {text!r}")
+        raise InputError(f"{what}: size must not be negative, got {shown!r}")
     m = _SIZE_RE.match(s)
-    if not m or m.group(2).lower() not in _UNITS:
+    if m:
+        whole, frac, unit = (m.group(1), m.group(2) or "", m.group(3)) if m.group(1) \
+            is not None else ("0", m.group(4), m.group(5))
+    if not m or unit.lower() not in _UNITS:
         raise InputError(
-            f"{what}: cannot parse {text!r} as a byte size "
+            f"{what}: cannot parse {shown!r} as a byte size "
             "(examples: 8MiB, 64M, 512MB, 1GiB, 1048576, unlimited)")
-    value = float(m.group(1)) * _UNITS[m.group(2).lower()]
-    if value != int(value):
-        raise InputError(f"{what}: {text!r} is not a whole number of bytes")
-    return int(value)
+    whole, frac = whole.lstrip("0") or "0", frac.rstrip("0")
+    if len(whole) > _SIZE_DIGITS or len(frac) > _SIZE_DIGITS:
+        raise InputError(f"{what}: {shown!r} is more than the largest size, {SIZE_MAX} bytes "
+                         "(2^63 - 1)")
+    scaled = (int(whole) * 10 ** len(frac) + int(frac or "0")) * _UNITS[unit.lower()]
+    value, rest = divmod(scaled, 10 ** len(frac))
+    if rest:
+        raise InputError(f"{what}: {shown!r} is not a whole number of bytes")
+    if value > SIZE_MAX:
+        raise InputError(f"{what}: {shown!r} is {value} bytes, more than the largest size, "
+                         f"{SIZE_MAX} (2^63 - 1)")
+    return value
 
 
 def format_size(n: int) -> str:

@@ -28,9 +28,14 @@ Note [Where the Caffe classes come from]
     newer than its runtime): any protobuf >= 3.20 reads it, whichever protoc wrote it. The
     build needs a protobuf compiler: ``$PROTOC``, ``protoc`` on ``PATH`` (Ubuntu's 3.21 on the
     air-gapped node, ``--no-build-isolation``), or grpcio-tools (a build requirement, so an
-    isolated ``pip install`` on a machine without protoc gets one). Where the ``.desc`` is
-    missing (a source tree never built) or older than the ``.proto``, it is compiled on the
-    fly when a compiler is there.
+    isolated ``pip install`` on a machine without protoc gets one). Beside the ``.desc`` the
+    build writes ``caffe_net.desc.sha256``, the SHA-256 of the ``.proto`` it compiled. The
+    ``.desc`` is used whenever that digest matches the ``.proto``'s content -- never by
+    modification times, which an installed wheel does not keep in order -- so a user's
+    ``protoc`` (of whatever version is first on ``PATH``) is never run for ucudnn's own
+    schema. Where the ``.desc`` is missing (a source tree never built) or its digest names
+    another ``.proto`` (one edited since the build), the ``.proto`` is compiled on the fly
+    when a compiler is there.
 
     Another caffe.proto is used instead when it is named: the ``proto`` argument
     (``--caffe-proto``) or ``$UCUDNN_CAFFE_PROTO`` -- a fork's file that adds fields. It is
@@ -75,7 +80,7 @@ from typing import Optional
 
 from ..plan.table import read_text as read_text_file, write_text
 from ..vocab import InputError
-from .protoc import ProtocError, descriptor_set, find_protoc
+from .protoc import DIGEST_SUFFIX, ProtocError, descriptor_set, digest_text, find_protoc
 from .textscan import (EXCERPT, cut, enclosing_layer, field_path, lexical_problems, line_col,
                        offset, position, tokens)
 
@@ -119,14 +124,38 @@ def _descriptor_set(proto: Path) -> bytes:
 
 
 def _owned_descriptor_set() -> bytes:
+    """The shipped descriptor set where it is there and was compiled from this
+    ``caffe_net.proto`` (its digest file matches the ``.proto``'s content, or there is no
+    digest file to say otherwise); else the ``.proto`` compiled now, where a compiler is there
+    (a source tree whose ``.proto`` was edited since the build). Never decided by mtimes: an
+    installed wheel's files may carry any times."""
     have = OWNED_DESCRIPTOR.is_file()
-    stale = have and OWNED_PROTO.stat().st_mtime > OWNED_DESCRIPTOR.stat().st_mtime
-    if have and not (stale and find_protoc()):
+    if have and _owned_digest_matches():
+        return OWNED_DESCRIPTOR.read_bytes()
+    if have and not find_protoc():
         return OWNED_DESCRIPTOR.read_bytes()
     if not have and not find_protoc():
         raise PrototxtError(f"{OWNED_DESCRIPTOR} is missing (setup.py builds it): reinstall "
                             "ucudnn (pip install .), or install protoc")
     return _descriptor_set(OWNED_PROTO)
+
+
+def _owned_digest_matches() -> bool:
+    """Whether the shipped descriptor was compiled from ``OWNED_PROTO`` as it is now: its
+    digest file (:data:`ucudnn.caffe.protoc.DIGEST_SUFFIX`) names the ``.proto``'s content;
+    True where there is no digest file (a build without one: the descriptor is all there
+    is to go by)."""
+    recorded = OWNED_DESCRIPTOR.with_name(OWNED_DESCRIPTOR.name + DIGEST_SUFFIX)
+    try:
+        want = recorded.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        return True
+    except (OSError, UnicodeDecodeError):
+        return False
+    try:
+        return want == digest_text(OWNED_PROTO)
+    except OSError:
+        return False
 
 
 def _classes(data: bytes, source: Path):

@@ -5,14 +5,30 @@ Caffe classes come from] in :mod:`ucudnn.caffe.proto`), before ucudnn or its dep
 importable. The compilers tried, in order: ``$PROTOC``, ``protoc`` on ``PATH``, the
 ``grpc_tools`` package (grpcio-tools, a build requirement of the wheel). A descriptor set does
 not depend on the compiler's or the runtime's protobuf version.
+
+A descriptor set written for a package goes with :func:`digest_text` of the ``.proto`` it was
+compiled from, in a file beside it (:data:`DIGEST_SUFFIX`): the run time uses the shipped
+descriptor when the digest matches the ``.proto`` beside it, by content, whatever the files'
+modification times say (Note [Where the Caffe classes come from] in ucudnn/caffe/proto.py).
 """
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 
-__all__ = ["ProtocError", "find_protoc", "descriptor_set"]
+__all__ = ["ProtocError", "find_protoc", "descriptor_set", "digest_text", "DIGEST_SUFFIX"]
+
+#: the file beside a descriptor set (``caffe_net.desc.sha256``) that holds the digest of the
+#: ``.proto`` it was compiled from
+DIGEST_SUFFIX = ".sha256"
+
+
+def digest_text(proto):
+    """``sha256:<hex>`` of the bytes of the ``.proto`` file at ``proto``."""
+    with open(os.fspath(proto), "rb") as f:
+        return "sha256:" + hashlib.sha256(f.read()).hexdigest()
 
 
 class ProtocError(RuntimeError):

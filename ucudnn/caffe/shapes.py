@@ -538,6 +538,8 @@ class NetShapes:
         return (n, c, out(h, kh, ph, sh), out(w, kw, pw, sw))
 
     def slice(self, layer, where, s, tops):
+        if not tops:        # Caffe's SliceLayer::MinTopBlobs
+            raise ShapeError(f"{where}: Slice Layer takes at least 1 top blob(s) as output")
         p = layer.slice_param
         axis = p.slice_dim if p.HasField("slice_dim") else p.axis
         axis = _canon_axis(axis, len(s), where, "slice_param.axis")

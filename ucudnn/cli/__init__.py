@@ -50,7 +50,7 @@ from ..measure.cache import CacheError
 from ..plan.layers import LayerError
 from ..vocab import InputError, PlanError
 from . import bench, cache, config, info, plan, prototxt, reproduce, training
-from .common import PROG, CliError, Parser, version
+from .common import PROG, CliError, Parser, clean, version
 
 __all__ = ["main", "build_parser", "CliError"]
 
@@ -110,12 +110,30 @@ def _message(e: BaseException) -> str:
     return msg
 
 
+#: options naming a file, a folder or a net (dest -> option): an empty value is refused
+#: rather than read as "not given" (``--prototxt ""`` would plan the default net)
+_PATH_OPTIONS = {"net": "--net", "layers": "--layers", "prototxt": "--prototxt",
+                 "cache": "--cache", "table": "--table", "caffe_proto": "--caffe-proto",
+                 "caffe": "--caffe", "caffe_build": "--caffe-build", "csv": "--csv",
+                 "out": "--out", "output": "-o", "file": "FILE", "input": "IN",
+                 "pycaffe": "--pycaffe"}
+
+
+def _no_empty_paths(args) -> None:
+    for dest, option in _PATH_OPTIONS.items():
+        value = getattr(args, dest, None)
+        values = value if isinstance(value, list) else [value]
+        if any(isinstance(v, str) and not v.strip() for v in values):
+            raise CliError(f"{option}: an empty name (leave {option} out for its default)")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of ``ucudnn`` and ``python -m ucudnn``; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(_join_negative_values(argv))
     args.argv = argv[argv.index(args.cmd) + 1:] if args.cmd in argv else argv
     try:
+        _no_empty_paths(args)
         return args.func(args)
     except BrokenPipeError:         # e.g. `ucudnn plan | head`
         try:
@@ -125,16 +143,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 1
     except OSError as e:
         name = f"{e.filename}: " if getattr(e, "filename", None) else ""
-        print(f"{PROG}: error: {name}{e.strerror or e}", file=sys.stderr)
+        print(f"{PROG}: error: {clean(name)}{clean(e.strerror or e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     except Exception as e:      # noqa: BLE001 - sorted below: bad input, or a bug
         if isinstance(e, InputError):
-            print(f"{PROG}: error: {_message(e)}", file=sys.stderr)
+            print(f"{PROG}: error: {clean(_message(e))}", file=sys.stderr)
             return 2
-        print(f"{PROG}: internal error: {type(e).__name__}: {e} (a bug; please report it "
+        print(f"{PROG}: internal error: {type(e).__name__}: {clean(e)} (a bug; please report it "
               "with the command)", file=sys.stderr)
         traceback.print_exc()
         return 1

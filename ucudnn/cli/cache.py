@@ -120,6 +120,7 @@ def _whole_cache(args) -> int:
 
 
 def run(args) -> int:
+    c.cudnn_version(getattr(args, "cudnn_version", None))
     if args.command == "list":
         path, n_entries, listing = sources.cache_listing(args.cache)
         if args.json:
@@ -128,9 +129,9 @@ def run(args) -> int:
                                "shape": k.shape.key(), "batches": b}
                               for k, b in listing], indent=2))
             return 0
-        print(f"{path}: {len(listing)} kernels, {n_entries} entries")
+        c.out(f"{path}: {len(listing)} kernels, {n_entries} entries")
         for k, b in listing:
-            print(f"{k.gpu} | cuDNN {sources.format_cudnn(k.cudnn_version)} | {k.dtype} | "
+            c.out(f"{k.gpu} | cuDNN {sources.format_cudnn(k.cudnn_version)} | {k.dtype} | "
                   f"{k.math} | {k.op} | {k.shape.key()} | batches {','.join(map(str, b))}")
         return 0
     if (args.command == "export" and args.file is not None) or (

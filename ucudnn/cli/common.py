@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math as _math
 import os
 import re
 import sys
@@ -11,11 +12,10 @@ from typing import Callable, List, Optional, Sequence
 import ucudnn
 
 from ..caffe.prototxt import load_prototxt
-from ..files import check_target, write_file
+from ..files import check_target, read_text, write_file
 from ..caffe.shapes import parse_input_shape
 from ..measure import shipped
 from ..plan.layers import read_layers
-from ..plan.table import read_text
 from ..vocab import (DTYPES, MATH_MODES, OPS, POLICIES, InputError, PlanError, format_size,
                      normalise_policy, parse_size)
 
@@ -46,16 +46,38 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*a, **kw)
 
     def error(self, message):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {clean(message)} (see {self.prog} --help)\n")
+
+
+# Note [Text that reaches the terminal]
+#     Names come from the user's files (layer names of a prototxt, a cache's GPU text) and may
+#     hold escape sequences or line breaks. Every line the CLI prints -- errors, notes,
+#     progress, the plan's table, cache listings -- goes through :func:`clean`, which writes
+#     C0 and C1 control characters (and DEL) the way Python's ``repr`` does (``\n``,
+#     ``\x1b``, ``\x9b``): an error stays one line, and a name cannot move the cursor, recolour
+#     the terminal or forge a line. JSON output is left to ``json.dumps``, which escapes them.
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def clean(text) -> str:
+    """``text`` with its control characters escaped (Note [Text that reaches the terminal])."""
+    return _CONTROLS.sub(lambda m: _ESCAPES.get(m.group(), f"\\x{ord(m.group()):02x}"),
+                         str(text))
+
+
+def out(*parts, **kw) -> None:
+    """``print`` of a line of output, :func:`clean`: one printed line stays one line."""
+    print(*(clean(p) for p in parts), **kw)
 
 
 def note(msg: str) -> None:
-    print(f"{PROG}: note: {msg}", file=sys.stderr)
+    print(f"{PROG}: note: {clean(msg)}", file=sys.stderr)
 
 
 def say(msg: str) -> None:
     """Progress text on stderr."""
-    print(msg, file=sys.stderr, flush=True)
+    print(clean(msg), file=sys.stderr, flush=True)
 
 
 def version() -> str:
@@ -98,7 +120,8 @@ def sizes(text: Optional[str], field: str = "--sizes") -> Optional[List[int]]:
         except ValueError:
             v = 0
         if v < 1:
-            raise CliError(f"{field}: expected comma-separated positive integers, got {text!r}")
+            raise CliError(f"{field}: expected comma-separated positive integers, got "
+                           f"{_short(repr(text))}")
         out.append(v)
     return sorted(set(out))
 
@@ -133,10 +156,34 @@ def ops(text: str) -> List[str]:
     return [o for o in OPS if o in chosen]
 
 
-def positive(value: Optional[int], field: str) -> Optional[int]:
+#: the largest count an option takes (``--repeats``, ``--iterations``, ``--cudnn-version``):
+#: caffe.proto's int32 fields, cuDNN's ``int`` arguments
+INT32_MAX = 2**31 - 1
+#: the largest mini-batch: 2^20 samples (a per-GPU batch beyond it does not fit in a GPU's
+#: memory for any net of this kind, and policy ``all`` lists every size up to it)
+MAX_BATCH = 2**20
+
+
+def positive(value: Optional[int], field: str, hi: int = INT32_MAX) -> Optional[int]:
+    """``value`` if it is None or an integer from 1 to ``hi``; a :class:`CliError` otherwise."""
     if value is not None and value < 1:
         raise CliError(f"{field}: must be a positive integer, got {value}")
+    if value is not None and value > hi:
+        raise CliError(f"{field}: must be at most {hi}, got {_short(value)}")
     return value
+
+
+def cudnn_version(value: Optional[int], field: str = "--cudnn-version") -> Optional[int]:
+    """A cuDNN version as ``cudnnGetVersion`` gives it (91400), or None."""
+    if value is not None and not 0 <= value <= INT32_MAX:
+        raise CliError(f"{field}: expected a cuDNN version such as 91400 (0 to {INT32_MAX}), "
+                       f"got {_short(value)}")
+    return value
+
+
+def _short(value) -> str:
+    text = str(value)
+    return text if len(text) <= 40 else f"{text[:20]}...{text[-10:]} ({len(text)} digits)"
 
 
 def split_list(text: str) -> List[str]:
@@ -148,14 +195,15 @@ def split_list(text: str) -> List[str]:
 # ---------------------------------------------------------------------------------------------
 
 def text_file(path, option: str) -> str:
-    """Check that ``path`` is a readable UTF-8 text file; the error names option and file."""
+    """Check that ``path`` is a readable UTF-8 text file, within the size and line bounds of
+    Note [Reading a named file] in ucudnn/files.py; the error names option and file."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise CliError(f"{option}: cannot read {path!r}: no such file")
     if os.path.isdir(path):
         raise CliError(f"{option}: {path!r} is a folder, not a file")
     try:
-        return read_text(path, what="a text file")
+        return read_text(path, what="a text file")      # ucudnn.files.read_text
     except InputError as e:
         raise CliError(f"{option}: {e}; is it the right file?") from None
 
@@ -238,10 +286,13 @@ def load_layers(args, default_net: Optional[str]):
     """(layers, label, net name or None) from --net, --layers or --prototxt; for --prototxt
     also ``args.prototxt_net`` (:class:`ucudnn.caffe.prototxt.PrototxtNet`, with the file's
     ucudnn_param)."""
-    batch = positive(args.batch, "--batch")
+    batch = positive(args.batch, "--batch", MAX_BATCH)
     given = {}
     for text in args.input_shape or ():
         blob, shape = parse_input_shape(text)
+        if _math.prod(shape) > INT32_MAX:
+            raise CliError(f"--input-shape: {_short(clean(text))}: more than {INT32_MAX} "
+                           "elements; Caffe refuses such a blob (blob size exceeds INT_MAX)")
         given[blob] = shape
     if given and not args.prototxt:
         raise CliError("--input-shape: only with --prototxt")
@@ -249,7 +300,8 @@ def load_layers(args, default_net: Optional[str]):
         text_file(args.prototxt, "--prototxt")
         args.prototxt_net = load_prototxt(args.prototxt, phase=args.phase, batch=batch,
                                           given=given)
-        return list(args.prototxt_net.layers), args.prototxt, None
+        return _bounded(list(args.prototxt_net.layers), "--prototxt",
+                        args.prototxt), args.prototxt, None
     if args.layers:
         text_file(args.layers, "--layers")
         layers, label, net = read_layers(args.layers), args.layers, None
@@ -263,7 +315,26 @@ def load_layers(args, default_net: Optional[str]):
         layers, label = shipped.layers(net), net
     if batch is not None:
         layers = [dataclasses.replace(l, n=batch) for l in layers]
-    return layers, label, net
+    return _bounded(layers, "--layers" if args.layers else "--net", label), label, net
+
+
+def _bounded(layers, option: str, path: str):
+    """``layers``, if no mini-batch is larger than :data:`MAX_BATCH` and no tensor of a
+    layer (input, output, filter) holds more than INT_MAX elements, which Caffe's
+    ``Blob::Reshape`` refuses ("blob size exceeds INT_MAX")."""
+    for l in layers:
+        where = f"{option}: {path}: layer {clean(l.name)!r}"
+        if l.n > MAX_BATCH:
+            raise CliError(f"{where}: a mini-batch of {_short(l.n)}, more than the "
+                           f"{MAX_BATCH} planned at most (--batch N sets another)")
+        oh, ow = l.out_hw
+        for what, count in (("input", l.n * l.c * l.h * l.w), ("output", l.n * l.k * oh * ow),
+                            ("filter", l.k * (l.c // l.groups) * l.r * l.s)):
+            if count > INT32_MAX:
+                raise CliError(f"{where}: its {what} would hold {_short(count)} elements; "
+                               f"Caffe refuses a blob of more than {INT32_MAX} (blob size "
+                               "exceeds INT_MAX)")
+    return layers
 
 
 def need_layers(args, what: str = "") -> None:

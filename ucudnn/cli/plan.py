@@ -29,11 +29,17 @@ Note [plan --json]
     Times are predicted (sums of benchmarked micro-batch times). Speedups that are undefined
     (zero time) are null; with per-layer limits from a prototxt ``limit_bytes`` and
     ``baseline_limit_bytes`` are null.
+    The document is strict JSON (RFC 8259, what ``json.loads`` of every language reads): a
+    number that is not finite (an infinite time or speedup) is written as null, never as
+    JavaScript's bare ``Infinity`` or ``NaN``; finite numbers are written as ``json.dumps``
+    writes them. Names (layers, files, the GPU) are JSON strings, their control characters
+    escaped by ``json.dumps``.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import time
 from typing import Dict, List, Optional, Tuple
 
@@ -95,6 +101,7 @@ def _settings(args, layers, given) -> Tuple[Dict[str, object], List[str]]:
 
 def run(args) -> int:
     given = options.settings_given(args)
+    c.cudnn_version(args.cudnn_version)
     time_limit = options.time_limit(args.ilp_time_limit)
     if args.table:
         for path in args.table:
@@ -103,8 +110,8 @@ def run(args) -> int:
     if not layers:
         c.note(f"{label}: no Convolution layer in phase {args.phase}: nothing to plan")
         if args.json:
-            print(json.dumps({"ucudnn_version": c.version(), "network": label, "kernels": [],
-                              "notes": ["no Convolution layer: nothing to plan"]}, indent=2))
+            print(strict_json({"ucudnn_version": c.version(), "network": label,
+                               "kernels": [], "notes": ["no Convolution layer: nothing to plan"]}))
         return 0
     options.check_sizes(given, [l.n for l in layers])
     settings, notes = _settings(args, layers, given)
@@ -126,7 +133,7 @@ def run(args) -> int:
     doc = _plan_json(plan, label, got.source, layers, solve_s,
                      list(sizes[0]) if len(sizes) == 1 else None)
     if args.json:
-        print(json.dumps(doc, indent=2))
+        print(strict_json(doc))
     else:
         _print(doc, plan)
     return 0
@@ -135,6 +142,22 @@ def run(args) -> int:
 # ---------------------------------------------------------------------------------------------
 # output
 # ---------------------------------------------------------------------------------------------
+
+def _finite(x):
+    """``x`` with every float that is not finite replaced by None (Note [plan --json])."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
+
+
+def strict_json(doc) -> str:
+    """The text of ``doc`` as ``plan --json`` prints it (Note [plan --json])."""
+    return json.dumps(_finite(doc), indent=2, allow_nan=False)
+
 
 def _speedup(base: Optional[float], t: float) -> Optional[float]:
     return base / t if base is not None and t > 0 else None
@@ -223,7 +246,7 @@ def _groups(plan):
             groups.append([k, [k.instance]])
     out = []
     for k, inst in groups:
-        base = f"{k.layer}/{k.op}"
+        base = f"{c.clean(k.layer)}/{k.op}"
         calls = len(inst) * k.groups
         times = f" x{calls}" if calls > 1 else ""
         if len(inst) == total[k.layer, k.op]:
@@ -249,47 +272,47 @@ def _print(doc, plan) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     limit = (f", budget {_bytes(plan.budget)}" if plan.netwide else
              f", limit {_bytes(plan.limit)} per kernel")
-    print(f"network {doc['network']}, batch {doc['batch']}, policy {doc['policy']}"
+    c.out(f"network {doc['network']}, batch {doc['batch']}, policy {doc['policy']}"
           + (f" (sizes {','.join(map(str, doc['sizes']))})" if doc["sizes"] else "")
           + f"{limit}, data: {doc['source']['kind']} {doc['source']['detail']}")
     for r in rows:
-        print("  ".join(x.ljust(w) if i < 2 else x.rjust(w)
+        c.out("  ".join(x.ljust(w) if i < 2 else x.rjust(w)
                         for i, (x, w) in enumerate(zip(r, widths))).rstrip())
     legend = _legend(plan)
     if legend:
-        print(legend)
+        c.out(legend)
     t = doc["totals"]
-    print("(times and workspaces per cuDNN call; xN: N calls per iteration, for Caffe's groups "
+    c.out("(times and workspaces per cuDNN call; xN: N calls per iteration, for Caffe's groups "
           "and identical layers; totals count every call)")
     base_ws = format_size(plan.baseline_limit) if plan.baseline_limit is not None else \
         "the layer's limit"
     und = t["undivided_time_ms"]
-    print(f"undivided total: {und:.3f} ms" if und is not None else
+    c.out(f"undivided total: {und:.3f} ms" if und is not None else
           "undivided total: - (no single algorithm fits some kernel)", end="")
-    print(f" (fastest single algorithm within {base_ws} per kernel; predicted)")
-    print(f"planned total:   {t['time_ms']:.3f} ms (predicted)")
-    print(f"speedup:         {t['speedup']:.3f}x" if t["speedup"] is not None else
+    c.out(f" (fastest single algorithm within {base_ws} per kernel; predicted)")
+    c.out(f"planned total:   {t['time_ms']:.3f} ms (predicted)")
+    c.out(f"speedup:         {t['speedup']:.3f}x" if t["speedup"] is not None else
           "speedup:         -")
     if plan.arena_bytes is not None:
-        print(f"shared arena:    {format_size(plan.arena_bytes)} ({plan.arena_bytes} B), reused "
+        c.out(f"shared arena:    {format_size(plan.arena_bytes)} ({plan.arena_bytes} B), reused "
               f"by every layer (kernels' workspace summed: {format_size(t['ws_bytes'])})")
     if plan.workspace_bytes or plan.arena_bytes is None:
-        print(f"total workspace: {format_size(plan.workspace_bytes)} ({plan.workspace_bytes} B)"
+        c.out(f"total workspace: {format_size(plan.workspace_bytes)} ({plan.workspace_bytes} B)"
               f" owned by {sum(1 for k in plan.kernels if k.optimizer != 'shared')} kernels "
               "(slots 256-byte aligned)")
     sv = doc["solver"]
     expected = doc["ilp"]["expected_speedup"] if doc["ilp"] else None
     if plan.netwide:
-        print(f"budget:          {format_size(plan.budget)} ({plan.budget} B)")
-        print(f"expected speedup vs undivided at the same total memory ({base_ws} per kernel): "
+        c.out(f"budget:          {format_size(plan.budget)} ({plan.budget} B)")
+        c.out(f"expected speedup vs undivided at the same total memory ({base_ws} per kernel): "
               + (f"{expected:.3f}x" if expected is not None else "-"))
     if plan.optimizer == "shared":
-        print(f"optimizer:       shared (each layer's concurrent kernels divide the arena, "
+        c.out(f"optimizer:       shared (each layer's concurrent kernels divide the arena, "
               f"solved exactly), {sv['seconds']:.3f} s")
     elif plan.ilp is not None:
-        print(f"optimizer:       ilp (CBC), status {sv['status']}"
+        c.out(f"optimizer:       ilp (CBC), status {sv['status']}"
               + ("" if plan.ilp.proven else " (not proven optimal)")
               + f", {sv['variables']} variables, solve {sv['seconds']:.3f} s")
     else:
-        print(f"optimizer:       {plan.optimizer}, limit {_bytes(plan.limit)} per kernel, "
+        c.out(f"optimizer:       {plan.optimizer}, limit {_bytes(plan.limit)} per kernel, "
               f"{sv['seconds']:.3f} s")

@@ -27,6 +27,7 @@ __all__ = [
     "read_table", "write_table", "group_by_kernel", "rows_from_kernel", "perf_problem",
 ]
 
+from .. import files
 from ..files import write_text
 from ..vocab import GRAPH_ALGO, OPS, InputError, parse_engine
 
@@ -124,26 +125,11 @@ def _check_row(where: str, row: BenchRow) -> None:
 
 
 def read_text(path: str | os.PathLike, error=InputError, what: str = "text") -> str:
-    """The UTF-8 text of the file at ``path`` (a BOM dropped); ``error`` naming the file where
-    it cannot be read, is binary (a NUL byte) or is not UTF-8 -- never a bare codec error.
-    The one reader of the project's text inputs (tables, layer lists, prototxt)."""
-    path = os.fspath(path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise error(f"{path}: cannot read: {e.strerror or e}") from None
-    nul = data.find(b"\0")
-    if nul >= 0:
-        raise error(f"{path}: a binary file (NUL bytes), not {what}; the first NUL byte at "
-                    f"offset {nul}")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise error(f"{path}: not UTF-8 text (byte {data[e.start]:#04x} at offset {e.start}, "
-                    f"line {line})") from None
-    return text[1:] if text.startswith("\ufeff") else text
+    """The UTF-8 text of the file at ``path``: :func:`ucudnn.files.read_text` (its size
+    bounded, special files refused, long lines left to the parser; Note [Reading a named
+    file] in ucudnn/files.py), the one reader of the project's text inputs (tables, layer
+    lists, prototxt)."""
+    return files.read_text(path, error, what, line_limit=None)
 
 
 def read_table(path: str | os.PathLike) -> List[BenchRow]:
