@@ -24,6 +24,17 @@ Note [Shapes the prototxt does not settle]
     layer that makes it. Checking a net (``ucudnn prototxt``) skips the checks whose shapes
     are unknown; planning one needs every convolution's input.
 
+Note [Convolutions that reach cuDNN]
+    Caffe's layer factory (``GetConvolutionLayer`` in ``src/caffe/layer_factory.cpp``, which
+    caffe_patch/ leaves as BVLC wrote it) makes the cuDNN layer -- the one ucudnn plans --
+    for ``engine: DEFAULT`` or ``CUDNN`` in a build with cuDNN, and the im2col layer
+    (``ConvolutionLayer``) for ``engine: CAFFE`` and for DEFAULT with any ``dilation`` > 1.
+    ``engine: CUDNN`` with a dilation is refused there (LOG(FATAL)), and the cuDNN layer
+    refuses a bottom without exactly 2 spatial axes in its Reshape ("Use 'engine: CAFFE' for
+    general ND convolution"): both are errors here, with Caffe's words. The im2col layers
+    are not planned; :attr:`NetShapes.off_cudnn` names them with the reason, and their tops
+    get Caffe's N-D shape rule.
+
 Note [Backward-data of the first convolution]
     Caffe computes a bottom gradient only where some earlier layer needs it: a blob needs
     backward when the layer producing it has a learnable parameter (``lr_mult`` != 0) or one
@@ -117,8 +128,9 @@ def _rule_matches(rule, phase: str, level: int, stages: Sequence[str]) -> bool:
 
 
 def _spatial(p, name: str, where: str, field: str, default: Optional[int],
-             axes: int = 2) -> Tuple[int, ...]:
-    """Caffe's ``x`` / ``x_h``+``x_w`` pairs (kernel_size, pad, stride, dilation)."""
+             axes: Optional[int] = 2, shape: Optional[Shape] = None) -> Tuple[int, ...]:
+    """Caffe's ``x`` / ``x_h``+``x_w`` pairs (kernel_size, pad, stride, dilation): one value
+    per spatial axis of ``shape`` (``axes`` of them; None: not known, the count unchecked)."""
     plain = "kernel_size" if name == "kernel" else name
     fields = p.DESCRIPTOR.fields_by_name
     vals = _values(p, plain)
@@ -130,18 +142,35 @@ def _spatial(p, name: str, where: str, field: str, default: Optional[int],
         if not (hw[0] and hw[1]):
             raise ShapeError(f"{where}: field '{field}.{name}_h': {name}_h and {name}_w must "
                              "be given together")
+        if axes not in (2, None):
+            raise ShapeError(f"{where}: field '{field}.{name}_h': {name}_h and {name}_w are for "
+                             f"2-D convolutions only; the bottom {shape} has {axes} spatial "
+                             f"axes: give {plain} once or {axes} times")
         vals = hw[0] + hw[1]
     if not vals:
         if default is None:
             raise ShapeError(f"{where}: field '{field}.{plain}' is missing")
         vals = [default]
-    if len(vals) == 1:
+    if len(vals) == 1 and axes is not None:
         vals = vals * axes
-    if len(vals) != axes:
-        raise ShapeError(f"{where}: field '{field}.{plain}': {len(vals)} values for {axes} "
-                         "spatial axes")
+    if axes is not None and len(vals) != axes:
+        what = (f"the bottom {shape} has {axes} spatial axes" if shape is not None
+                else f"{axes} spatial axes")
+        raise ShapeError(f"{where}: field '{field}.{plain}': {len(vals)} values, but {what} "
+                         f"(Caffe takes one value, or one per spatial axis)")
     minimum = 1 if name in ("kernel", "stride", "dilation") else 0
     return tuple(_positive(v, where, f"{field}.{plain}", minimum) for v in vals)
+
+
+def off_cudnn_reason(engine: str, dilated: bool, axes: int) -> Optional[str]:
+    """Why Caffe's layer factory runs a Convolution without cuDNN (im2col), None where it
+    makes the cuDNN layer (Note [Convolutions that reach cuDNN]). ``engine``: the layer's
+    ``convolution_param.engine`` name; ``axes``: its spatial axes."""
+    if engine == "CAFFE":
+        return "engine: CAFFE" + ("" if axes == 2 else f" ({axes}-D)")
+    if dilated:
+        return "dilated (Caffe's layer factory sends dilated convolutions to im2col)"
+    return None
 
 
 def _learnable(layer, n_blobs: int) -> bool:
@@ -221,6 +250,9 @@ class NetShapes:
         self.need_backward: Dict[str, bool] = {}
         self.force = net.force_backward
         self.convs: List[LayerSpec] = []
+        #: the Convolution layers Caffe runs without cuDNN: name -> why (Note [Convolutions
+        #: that reach cuDNN])
+        self.off_cudnn: Dict[str, str] = {}
         self._used_given = set()
 
     def data_shape(self, dims: Optional[Shape]) -> Optional[Shape]:
@@ -459,35 +491,54 @@ class NetShapes:
         group = _positive(p.group, where, "convolution_param.group")
         if len(bottoms) != len(tops):
             raise ShapeError(f"{where}: {len(bottoms)} bottoms but {len(tops)} tops")
-        kernel = _spatial(p, "kernel", where, field, None)
-        pad = _spatial(p, "pad", where, field, 0)
-        stride = _spatial(p, "stride", where, field, 1)
-        dilation = _spatial(p, "dilation", where, field, 1)
+        engine = p.Engine.Name(p.engine)
+        dilated = any(d > 1 for d in p.dilation)
+        if engine == "CUDNN" and dilated:       # Caffe's factory: LOG(FATAL)
+            raise ShapeError(f"{where}: CuDNN doesn't support the dilated convolution at Layer "
+                             f"{name} (Caffe's layer factory; engine: CAFFE or DEFAULT runs it "
+                             "with im2col)")
         learnable = _learnable(layer, 2 if p.bias_term else 1)
         s0 = bottoms[0]
         if s0 is None:
+            for f, default in (("kernel", None), ("pad", 0), ("stride", 1), ("dilation", 1)):
+                _spatial(p, f, where, field, default, None)
             if self.need_convs:
                 raise self.ask(layer.bottom[0], where)
             return None, learnable
         if p.axis != 1:
             raise ShapeError(f"{where}: field 'convolution_param.axis': only 1 is supported")
-        if len(s0) != 4:
-            raise ShapeError(f"{where}: only 2-D convolutions of N x C x H x W blobs are "
-                             f"supported, bottom has shape {s0}")
+        axes = len(s0) - 2
+        if axes < 1:
+            raise ShapeError(f"{where}: a convolution needs N x C x spatial axes, bottom has "
+                             f"shape {s0}")
+        kernel = _spatial(p, "kernel", where, field, None, axes, s0)
+        pad = _spatial(p, "pad", where, field, 0, axes, s0)
+        stride = _spatial(p, "stride", where, field, 1, axes, s0)
+        dilation = _spatial(p, "dilation", where, field, 1, axes, s0)
         if any(s != s0 for s in bottoms):
             raise ShapeError(f"{where}: bottoms differ in shape: {bottoms}")
-        n, c, h, w = s0
+        c = s0[1]
         if c % group or num % group:
             raise ShapeError(f"{where}: field 'convolution_param.group': {group} does not "
                              f"divide input channels {c} and num_output {num}")
         out = tuple(out_size(x, k, pd, st, dl) for x, k, pd, st, dl in
-                    zip((h, w), kernel, pad, stride, dilation))
+                    zip(s0[2:], kernel, pad, stride, dilation))
         if min(out) < 1:
-            raise ShapeError(f"{where}: the kernel {kernel[0]}x{kernel[1]} is larger than the "
-                             f"padded input {h}x{w}")
-        if any(l.name == name for l in self.convs):
+            raise ShapeError(f"{where}: the kernel {'x'.join(map(str, kernel))} is larger than "
+                             f"the padded input {'x'.join(map(str, s0[2:]))}")
+        off = off_cudnn_reason(engine, dilated, axes)
+        if off is None and axes != 2:
+            raise ShapeError(f"{where}: a {axes}-D convolution (bottom {s0}) with engine "
+                             f"{engine}: CuDNNConvolution input must have 2 spatial axes (e.g., "
+                             "height and width). Use 'engine: CAFFE' for general ND "
+                             "convolution. (Caffe's cuDNN layer)")
+        if any(l.name == name for l in self.convs) or name in self.off_cudnn:
             raise ShapeError(f"{where}: a second Convolution layer named {name!r}: ucudnn plans "
                              "a net's convolutions by their names; rename one")
+        if off is not None:         # Note [Convolutions that reach cuDNN]
+            self.off_cudnn[name] = off
+            return [(s0[0], num) + out] * len(tops), learnable
+        n, c, h, w = s0
         bwd_data = any(self.need_backward[b] for b in layer.bottom)
         if len(layer.propagate_down):   # Caffe: an explicit propagate_down replaces the need
             bwd_data = any(layer.propagate_down)
