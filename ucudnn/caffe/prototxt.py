@@ -41,6 +41,9 @@ class PrototxtNet:
     #: per layer of ``layers``: its ucudnn_param merged over the net's, as Caffe does; None:
     #: the layer runs as stock Caffe
     ucudnn: Dict[str, Optional[PlanSettings]] = field(default_factory=dict)
+    #: the Convolution layers of the phase Caffe runs without cuDNN, name -> why (Note
+    #: [Convolutions that reach cuDNN] in ucudnn/caffe/shapes.py); not in ``layers``
+    off_cudnn: Dict[str, str] = field(default_factory=dict)
 
 
 def parse_net_text(text: str, source: str = "<prototxt>", caffe_proto: Optional[str] = None):
@@ -125,10 +128,11 @@ def load_prototxt(path, phase: str = "TRAIN", batch: Optional[int] = None,
     """The convolution layers and ucudnn settings of the prototxt file at ``path``."""
     source = str(path)
     net = parse_net_text(read_text(path), source, caffe_proto)
-    layers = conv_layers(net, phase, batch, source, given)
+    shapes = NetShapes(net, phase, batch=batch, given=given, source=source).run()
     net_s, per_layer = ucudnn_settings(net, phase, source)
-    return PrototxtNet(source=source, phase=phase, layers=layers, net_ucudnn=net_s,
-                       ucudnn=per_layer)
+    per_layer = {k: v for k, v in per_layer.items() if k not in shapes.off_cudnn}
+    return PrototxtNet(source=source, phase=phase, layers=shapes.convs, net_ucudnn=net_s,
+                       ucudnn=per_layer, off_cudnn=dict(shapes.off_cudnn))
 
 
 def read_prototxt(path, phase: str = "TRAIN", batch: Optional[int] = None,
