@@ -189,7 +189,7 @@ def test_backward_data_only_where_a_gradient_is_needed():
     # read as Caffe reads it: a misspelled field is refused
     ('layer { name: "d" type: "Data" top: "data" data_parm { batch_size: 4 } }',
      r'^<prototxt>:1:\d+: layer \'d\': .*no field named "data_parm"'),
-    (HEAD + 'layer { name: "w" type: "Warp" bottom: "data" top: "w" }\n' + _conv("c", "w", 4, 3),
+    (HEAD + 'layer { name: "w" type: "Tile" bottom: "data" top: "w" }\n' + _conv("c", "w", 4, 3),
      r"layer 'c' \(type Convolution\): the shape of its input 'w' is not known: layer 'w' reads "
      r"it from files or computes it outside Caffe's shape rules; pass --input-shape w=N,C,H,W"),
     (HEAD + _conv("c", "nothing", 4, 3), r"'c'.*bottom blob 'nothing'"),
@@ -219,7 +219,7 @@ def test_a_net_without_convolutions_has_none():
     """No Convolution layer: nothing to plan (an empty list, not an error); a layer type
     without a shape rule here leaves its tops unknown, which only a convolution needs."""
     assert conv_layers(parse_net_text(HEAD)) == []
-    text = HEAD + 'layer { name: "w" type: "Warp" bottom: "data" top: "w" }'
+    text = HEAD + 'layer { name: "w" type: "Tile" bottom: "data" top: "w" }'
     assert conv_layers(parse_net_text(text)) == []
     assert infer_shapes(parse_net_text(text))["w"] is None
 

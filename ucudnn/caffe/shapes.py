@@ -56,7 +56,7 @@ from .params import layout_of
 from .proto import PrototxtError
 
 __all__ = ["ShapeError", "PHASES", "NetShapes", "phase_layers", "rule_stages",
-           "parse_input_shape"]
+           "parse_input_shape", "parse_layer_shape", "off_cudnn_reason"]
 
 Shape = Tuple[int, ...]
 PHASES = ("TRAIN", "TEST")
@@ -88,6 +88,18 @@ def parse_input_shape(text: str, option: str = "--input-shape") -> Tuple[str, Sh
     if not blob.strip() or not shape or any(d < 1 for d in shape):
         raise ShapeError(f"{option}: expected BLOB=N,C,H,W (positive integers), got {text!r}")
     return blob.strip(), shape
+
+
+def parse_layer_shape(text: str, option: str = "--layer-shape") -> Tuple[str, int]:
+    """``TYPE=same`` or ``TYPE=same:K`` -> (type, K): a layer type whose tops have the shape
+    of its bottom K (0 where not given; Note [Unknown layer types] in
+    :mod:`ucudnn.caffe.proto`)."""
+    ltype, sep, rule = str(text).partition("=")
+    word, colon, k = rule.strip().partition(":")
+    if sep and ltype.strip() and word == "same" and (not colon or k.strip().isdigit()):
+        return ltype.strip(), int(k) if colon else 0
+    raise ShapeError(f"{option}: expected TYPE=same or TYPE=same:K (its tops have the shape "
+                     f"of its bottom K, from 0), got {text!r}")
 
 
 def _values(msg, name: str) -> list:
@@ -234,12 +246,15 @@ class NetShapes:
 
     def __init__(self, net, phase: str, *, batch: Optional[int] = None,
                  given: Optional[Mapping[str, Shape]] = None, source: str = "<prototxt>",
-                 need_convs: bool = True, stages: Optional[Sequence[str]] = None):
+                 need_convs: bool = True, stages: Optional[Sequence[str]] = None,
+                 layer_shapes: Optional[Mapping[str, int]] = None):
         if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int)
                                   or batch < 1):
             raise ShapeError(f"batch: must be a positive integer, got {batch!r}")
         self.net, self.phase, self.batch, self.source = net, phase, batch, source
         self.stages = stages
+        #: a fork's layer type -> the bottom whose shape its tops have (--layer-shape)
+        self.layer_shapes = dict(layer_shapes or {})
         self.given = dict(given or {})
         self.need_convs = need_convs
         self.shapes: Dict[str, Optional[Shape]] = {}
@@ -333,6 +348,12 @@ class NetShapes:
                         f"at least {n_min}" if n_max == 10**9 else f"{n_min} to {n_max}")
                 raise ShapeError(f"{where}: expects {want} bottom blob(s), got {len(bottoms)}")
 
+        if ltype in self.layer_shapes:
+            k = self.layer_shapes[ltype]
+            if k >= len(bottoms):
+                raise ShapeError(f"{where}: --layer-shape {ltype}=same:{k}: the layer has "
+                                 f"{len(bottoms)} bottom(s)")
+            return [bottoms[k]] * len(tops), _learnable(layer, len(layer.param))
         if ltype in _FILE_DATA or ltype == "MemoryData":
             need(0)
             return self.file_data(layer, where, tops), False
