@@ -71,21 +71,22 @@ Note [Unknown layer types]
 
 Note [Old net formats]
     Caffe upgrades V1 nets (``layers { type: CONVOLUTION ... }``) and V0 nets (``layers {
-    layer { ... } }``) when it reads them (upgrade_proto.cpp). ucudnn does not: parse_net
-    refuses them, naming the file, the line of the first ``layers`` block and its layer, and
-    says to run Caffe's ``upgrade_net_proto_text`` once. Upgrading here would be a second
-    copy of upgrade_proto.cpp's rules (type enums to names, blobs_lr and weight_decay to
-    param, per-type fields, data transformation) to keep in step with Caffe's; a variant of
-    an upgraded net would not be its input plus ucudnn_param; and no net of the pinned
-    Caffe's models/ and examples/ is V0 or V1. The schema declares both messages, so such a
-    net is refused by name, not as a field error.
+    layer { ... } }``) when it reads them (upgrade_proto.cpp). parse_net upgrades V1 nets the
+    same way (Note [Upgrading V1 nets] in :mod:`ucudnn.caffe.upgrade`) and says so on stderr;
+    a variant written of one (``ucudnn prototxt``) is the upgraded net. V0 nets are refused,
+    naming the file, the line of the first ``layers`` block and its layer, with the advice to
+    run Caffe's ``upgrade_net_proto_text`` once: V0's upgrade (padding layers folded into
+    convolutions, per-type V0 fields) is a larger copy of Caffe's rules, for nets older than
+    any public model in use. The schema declares both messages, so such a net is refused by
+    name, not as a field error.
 """
 from __future__ import annotations
 
 import os
+import sys
 import types
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from ..plan.table import read_text as read_text_file, write_text
 from ..vocab import InputError
@@ -222,10 +223,16 @@ def locate(text: str, source: str, at: Optional[int], layer: Optional[str] = Non
 
 # -- reading ----------------------------------------------------------------------------------
 
-def parse_net(pb2, text: str, source: str = "<prototxt>"):
+def _note(msg: str) -> None:
+    print(f"ucudnn: note: {msg}", file=sys.stderr)
+
+
+def parse_net(pb2, text: str, source: str = "<prototxt>",
+              note: Optional[Callable[[str], None]] = None):
     """The ``NetParameter`` of prototxt ``text``, read as strictly as Caffe reads it; errors
     name ``source``:line:col, the layer and the field (Note [Strict reading], Note [Old net
-    formats])."""
+    formats]). A V1 net is upgraded (Note [Upgrading V1 nets] in
+    :mod:`ucudnn.caffe.upgrade`), which ``note`` (default: a line on stderr) says."""
     from google.protobuf import text_format
     net = pb2.NetParameter()
     parsed, problems = lexical_problems(net.DESCRIPTOR, text)
@@ -246,12 +253,15 @@ def parse_net(pb2, text: str, source: str = "<prototxt>"):
         raise PrototxtError(f"{where}: required field {cut(missing)!r} is missing")
     if "layers" in net.DESCRIPTOR.fields_by_name and len(net.layers):
         v0 = any(l.HasField("layer") for l in net.layers)
-        first = net.layers[0].layer.name if v0 else net.layers[0].name
-        where = locate(text, source, position(text, [("layers", 0)]), first or None)
-        kind = ("V0 layer definitions ('layers { layer { ... } }')" if v0
-                else "V1 'layers' definitions")
-        raise PrototxtError(f"{where}: {kind} are not supported (Caffe's old net format): "
-                            f"{_UPGRADE}")
+        if v0:
+            first = net.layers[0].layer.name
+            where = locate(text, source, position(text, [("layers", 0)]), first or None)
+            raise PrototxtError(f"{where}: V0 layer definitions ('layers {{ layer {{ ... }} }}') "
+                                f"are not supported (Caffe's old net format): {_UPGRADE}")
+        from .upgrade import upgrade_v1
+        n = upgrade_v1(net, source)
+        (note or _note)(f"{source}: {n} V1 'layers' definitions upgraded to 'layer' as Caffe "
+                        "upgrades them when it reads the net (UpgradeV1Net)")
     return net
 
 
