@@ -93,6 +93,7 @@ from ..vocab import InputError
 from .protoc import ProtocError, descriptor_set, find_protoc
 from .textscan import (EXCERPT, cut, enclosing_layer, field_path, lexical_problems, line_col,
                        offset, position, tokens)
+from .upgrade import upgrade_v1
 
 __all__ = ["PrototxtError", "OWNED_PROTO", "LAYER_TYPES", "find_caffe_proto", "load_caffe_pb2",
            "read_text", "parse_net", "check_layer_types", "read_net", "locate", "write_net", "EXCERPT"]
@@ -258,8 +259,10 @@ def parse_net(pb2, text: str, source: str = "<prototxt>",
             where = locate(text, source, position(text, [("layers", 0)]), first or None)
             raise PrototxtError(f"{where}: V0 layer definitions ('layers {{ layer {{ ... }} }}') "
                                 f"are not supported (Caffe's old net format): {_UPGRADE}")
-        from .upgrade import upgrade_v1
-        n = upgrade_v1(net, source)
+        try:
+            n = upgrade_v1(net, source)
+        except ValueError as e:
+            raise PrototxtError(str(e)) from None
         (note or _note)(f"{source}: {n} V1 'layers' definitions upgraded to 'layer' as Caffe "
                         "upgrades them when it reads the net (UpgradeV1Net)")
     return net

@@ -420,7 +420,7 @@ class NetShapes:
             return [s[:a] + (math.prod(s[a:e + 1]),) + s[e + 1:]], False
         if ltype == "Reshape":
             need(1)
-            return [self.reshape(layer, where, bottoms[0])], False
+            return [_reshape(layer, where, bottoms[0])], False
         if ltype in _LOSSES or ltype == "Accuracy":
             need(2, 3)
             if not tops:                # Caffe gives a loss layer an anonymous top
@@ -627,29 +627,31 @@ class NetShapes:
             sizes = [s[axis] // len(tops)] * len(tops)
         return [s[:axis] + (k,) + s[axis + 1:] for k in sizes]
 
-    def reshape(self, layer, where, s):
-        p = layer.reshape_param
-        dims = [_positive(d, where, "reshape_param.shape.dim", -1) for d in p.shape.dim]
-        axis = _canon_axis(p.axis, len(s) + 1, where, "reshape_param.axis")
-        end = len(s) if p.num_axes == -1 else axis + p.num_axes
-        if not axis <= end <= len(s):
-            raise ShapeError(f"{where}: field 'reshape_param.num_axes' out of range")
-        mid = []
-        for i, d in enumerate(dims):
-            if d == 0:
-                if axis + i >= len(s):
-                    raise ShapeError(f"{where}: dim 0 copies a missing axis")
-                mid.append(s[axis + i])
-            else:
-                mid.append(d)
-        if mid.count(-1) > 1:
-            raise ShapeError(f"{where}: at most one dim may be -1")
-        total = math.prod(s[axis:end])
-        if -1 in mid:
-            known = math.prod(d for d in mid if d != -1)
-            if known == 0 or total % known:
-                raise ShapeError(f"{where}: cannot infer the -1 dim of {dims} from {s}")
-            mid[mid.index(-1)] = total // known
-        if math.prod(mid) != total:
-            raise ShapeError(f"{where}: reshape {dims} does not keep the count of {s}")
-        return tuple(s[:axis]) + tuple(mid) + tuple(s[end:])
+
+def _reshape(layer, where, s):
+    """Caffe's Reshape layer: the top's shape for bottom shape ``s``."""
+    p = layer.reshape_param
+    dims = [_positive(d, where, "reshape_param.shape.dim", -1) for d in p.shape.dim]
+    axis = _canon_axis(p.axis, len(s) + 1, where, "reshape_param.axis")
+    end = len(s) if p.num_axes == -1 else axis + p.num_axes
+    if not axis <= end <= len(s):
+        raise ShapeError(f"{where}: field 'reshape_param.num_axes' out of range")
+    mid = []
+    for i, d in enumerate(dims):
+        if d == 0:
+            if axis + i >= len(s):
+                raise ShapeError(f"{where}: dim 0 copies a missing axis")
+            mid.append(s[axis + i])
+        else:
+            mid.append(d)
+    if mid.count(-1) > 1:
+        raise ShapeError(f"{where}: at most one dim may be -1")
+    total = math.prod(s[axis:end])
+    if -1 in mid:
+        known = math.prod(d for d in mid if d != -1)
+        if known == 0 or total % known:
+            raise ShapeError(f"{where}: cannot infer the -1 dim of {dims} from {s}")
+        mid[mid.index(-1)] = total // known
+    if math.prod(mid) != total:
+        raise ShapeError(f"{where}: reshape {dims} does not keep the count of {s}")
+    return tuple(s[:axis]) + tuple(mid) + tuple(s[end:])

@@ -97,16 +97,13 @@ def _layer(v1, layer, where: str) -> None:
 
 def upgrade_v1(net, source: str) -> int:
     """Upgrade the V1 ``layers`` of ``net`` in place into ``layer`` entries (Note [Upgrading
-    V1 nets]); returns how many. A net with both is refused, as Caffe refuses it."""
-    from .proto import PrototxtError
+    V1 nets]); returns how many. A net with both is refused, as Caffe refuses it: a
+    ValueError naming ``source`` (the reader makes it its own error)."""
     if len(net.layer):
-        raise PrototxtError(f"{source}: Refusing to upgrade inconsistent NetParameter input; "
+        raise ValueError(f"{source}: Refusing to upgrade inconsistent NetParameter input; "
                             "the definition includes both 'layer' and 'layers' fields")
     v1_layers = list(net.layers)
-    try:
-        for i, v1 in enumerate(v1_layers):
-            _layer(v1, net.layer.add(), f"{source}: layers #{i + 1} ({v1.name!r})")
-    except ValueError as e:
-        raise PrototxtError(str(e)) from None
+    for i, v1 in enumerate(v1_layers):
+        _layer(v1, net.layer.add(), f"{source}: layers #{i + 1} ({v1.name!r})")
     net.ClearField("layers")
     return len(v1_layers)
