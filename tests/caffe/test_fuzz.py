@@ -232,7 +232,7 @@ def test_ucudnn_accepts_what_caffes_parser_accepts(nets, patched_caffe_source):
     """600 of the mutated nets, each through Caffe's C++ text-format parser (protoc
     --encode against the patched caffe.proto) and through ucudnn: the same verdict, and the
     line or an earlier one where both refuse (Caffe's names the token after the offending
-    one). ucudnn's refusal of V0/V1 nets (Note [Old net formats]) is the one difference."""
+    one). ucudnn's refusal of V0 nets (Note [Old net formats]) is the one difference."""
     from ucudnn.caffe.protoc import find_protoc
     cases = [c for _, c in zip(range(600), _cases(nets))]
     cases += [("special/" + s, t) for s, t in _special_texts()]

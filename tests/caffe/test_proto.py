@@ -117,15 +117,34 @@ def test_fields_of_train_nets_are_read(tmp_path):
     assert cp.read_net(pb2, out) == net
 
 
-def test_v1_layers_are_refused_by_name(tmp_path):
+def test_v1_layers_are_upgraded_as_caffe_does(tmp_path, capsys):
+    """Note [Upgrading V1 nets]: type enums become names, blobs_lr/weight_decay the param
+    specs, a DATA layer's own crop_size and mirror its transform_param; a note says so."""
     path = tmp_path / "v1.prototxt"
-    path.write_text('name: "old"\nlayers {\n  name: "conv1"\n  type: CONVOLUTION\n}\n')
-    with pytest.raises(PrototxtError, match=rf"^{path}:2:1: layer 'conv1': V1 'layers' "
-                                            "definitions are not supported.*"
-                                            "upgrade_net_proto_text"):
+    path.write_text('name: "old"\nlayers { name: "data" type: DATA top: "data" top: "label"\n'
+                    '  data_param { source: "db" batch_size: 4 crop_size: 9 mirror: true }\n'
+                    '  include { phase: TRAIN } }\n'
+                    'layers { name: "conv1" type: CONVOLUTION bottom: "data" top: "conv1"\n'
+                    '  blobs_lr: 1 blobs_lr: 2 weight_decay: 1 weight_decay: 0\n'
+                    '  convolution_param { num_output: 4 kernel_size: 3 } }\n'
+                    'layers { name: "loss" type: SOFTMAX_LOSS bottom: "conv1" bottom: "label" }\n')
+    net = cp.read_net(cp.load_caffe_pb2(), path)
+    assert len(net.layers) == 0 and [l.type for l in net.layer] == ["Data", "Convolution",
+                                                                    "SoftmaxWithLoss"]
+    data, conv = net.layer[0], net.layer[1]
+    assert (data.transform_param.crop_size, data.transform_param.mirror) == (9, True)
+    assert not data.data_param.HasField("crop_size") and data.include[0].phase == 0
+    assert [(p.lr_mult, p.decay_mult) for p in conv.param] == [(1, 1), (2, 0)]
+    assert list(conv.bottom) == ["data"] and conv.convolution_param.num_output == 4
+    err = capsys.readouterr().err
+    assert err.startswith(f"ucudnn: note: {path}: 3 V1 'layers' definitions upgraded"), err
+    assert err.count("\n") == 1
+    path.write_text('name: "old"\nlayers { layer { name: "c" type: "conv" } }\n')
+    with pytest.raises(PrototxtError, match=rf"^{path}:2:1: layer 'c': V0 layer definitions "
+                                            ".*upgrade_net_proto_text"):
         cp.read_net(cp.load_caffe_pb2(), path)
-    path.write_text('name: "old"\nlayers { }\n')
-    with pytest.raises(PrototxtError, match="V1 'layers' definitions are not supported"):
+    path.write_text('layer { name: "a" type: "ReLU" }\nlayers { name: "b" type: RELU }\n')
+    with pytest.raises(PrototxtError, match="Refusing to upgrade inconsistent NetParameter"):
         read_prototxt(path)
 
 

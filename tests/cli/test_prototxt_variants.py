@@ -321,8 +321,8 @@ def test_a_net_without_layers_is_refused(tmp_path, capsys, text, what):
 @pytest.mark.parametrize("text, where, words", [
     ('layer { name: "conv1" type: "Convolution"\n  convolution_param { strid: 4 } }\n',
      ":2:23: layer 'conv1': ", ['no field named "strid"', "BVLC Caffe has no such field"]),
-    ('name: "old"\nlayers {\n  name: "conv1"\n  type: CONVOLUTION\n}\n', ":2:1: layer 'conv1': ",
-     ["V1 'layers' definitions are not supported", "upgrade_net_proto_text"]),
+    ('layer { name: "a" type: "ReLU" }\nlayers {\n  name: "conv1"\n  type: CONVOLUTION\n}\n', ": ",
+     ["Refusing to upgrade inconsistent NetParameter", "'layer' and 'layers'"]),
     ('layers { layer { name: "c" type: "conv" } }\n', ":1:1: layer 'c': ",
      ["V0 layer definitions", "upgrade_net_proto_text"]),
     ('layer { name: "c" type: "Clip" clip_param { min: 0 } }\n', ":1:32: layer 'c': ",

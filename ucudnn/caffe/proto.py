@@ -60,32 +60,48 @@ Note [Strict reading]
     layer refuses at its line of the input. Written files carry no comments (text_format drops them) and list
     each message's fields by number.
 
+Note [Unknown layer types]
+    Caffe's ``Net::Init`` creates every layer of its phase through the layer registry, which
+    stops at a type no layer registers ("Unknown layer type: Axpy (known types: ...)"): a
+    fork's layer (SENet's Axpy, SSD's PriorBox) in a net read with BVLC's schema.
+    :func:`check_layer_types` refuses such a net with Caffe's words (the list of known types
+    left out: one line stays short), the file, the line and the layer, in either phase (a net
+    is refused as a whole, as its other phase would be). It is a check of Net::Init, not of
+    the reader: Caffe's parser takes any type name, and so does parse_net. With a fork's caffe.proto
+    (``--caffe-proto``) the fork's registry is not known: its types are taken, and their
+    tops' shapes are unknown (Note [Shapes the prototxt does not settle] in
+    :mod:`ucudnn.caffe.shapes`). ``ucudnn plan --layer-shape TYPE=same[:K]`` names a type
+    whose tops have the shape of its bottom K (0: the first), so that a net with it is
+    planned with BVLC's schema.
+
 Note [Old net formats]
     Caffe upgrades V1 nets (``layers { type: CONVOLUTION ... }``) and V0 nets (``layers {
-    layer { ... } }``) when it reads them (upgrade_proto.cpp). ucudnn does not: parse_net
-    refuses them, naming the file, the line of the first ``layers`` block and its layer, and
-    says to run Caffe's ``upgrade_net_proto_text`` once. Upgrading here would be a second
-    copy of upgrade_proto.cpp's rules (type enums to names, blobs_lr and weight_decay to
-    param, per-type fields, data transformation) to keep in step with Caffe's; a variant of
-    an upgraded net would not be its input plus ucudnn_param; and no net of the pinned
-    Caffe's models/ and examples/ is V0 or V1. The schema declares both messages, so such a
-    net is refused by name, not as a field error.
+    layer { ... } }``) when it reads them (upgrade_proto.cpp). parse_net upgrades V1 nets the
+    same way (Note [Upgrading V1 nets] in :mod:`ucudnn.caffe.upgrade`) and says so on stderr;
+    a variant written of one (``ucudnn prototxt``) is the upgraded net. V0 nets are refused,
+    naming the file, the line of the first ``layers`` block and its layer, with the advice to
+    run Caffe's ``upgrade_net_proto_text`` once: V0's upgrade (padding layers folded into
+    convolutions, per-type V0 fields) is a larger copy of Caffe's rules, for nets older than
+    any public model in use. The schema declares both messages, so such a net is refused by
+    name, not as a field error.
 """
 from __future__ import annotations
 
 import os
+import sys
 import types
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from ..plan.table import read_text as read_text_file, write_text
 from ..vocab import InputError
 from .protoc import DIGEST_SUFFIX, ProtocError, descriptor_set, digest_text, find_protoc
 from .textscan import (EXCERPT, cut, enclosing_layer, field_path, lexical_problems, line_col,
                        offset, position, tokens)
+from .upgrade import upgrade_v1
 
-__all__ = ["PrototxtError", "OWNED_PROTO", "find_caffe_proto", "load_caffe_pb2", "read_text",
-           "parse_net", "read_net", "locate", "write_net", "EXCERPT"]
+__all__ = ["PrototxtError", "OWNED_PROTO", "LAYER_TYPES", "find_caffe_proto", "load_caffe_pb2",
+           "read_text", "parse_net", "check_layer_types", "read_net", "locate", "write_net", "EXCERPT"]
 
 _HERE = Path(__file__).resolve().parent
 #: ucudnn's schema of Caffe's nets (Note [Where the Caffe classes come from])
@@ -96,6 +112,18 @@ OWNED_DESCRIPTOR = _HERE / "caffe_net.desc"
 #: what an unknown field's error adds where the classes are ucudnn's own
 _UNKNOWN_FIELD_HINT = ("BVLC Caffe has no such field either; for a fork's field, name that "
                        "fork's caffe.proto with --caffe-proto PATH or $UCUDNN_CAFFE_PROTO")
+#: the layer types the patched Caffe registers (REGISTER_LAYER_CLASS / _CREATOR at
+#: ucudnn.vocab.CAFFE_COMMIT with caffe_patch/ applied): Note [Unknown layer types]
+LAYER_TYPES = (
+    "AbsVal", "Accuracy", "ArgMax", "BNLL", "BatchNorm", "BatchReindex", "Bias", "Clip",
+    "Concat", "ContrastiveLoss", "Convolution", "Crop", "Data", "Deconvolution", "Dropout",
+    "DummyData", "ELU", "Eltwise", "Embed", "EuclideanLoss", "Exp", "Filter", "Flatten",
+    "HDF5Data", "HDF5Output", "HingeLoss", "Im2col", "ImageData", "InfogainLoss",
+    "InnerProduct", "Input", "LRN", "LSTM", "LSTMUnit", "LayoutConversion", "Log", "MVN",
+    "MemoryData", "MultinomialLogisticLoss", "PReLU", "Parameter", "Pooling", "Power",
+    "Python", "RNN", "ReLU", "Reduction", "Reshape", "SPP", "Scale", "Sigmoid",
+    "SigmoidCrossEntropyLoss", "Silence", "Slice", "Softmax", "SoftmaxWithLoss", "Split",
+    "Swish", "TanH", "Threshold", "Tile", "WindowData")
 _UPGRADE = "upgrade the net with Caffe's upgrade_net_proto_text (tools/upgrade_net_proto_text)"
 
 
@@ -225,10 +253,16 @@ def locate(text: str, source: str, at: Optional[int], layer: Optional[str] = Non
 
 # -- reading ----------------------------------------------------------------------------------
 
-def parse_net(pb2, text: str, source: str = "<prototxt>"):
+def _note(msg: str) -> None:
+    print(f"ucudnn: note: {msg}", file=sys.stderr)
+
+
+def parse_net(pb2, text: str, source: str = "<prototxt>",
+              note: Optional[Callable[[str], None]] = None):
     """The ``NetParameter`` of prototxt ``text``, read as strictly as Caffe reads it; errors
     name ``source``:line:col, the layer and the field (Note [Strict reading], Note [Old net
-    formats])."""
+    formats]). A V1 net is upgraded (Note [Upgrading V1 nets] in
+    :mod:`ucudnn.caffe.upgrade`), which ``note`` (default: a line on stderr) says."""
     from google.protobuf import text_format
     net = pb2.NetParameter()
     parsed, problems = lexical_problems(net.DESCRIPTOR, text)
@@ -249,13 +283,37 @@ def parse_net(pb2, text: str, source: str = "<prototxt>"):
         raise PrototxtError(f"{where}: required field {cut(missing)!r} is missing")
     if "layers" in net.DESCRIPTOR.fields_by_name and len(net.layers):
         v0 = any(l.HasField("layer") for l in net.layers)
-        first = net.layers[0].layer.name if v0 else net.layers[0].name
-        where = locate(text, source, position(text, [("layers", 0)]), first or None)
-        kind = ("V0 layer definitions ('layers { layer { ... } }')" if v0
-                else "V1 'layers' definitions")
-        raise PrototxtError(f"{where}: {kind} are not supported (Caffe's old net format): "
-                            f"{_UPGRADE}")
+        if v0:
+            first = net.layers[0].layer.name
+            where = locate(text, source, position(text, [("layers", 0)]), first or None)
+            raise PrototxtError(f"{where}: V0 layer definitions ('layers {{ layer {{ ... }} }}') "
+                                f"are not supported (Caffe's old net format): {_UPGRADE}")
+        try:
+            n = upgrade_v1(net, source)
+        except ValueError as e:
+            raise PrototxtError(str(e)) from None
+        (note or _note)(f"{source}: {n} V1 'layers' definitions upgraded to 'layer' as Caffe "
+                        "upgrades them when it reads the net (UpgradeV1Net)")
     return net
+
+
+def check_layer_types(net, text: str, source: str, layer_types=()) -> None:
+    """Caffe's ``LayerRegistry::CreateLayer``: a layer of a type nobody registers stops
+    ``Net::Init``, in whichever phase (Note [Unknown layer types]). Only for nets read with
+    ucudnn's own schema; ``layer_types``: a fork's types given a shape rule."""
+    if getattr(_loaded.get(OWNED_PROTO), "NetParameter", None) is not type(net):
+        return                          # a fork's schema: its registry is not known
+    known = set(LAYER_TYPES) | set(layer_types)
+    for i, layer in enumerate(net.layer):
+        if layer.HasField("type") and layer.type not in known:
+            where = locate(text, source, position(text, [("layer", i)]),
+                           layer.name if layer.HasField("name") else f"#{i + 1}")
+            ltype = cut(layer.type, EXCERPT // 4)
+            raise PrototxtError(
+                f"{where}: Unknown layer type: {ltype} (not one of the {len(LAYER_TYPES)} "
+                f"types BVLC Caffe registers); for a fork's layer, name the fork's caffe.proto "
+                f"(--caffe-proto), or plan with --layer-shape {ltype}=same[:K] where its tops "
+                "have the shape of its bottom K")
 
 
 def _parse_error(pb2, text: str, parsed: str, source: str, e) -> PrototxtError:

@@ -17,7 +17,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from ..plan.layers import LayerSpec
 from ..plan.settings import PlanSettings
 from .params import check_params, check_shared_is_net_wide, merged_param, settings_of
-from .proto import PrototxtError, load_caffe_pb2, parse_net, read_text
+from .proto import PrototxtError, check_layer_types, load_caffe_pb2, parse_net, read_text
 from .shapes import PHASES, NetShapes, ShapeError, phase_layers, rule_stages
 from .textscan import tokens
 
@@ -41,12 +41,19 @@ class PrototxtNet:
     #: per layer of ``layers``: its ucudnn_param merged over the net's, as Caffe does; None:
     #: the layer runs as stock Caffe
     ucudnn: Dict[str, Optional[PlanSettings]] = field(default_factory=dict)
+    #: the Convolution layers of the phase Caffe runs without cuDNN, name -> why (Note
+    #: [Convolutions that reach cuDNN] in ucudnn/caffe/shapes.py); not in ``layers``
+    off_cudnn: Dict[str, str] = field(default_factory=dict)
 
 
-def parse_net_text(text: str, source: str = "<prototxt>", caffe_proto: Optional[str] = None):
+def parse_net_text(text: str, source: str = "<prototxt>", caffe_proto: Optional[str] = None,
+                   layer_types: Sequence[str] = ()):
     """A ``NetParameter`` from prototxt text, read as Caffe reads it (Note [Strict reading]
-    in :mod:`ucudnn.caffe.proto`)."""
-    return parse_net(load_caffe_pb2(caffe_proto), text, source)
+    in :mod:`ucudnn.caffe.proto`); ``layer_types``: a fork's types to take (Note [Unknown
+    layer types] there)."""
+    net = parse_net(load_caffe_pb2(caffe_proto), text, source)
+    check_layer_types(net, text, source, layer_types)
+    return net
 
 
 def infer_shapes(net, phase: str = "TRAIN", batch: Optional[int] = None,
@@ -95,6 +102,7 @@ def check_net(net, text: str, source: str = "<prototxt>") -> List[int]:
     if not len(net.layer):
         what = "an empty file" if next(tokens(text), None) is None else "a net without layers"
         raise PrototxtError(f"{source}: {what}: no Caffe net to write a variant of")
+    check_layer_types(net, text, source)
     check_params(net, text, source)
     batches = []
     for phase in PHASES:
@@ -121,14 +129,20 @@ def _check_phase(net, phase: str, source: str) -> NetShapes:
 
 def load_prototxt(path, phase: str = "TRAIN", batch: Optional[int] = None,
                   caffe_proto: Optional[str] = None,
-                  given: Optional[Mapping[str, Shape]] = None) -> PrototxtNet:
-    """The convolution layers and ucudnn settings of the prototxt file at ``path``."""
+                  given: Optional[Mapping[str, Shape]] = None,
+                  layer_shapes: Optional[Mapping[str, int]] = None) -> PrototxtNet:
+    """The convolution layers and ucudnn settings of the prototxt file at ``path``;
+    ``layer_shapes``: {a fork's layer type: the bottom whose shape its tops have}
+    (``--layer-shape``, :func:`~ucudnn.caffe.shapes.parse_layer_shape`)."""
     source = str(path)
-    net = parse_net_text(read_text(path), source, caffe_proto)
-    layers = conv_layers(net, phase, batch, source, given)
+    layer_shapes = dict(layer_shapes or {})
+    net = parse_net_text(read_text(path), source, caffe_proto, tuple(layer_shapes))
+    shapes = NetShapes(net, phase, batch=batch, given=given, source=source,
+                       layer_shapes=layer_shapes).run()
     net_s, per_layer = ucudnn_settings(net, phase, source)
-    return PrototxtNet(source=source, phase=phase, layers=layers, net_ucudnn=net_s,
-                       ucudnn=per_layer)
+    per_layer = {k: v for k, v in per_layer.items() if k not in shapes.off_cudnn}
+    return PrototxtNet(source=source, phase=phase, layers=shapes.convs, net_ucudnn=net_s,
+                       ucudnn=per_layer, off_cudnn=dict(shapes.off_cudnn))
 
 
 def read_prototxt(path, phase: str = "TRAIN", batch: Optional[int] = None,

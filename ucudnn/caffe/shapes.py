@@ -24,6 +24,17 @@ Note [Shapes the prototxt does not settle]
     layer that makes it. Checking a net (``ucudnn prototxt``) skips the checks whose shapes
     are unknown; planning one needs every convolution's input.
 
+Note [Convolutions that reach cuDNN]
+    Caffe's layer factory (``GetConvolutionLayer`` in ``src/caffe/layer_factory.cpp``, which
+    caffe_patch/ leaves as BVLC wrote it) makes the cuDNN layer -- the one ucudnn plans --
+    for ``engine: DEFAULT`` or ``CUDNN`` in a build with cuDNN, and the im2col layer
+    (``ConvolutionLayer``) for ``engine: CAFFE`` and for DEFAULT with any ``dilation`` > 1.
+    ``engine: CUDNN`` with a dilation is refused there (LOG(FATAL)), and the cuDNN layer
+    refuses a bottom without exactly 2 spatial axes in its Reshape ("Use 'engine: CAFFE' for
+    general ND convolution"): both are errors here, with Caffe's words. The im2col layers
+    are not planned; :attr:`NetShapes.off_cudnn` names them with the reason, and their tops
+    get Caffe's N-D shape rule.
+
 Note [Backward-data of the first convolution]
     Caffe computes a bottom gradient only where some earlier layer needs it: a blob needs
     backward when the layer producing it has a learnable parameter (``lr_mult`` != 0) or one
@@ -45,7 +56,7 @@ from .params import layout_of
 from .proto import PrototxtError
 
 __all__ = ["ShapeError", "PHASES", "NetShapes", "phase_layers", "rule_stages",
-           "parse_input_shape"]
+           "parse_input_shape", "parse_layer_shape", "off_cudnn_reason"]
 
 Shape = Tuple[int, ...]
 PHASES = ("TRAIN", "TEST")
@@ -77,6 +88,18 @@ def parse_input_shape(text: str, option: str = "--input-shape") -> Tuple[str, Sh
     if not blob.strip() or not shape or any(d < 1 for d in shape):
         raise ShapeError(f"{option}: expected BLOB=N,C,H,W (positive integers), got {text!r}")
     return blob.strip(), shape
+
+
+def parse_layer_shape(text: str, option: str = "--layer-shape") -> Tuple[str, int]:
+    """``TYPE=same`` or ``TYPE=same:K`` -> (type, K): a layer type whose tops have the shape
+    of its bottom K (0 where not given; Note [Unknown layer types] in
+    :mod:`ucudnn.caffe.proto`)."""
+    ltype, sep, rule = str(text).partition("=")
+    word, colon, k = rule.strip().partition(":")
+    if sep and ltype.strip() and word == "same" and (not colon or k.strip().isdigit()):
+        return ltype.strip(), int(k) if colon else 0
+    raise ShapeError(f"{option}: expected TYPE=same or TYPE=same:K (its tops have the shape "
+                     f"of its bottom K, from 0), got {text!r}")
 
 
 def _values(msg, name: str) -> list:
@@ -117,8 +140,9 @@ def _rule_matches(rule, phase: str, level: int, stages: Sequence[str]) -> bool:
 
 
 def _spatial(p, name: str, where: str, field: str, default: Optional[int],
-             axes: int = 2) -> Tuple[int, ...]:
-    """Caffe's ``x`` / ``x_h``+``x_w`` pairs (kernel_size, pad, stride, dilation)."""
+             axes: Optional[int] = 2, shape: Optional[Shape] = None) -> Tuple[int, ...]:
+    """Caffe's ``x`` / ``x_h``+``x_w`` pairs (kernel_size, pad, stride, dilation): one value
+    per spatial axis of ``shape`` (``axes`` of them; None: not known, the count unchecked)."""
     plain = "kernel_size" if name == "kernel" else name
     fields = p.DESCRIPTOR.fields_by_name
     vals = _values(p, plain)
@@ -130,18 +154,35 @@ def _spatial(p, name: str, where: str, field: str, default: Optional[int],
         if not (hw[0] and hw[1]):
             raise ShapeError(f"{where}: field '{field}.{name}_h': {name}_h and {name}_w must "
                              "be given together")
+        if axes not in (2, None):
+            raise ShapeError(f"{where}: field '{field}.{name}_h': {name}_h and {name}_w are for "
+                             f"2-D convolutions only; the bottom {shape} has {axes} spatial "
+                             f"axes: give {plain} once or {axes} times")
         vals = hw[0] + hw[1]
     if not vals:
         if default is None:
             raise ShapeError(f"{where}: field '{field}.{plain}' is missing")
         vals = [default]
-    if len(vals) == 1:
+    if len(vals) == 1 and axes is not None:
         vals = vals * axes
-    if len(vals) != axes:
-        raise ShapeError(f"{where}: field '{field}.{plain}': {len(vals)} values for {axes} "
-                         "spatial axes")
+    if axes is not None and len(vals) != axes:
+        what = (f"the bottom {shape} has {axes} spatial axes" if shape is not None
+                else f"{axes} spatial axes")
+        raise ShapeError(f"{where}: field '{field}.{plain}': {len(vals)} values, but {what} "
+                         f"(Caffe takes one value, or one per spatial axis)")
     minimum = 1 if name in ("kernel", "stride", "dilation") else 0
     return tuple(_positive(v, where, f"{field}.{plain}", minimum) for v in vals)
+
+
+def off_cudnn_reason(engine: str, dilated: bool, axes: int) -> Optional[str]:
+    """Why Caffe's layer factory runs a Convolution without cuDNN (im2col), None where it
+    makes the cuDNN layer (Note [Convolutions that reach cuDNN]). ``engine``: the layer's
+    ``convolution_param.engine`` name; ``axes``: its spatial axes."""
+    if engine == "CAFFE":
+        return "engine: CAFFE" + ("" if axes == 2 else f" ({axes}-D)")
+    if dilated:
+        return "dilated (Caffe's layer factory sends dilated convolutions to im2col)"
+    return None
 
 
 def _learnable(layer, n_blobs: int) -> bool:
@@ -205,12 +246,15 @@ class NetShapes:
 
     def __init__(self, net, phase: str, *, batch: Optional[int] = None,
                  given: Optional[Mapping[str, Shape]] = None, source: str = "<prototxt>",
-                 need_convs: bool = True, stages: Optional[Sequence[str]] = None):
+                 need_convs: bool = True, stages: Optional[Sequence[str]] = None,
+                 layer_shapes: Optional[Mapping[str, int]] = None):
         if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int)
                                   or batch < 1):
             raise ShapeError(f"batch: must be a positive integer, got {batch!r}")
         self.net, self.phase, self.batch, self.source = net, phase, batch, source
         self.stages = stages
+        #: a fork's layer type -> the bottom whose shape its tops have (--layer-shape)
+        self.layer_shapes = dict(layer_shapes or {})
         self.given = dict(given or {})
         self.need_convs = need_convs
         self.shapes: Dict[str, Optional[Shape]] = {}
@@ -221,6 +265,9 @@ class NetShapes:
         self.need_backward: Dict[str, bool] = {}
         self.force = net.force_backward
         self.convs: List[LayerSpec] = []
+        #: the Convolution layers Caffe runs without cuDNN: name -> why (Note [Convolutions
+        #: that reach cuDNN])
+        self.off_cudnn: Dict[str, str] = {}
         self._used_given = set()
 
     def data_shape(self, dims: Optional[Shape]) -> Optional[Shape]:
@@ -301,6 +348,12 @@ class NetShapes:
                         f"at least {n_min}" if n_max == 10**9 else f"{n_min} to {n_max}")
                 raise ShapeError(f"{where}: expects {want} bottom blob(s), got {len(bottoms)}")
 
+        if ltype in self.layer_shapes:
+            k = self.layer_shapes[ltype]
+            if k >= len(bottoms):
+                raise ShapeError(f"{where}: --layer-shape {ltype}=same:{k}: the layer has "
+                                 f"{len(bottoms)} bottom(s)")
+            return [bottoms[k]] * len(tops), _learnable(layer, len(layer.param))
         if ltype in _FILE_DATA or ltype == "MemoryData":
             need(0)
             return self.file_data(layer, where, tops), False
@@ -367,7 +420,7 @@ class NetShapes:
             return [s[:a] + (math.prod(s[a:e + 1]),) + s[e + 1:]], False
         if ltype == "Reshape":
             need(1)
-            return [self.reshape(layer, where, bottoms[0])], False
+            return [_reshape(layer, where, bottoms[0])], False
         if ltype in _LOSSES or ltype == "Accuracy":
             need(2, 3)
             if not tops:                # Caffe gives a loss layer an anonymous top
@@ -459,35 +512,54 @@ class NetShapes:
         group = _positive(p.group, where, "convolution_param.group")
         if len(bottoms) != len(tops):
             raise ShapeError(f"{where}: {len(bottoms)} bottoms but {len(tops)} tops")
-        kernel = _spatial(p, "kernel", where, field, None)
-        pad = _spatial(p, "pad", where, field, 0)
-        stride = _spatial(p, "stride", where, field, 1)
-        dilation = _spatial(p, "dilation", where, field, 1)
+        engine = p.Engine.Name(p.engine)
+        dilated = any(d > 1 for d in p.dilation)
+        if engine == "CUDNN" and dilated:       # Caffe's factory: LOG(FATAL)
+            raise ShapeError(f"{where}: CuDNN doesn't support the dilated convolution at Layer "
+                             f"{name} (Caffe's layer factory; engine: CAFFE or DEFAULT runs it "
+                             "with im2col)")
         learnable = _learnable(layer, 2 if p.bias_term else 1)
         s0 = bottoms[0]
         if s0 is None:
+            for f, default in (("kernel", None), ("pad", 0), ("stride", 1), ("dilation", 1)):
+                _spatial(p, f, where, field, default, None)
             if self.need_convs:
                 raise self.ask(layer.bottom[0], where)
             return None, learnable
         if p.axis != 1:
             raise ShapeError(f"{where}: field 'convolution_param.axis': only 1 is supported")
-        if len(s0) != 4:
-            raise ShapeError(f"{where}: only 2-D convolutions of N x C x H x W blobs are "
-                             f"supported, bottom has shape {s0}")
+        axes = len(s0) - 2
+        if axes < 1:
+            raise ShapeError(f"{where}: a convolution needs N x C x spatial axes, bottom has "
+                             f"shape {s0}")
+        kernel = _spatial(p, "kernel", where, field, None, axes, s0)
+        pad = _spatial(p, "pad", where, field, 0, axes, s0)
+        stride = _spatial(p, "stride", where, field, 1, axes, s0)
+        dilation = _spatial(p, "dilation", where, field, 1, axes, s0)
         if any(s != s0 for s in bottoms):
             raise ShapeError(f"{where}: bottoms differ in shape: {bottoms}")
-        n, c, h, w = s0
+        c = s0[1]
         if c % group or num % group:
             raise ShapeError(f"{where}: field 'convolution_param.group': {group} does not "
                              f"divide input channels {c} and num_output {num}")
         out = tuple(out_size(x, k, pd, st, dl) for x, k, pd, st, dl in
-                    zip((h, w), kernel, pad, stride, dilation))
+                    zip(s0[2:], kernel, pad, stride, dilation))
         if min(out) < 1:
-            raise ShapeError(f"{where}: the kernel {kernel[0]}x{kernel[1]} is larger than the "
-                             f"padded input {h}x{w}")
-        if any(l.name == name for l in self.convs):
+            raise ShapeError(f"{where}: the kernel {'x'.join(map(str, kernel))} is larger than "
+                             f"the padded input {'x'.join(map(str, s0[2:]))}")
+        off = off_cudnn_reason(engine, dilated, axes)
+        if off is None and axes != 2:
+            raise ShapeError(f"{where}: a {axes}-D convolution (bottom {s0}) with engine "
+                             f"{engine}: CuDNNConvolution input must have 2 spatial axes (e.g., "
+                             "height and width). Use 'engine: CAFFE' for general ND "
+                             "convolution. (Caffe's cuDNN layer)")
+        if any(l.name == name for l in self.convs) or name in self.off_cudnn:
             raise ShapeError(f"{where}: a second Convolution layer named {name!r}: ucudnn plans "
                              "a net's convolutions by their names; rename one")
+        if off is not None:         # Note [Convolutions that reach cuDNN]
+            self.off_cudnn[name] = off
+            return [(s0[0], num) + out] * len(tops), learnable
+        n, c, h, w = s0
         bwd_data = any(self.need_backward[b] for b in layer.bottom)
         if len(layer.propagate_down):   # Caffe: an explicit propagate_down replaces the need
             bwd_data = any(layer.propagate_down)
@@ -557,29 +629,31 @@ class NetShapes:
             sizes = [s[axis] // len(tops)] * len(tops)
         return [s[:axis] + (k,) + s[axis + 1:] for k in sizes]
 
-    def reshape(self, layer, where, s):
-        p = layer.reshape_param
-        dims = [_positive(d, where, "reshape_param.shape.dim", -1) for d in p.shape.dim]
-        axis = _canon_axis(p.axis, len(s) + 1, where, "reshape_param.axis")
-        end = len(s) if p.num_axes == -1 else axis + p.num_axes
-        if not axis <= end <= len(s):
-            raise ShapeError(f"{where}: field 'reshape_param.num_axes' out of range")
-        mid = []
-        for i, d in enumerate(dims):
-            if d == 0:
-                if axis + i >= len(s):
-                    raise ShapeError(f"{where}: dim 0 copies a missing axis")
-                mid.append(s[axis + i])
-            else:
-                mid.append(d)
-        if mid.count(-1) > 1:
-            raise ShapeError(f"{where}: at most one dim may be -1")
-        total = math.prod(s[axis:end])
-        if -1 in mid:
-            known = math.prod(d for d in mid if d != -1)
-            if known == 0 or total % known:
-                raise ShapeError(f"{where}: cannot infer the -1 dim of {dims} from {s}")
-            mid[mid.index(-1)] = total // known
-        if math.prod(mid) != total:
-            raise ShapeError(f"{where}: reshape {dims} does not keep the count of {s}")
-        return tuple(s[:axis]) + tuple(mid) + tuple(s[end:])
+
+def _reshape(layer, where, s):
+    """Caffe's Reshape layer: the top's shape for bottom shape ``s``."""
+    p = layer.reshape_param
+    dims = [_positive(d, where, "reshape_param.shape.dim", -1) for d in p.shape.dim]
+    axis = _canon_axis(p.axis, len(s) + 1, where, "reshape_param.axis")
+    end = len(s) if p.num_axes == -1 else axis + p.num_axes
+    if not axis <= end <= len(s):
+        raise ShapeError(f"{where}: field 'reshape_param.num_axes' out of range")
+    mid = []
+    for i, d in enumerate(dims):
+        if d == 0:
+            if axis + i >= len(s):
+                raise ShapeError(f"{where}: dim 0 copies a missing axis")
+            mid.append(s[axis + i])
+        else:
+            mid.append(d)
+    if mid.count(-1) > 1:
+        raise ShapeError(f"{where}: at most one dim may be -1")
+    total = math.prod(s[axis:end])
+    if -1 in mid:
+        known = math.prod(d for d in mid if d != -1)
+        if known == 0 or total % known:
+            raise ShapeError(f"{where}: cannot infer the -1 dim of {dims} from {s}")
+        mid[mid.index(-1)] = total // known
+    if math.prod(mid) != total:
+        raise ShapeError(f"{where}: reshape {dims} does not keep the count of {s}")
+    return tuple(s[:axis]) + tuple(mid) + tuple(s[end:])

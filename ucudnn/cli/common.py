@@ -13,7 +13,7 @@ import ucudnn
 
 from ..caffe.prototxt import load_prototxt
 from ..files import check_target, read_text, write_file
-from ..caffe.shapes import parse_input_shape
+from ..caffe.shapes import parse_input_shape, parse_layer_shape
 from ..measure import shipped
 from ..plan.layers import read_layers
 from ..vocab import (DTYPES, MATH_MODES, OPS, POLICIES, InputError, PlanError, format_size,
@@ -278,6 +278,10 @@ def add_layer_source(p: argparse.ArgumentParser, default_net: bool) -> None:
     p.add_argument("--input-shape", metavar="BLOB=N,C,H,W", action="append",
                    help="the shape of a blob of --prototxt that the file does not settle (a "
                    "data layer reading files, a Python layer); repeatable")
+    p.add_argument("--layer-shape", metavar="TYPE=same[:K]", action="append",
+                   help="a layer type of a Caffe fork (unknown to BVLC Caffe) whose tops have "
+                   "the shape of its bottom K (default 0), e.g. SENet's Axpy=same:1; "
+                   "repeatable")
     p.add_argument("--batch", type=int, metavar="N",
                    help="replace the mini-batch size (default: the network's)")
 
@@ -296,10 +300,13 @@ def load_layers(args, default_net: Optional[str]):
         given[blob] = shape
     if given and not args.prototxt:
         raise CliError("--input-shape: only with --prototxt")
+    layer_shapes = dict(parse_layer_shape(t) for t in getattr(args, "layer_shape", None) or ())
+    if layer_shapes and not args.prototxt:
+        raise CliError("--layer-shape: only with --prototxt")
     if args.prototxt:
         text_file(args.prototxt, "--prototxt")
         args.prototxt_net = load_prototxt(args.prototxt, phase=args.phase, batch=batch,
-                                          given=given)
+                                          given=given, layer_shapes=layer_shapes)
         return _bounded(list(args.prototxt_net.layers), "--prototxt",
                         args.prototxt), args.prototxt, None
     if args.layers:

@@ -107,11 +107,16 @@ def run(args) -> int:
         for path in args.table:
             c.text_file(path, "--table")
     layers, label, _ = c.load_layers(args, "alexnet")
+    off = _without_cudnn(args)
     if not layers:
-        c.note(f"{label}: no Convolution layer in phase {args.phase}: nothing to plan")
+        what = "no Convolution layer that reaches cuDNN" if off else "no Convolution layer"
+        c.note(f"{label}: {what} in phase {args.phase}: nothing to plan")
         if args.json:
-            print(strict_json({"ucudnn_version": c.version(), "network": label,
-                               "kernels": [], "notes": ["no Convolution layer: nothing to plan"]}))
+            print(strict_json(dict({"ucudnn_version": c.version(), "network": label,
+                                    "kernels": [], "notes": [f"{what}: nothing to plan"]},
+                                   **off)))
+        else:
+            _print_without_cudnn(off)
         return 0
     options.check_sizes(given, [l.n for l in layers])
     settings, notes = _settings(args, layers, given)
@@ -132,11 +137,32 @@ def run(args) -> int:
     sizes = sorted({s.sizes for s in settings.values()} - {None})
     doc = _plan_json(plan, label, got.source, layers, solve_s,
                      list(sizes[0]) if len(sizes) == 1 else None)
+    doc.update(off)
     if args.json:
         print(strict_json(doc))
     else:
         _print(doc, plan)
+        _print_without_cudnn(off)
     return 0
+
+
+def _without_cudnn(args) -> dict:
+    """``{"without_cudnn": [{layer, reason}]}`` for the --prototxt's convolutions that Caffe
+    runs without cuDNN; {} where there are none (Note [plan --json])."""
+    pnet = getattr(args, "prototxt_net", None)
+    off = pnet.off_cudnn if pnet is not None else {}
+    return {"without_cudnn": [{"layer": k, "reason": v} for k, v in off.items()]} if off else {}
+
+
+def _print_without_cudnn(off: dict) -> None:
+    rows = off.get("without_cudnn", [])
+    if rows:
+        c.out(f"runs without cuDNN (Caffe's im2col layer; not planned): {len(rows)} "
+              "convolution layer(s)")
+        names = [c.clean(r["layer"]) for r in rows]
+        width = max(map(len, names))
+        for name, r in zip(names, rows):
+            c.out(f"  {name.ljust(width)}  {r['reason']}")
 
 
 # ---------------------------------------------------------------------------------------------
