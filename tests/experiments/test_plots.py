@@ -184,11 +184,13 @@ def _description(png):
 
 
 def _files(root):
-    """(path, size, mtime) of every file under ``root``, less hidden folders (.git, .venv) and
-    Python's byte-code caches."""
+    """(path, size, mtime) of every file under ``root``, less hidden folders (.git, .venv),
+    Python's byte-code caches and ``third_party/`` (Caffe's fetched source and build, ignored by
+    git and tens of thousands of files once built)."""
     found = set()
     for top, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__"]
+        dirs[:] = [d for d in dirs if not d.startswith(".")
+                   and d not in ("__pycache__", "third_party")]
         for name in files:
             st = os.stat(os.path.join(top, name))
             found.add((os.path.join(top, name), st.st_size, st.st_mtime_ns))
