@@ -130,13 +130,16 @@ def _check_phase(net, phase: str, source: str) -> NetShapes:
 def load_prototxt(path, phase: str = "TRAIN", batch: Optional[int] = None,
                   caffe_proto: Optional[str] = None,
                   given: Optional[Mapping[str, Shape]] = None,
-                  layer_shapes: Optional[Mapping[str, int]] = None) -> PrototxtNet:
+                  layer_shapes: Optional[Mapping[str, int]] = None,
+                  text: Optional[str] = None) -> PrototxtNet:
     """The convolution layers and ucudnn settings of the prototxt file at ``path``;
     ``layer_shapes``: {a fork's layer type: the bottom whose shape its tops have}
-    (``--layer-shape``, :func:`~ucudnn.caffe.shapes.parse_layer_shape`)."""
+    (``--layer-shape``, :func:`~ucudnn.caffe.shapes.parse_layer_shape`); ``text``: the file's
+    text where the caller has read it already (else it is read here)."""
     source = str(path)
     layer_shapes = dict(layer_shapes or {})
-    net = parse_net_text(read_text(path), source, caffe_proto, tuple(layer_shapes))
+    net = parse_net_text(read_text(path) if text is None else text, source, caffe_proto,
+                         tuple(layer_shapes))
     shapes = NetShapes(net, phase, batch=batch, given=given, source=source,
                        layer_shapes=layer_shapes).run()
     net_s, per_layer = ucudnn_settings(net, phase, source)

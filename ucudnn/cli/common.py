@@ -304,9 +304,9 @@ def load_layers(args, default_net: Optional[str]):
     if layer_shapes and not args.prototxt:
         raise CliError("--layer-shape: only with --prototxt")
     if args.prototxt:
-        text_file(args.prototxt, "--prototxt")
+        text = text_file(args.prototxt, "--prototxt")
         args.prototxt_net = load_prototxt(args.prototxt, phase=args.phase, batch=batch,
-                                          given=given, layer_shapes=layer_shapes)
+                                          given=given, layer_shapes=layer_shapes, text=text)
         return _bounded(list(args.prototxt_net.layers), "--prototxt",
                         args.prototxt), args.prototxt, None
     if args.layers:
