@@ -97,10 +97,11 @@ def add_ucudnn(fork_set, owned_set) -> None:
         for field in declared_here.field:
             if field.type_name not in known or field.name in names:
                 continue
+            number = _free_number(mine, field.number)
             added = mine.field.add()
             added.CopyFrom(field)
             added.type_name = theirs + field.type_name[len(ours):]
-            added.number = _free_number(mine, field.number)
+            added.number = number
             names.add(field.name)
 
 
