@@ -200,6 +200,17 @@ def _canon_axis(axis: int, ndim: int, where: str, field: str = "axis") -> int:
     return axis % ndim
 
 
+def _unknown_input(where: str, blob: str, root: str, maker: str, ltype: str) -> ShapeError:
+    """The error for a layer's input ``blob`` of unknown shape, from blob ``root`` that layer
+    ``maker`` of type ``ltype`` makes (Note [Shapes the prototxt does not settle])."""
+    via = "" if root == blob else f", which comes from blob {root!r}"
+    rule = ("" if ltype in _FILE_DATA | {"Python", "MemoryData"} else
+            f", or --layer-shape {ltype}=same[:K] where its tops have its bottom K's shape")
+    return ShapeError(f"{where}: the shape of its input {blob!r}{via} is not known: layer "
+                      f"{maker!r} (type {ltype}) reads it from files or computes it outside "
+                      f"Caffe's shape rules; pass --input-shape {root}=N,C,H,W{rule}")
+
+
 def _net_input_where(source: str, text: Optional[str]) -> str:
     """``source:LINE: net input``, the line of the net's first ``input`` where ``text`` has
     one."""
@@ -278,7 +289,7 @@ class NetShapes:
         self.given = dict(given or {})
         self.need_convs = need_convs
         self.shapes: Dict[str, Optional[Shape]] = {}
-        self.maker: Dict[str, str] = {}             # blob -> the layer that makes it
+        self.maker: Dict[str, str] = {}             # blob -> the first layer writing it
         #: an unknown blob -> the blob whose unknown shape it comes from (a data or Python
         #: layer's top: what --input-shape must give)
         self.origin: Dict[str, str] = {}
@@ -298,15 +309,14 @@ class NetShapes:
     def add_blob(self, name: str, shape: Optional[Shape], need_backward: bool,
                  maker: str) -> None:
         self.shapes[name] = shape
-        self.maker[name] = maker
+        self.maker.setdefault(name, maker)      # not an in-place layer after it
         self.need_backward[name] = need_backward or self.force
 
     def ask(self, blob: str, where: str) -> ShapeError:
         root = self.origin.get(blob, blob)
-        via = "" if root == blob else f", which comes from blob {root!r}"
-        return ShapeError(f"{where}: the shape of its input {blob!r}{via} is not known: layer "
-                          f"{self.maker.get(root, '?')!r} reads it from files or computes it "
-                          f"outside Caffe's shape rules; pass --input-shape {root}=N,C,H,W")
+        maker = self.maker.get(root, "?")
+        ltype = next((l.type for l in self.net.layer if l.name == maker), "Python")
+        return _unknown_input(where, blob, root, maker, ltype)
 
     def net_inputs(self) -> None:
         inputs = list(self.net.input)
