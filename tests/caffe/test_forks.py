@@ -182,3 +182,17 @@ def test_without_grpcio_tools_one_line_says_how_to_install_it(tmp_path):
     assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, res.stderr
     assert res.stderr.startswith(f"ucudnn: error: --caffe-proto: {proto}: "), res.stderr
     assert "pip install 'ucudnn[caffe-proto]'" in res.stderr
+
+
+@needs_grpc
+def test_a_proto_protoc_refuses_and_caffe_proto_without_prototxt_are_one_line(tmp_path, capsys):
+    bad = tmp_path / "caffe.proto"
+    bad.write_text('syntax = "proto2";\npackage caffe;\nmessage NetParameter {\n'
+                   '  optional Nope layer = 1;\n  optional string name = 1;\n}\n')
+    net, _, _ = _paths("ssd")
+    assert main(["plan", "--prototxt", str(net), "--caffe-proto", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"ucudnn: error: --caffe-proto: {bad}: ")
+    assert '"Nope" is not defined' in err, err
+    assert main(["plan", "--net", "alexnet", "--caffe-proto", str(bad)]) == 2
+    assert "--caffe-proto: only with --prototxt" in capsys.readouterr().err

@@ -182,7 +182,8 @@ def _fork_descriptor_set(option: str, proto: Path) -> bytes:
     try:
         return descriptor_set(proto, cmd)
     except ProtocError as e:
-        raise PrototxtError(f"{option}: {proto}: {cut(str(e), 4 * EXCERPT)}") from None
+        said = "; ".join(line.strip() for line in str(e).splitlines() if line.strip())
+        raise PrototxtError(f"{option}: {proto}: {cut(said, 4 * EXCERPT)}") from None
 
 
 def _owned_descriptor_set() -> bytes:
