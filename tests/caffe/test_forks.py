@@ -150,10 +150,13 @@ def test_a_taken_number_moves_above_the_forks_highest():
     net.field.add(name="mine", number=want["NetParameter"]["ucudnn_param"], label=1, type=9)
     layer = f.message_type.add(name="LayerParameter")
     layer.field.add(name="name", number=1, label=1, type=9)
+    layer.field.add(name="mine", number=7, label=1, type=9)
+    reserved = want["LayerParameter"]["ucudnn_param"]
+    layer.reserved_range.add(start=reserved, end=reserved + 1)
     add_ucudnn(fork, owned)
     numbers = {m.name: {x.name: x.number for x in m.field} for m in f.message_type}
     assert numbers["NetParameter"]["ucudnn_param"] == 101          # its own was taken
-    assert numbers["LayerParameter"]["ucudnn_param"] == want["LayerParameter"]["ucudnn_param"]
+    assert numbers["LayerParameter"]["ucudnn_param"] == 8          # its own is reserved
     assert numbers["LayerParameter"]["layout"] == want["LayerParameter"]["layout"]
     assert "UcudnnParameter" in numbers
 

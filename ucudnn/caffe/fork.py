@@ -46,26 +46,23 @@ def _qualified(package: str, name: str) -> str:
     return f".{package}.{name}" if package else f".{name}"
 
 
-def _taken(message) -> set:
-    """The field numbers a ``DescriptorProto`` uses or reserves (up to the highest in use)."""
-    used = {f.number for f in message.field}
-    top = max(used | {0}) + 1
-    for r in list(message.reserved_range) + list(message.extension_range):
-        used.update(range(r.start, min(r.end, top + 1)))
-    return used
-
-
 def _free_number(message, wanted: int) -> int:
-    """``wanted`` where ``message`` leaves it free, else the next number above its highest."""
-    used = _taken(message)
-    if wanted not in used and wanted not in _RESERVED:
+    """``wanted`` where ``message`` (a ``DescriptorProto``) leaves it free, else the first free
+    number above its highest; a free number is in no field, reserved or extension range."""
+    used = {f.number for f in message.field}
+    ranges = [(r.start, r.end) for r in list(message.reserved_range)
+              + list(message.extension_range)] + [(_RESERVED.start, _RESERVED.stop)]
+
+    def taken_until(n: int) -> int:
+        """The first number from ``n`` on that may be free (``n`` where ``n`` is free)."""
+        return max([n + 1] * (n in used) + [end for start, end in ranges if start <= n < end]
+                   + [n])
+
+    if taken_until(wanted) == wanted:
         return wanted
     number = max(used | {0}) + 1
-    if number in _RESERVED:
-        number = _RESERVED.stop
-    for r in list(message.reserved_range) + list(message.extension_range):
-        if r.start <= number < r.end:
-            number = max(number, r.end)
+    while taken_until(number) != number:
+        number = taken_until(number)
     return number
 
 
