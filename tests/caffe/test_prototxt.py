@@ -46,8 +46,9 @@ def test_check_net_refuses_in_either_phase(tmp_path):
                                                             "convolution_param")
     net = parse_net_text(text, "n.prototxt")
     assert [l.name for l in read_prototxt_text(text, "TRAIN")] == ["a"]
-    with pytest.raises(PrototxtError, match=r"^n.prototxt: layer 't' \(type Convolution\): the "
-                                            "kernel 15x15 is larger than the padded input"):
+    line = text[:text.index('layer { name: "t"')].count("\n") + 1
+    with pytest.raises(PrototxtError, match=rf"^n.prototxt:{line}: layer 't' \(type Convolution\): "
+                                            "the kernel 15x15 is larger than the padded input"):
         check_net(net, text, "n.prototxt")
     bad_param = HEAD + _conv("a", "data", 4, 3).replace(
         "convolution_param", "include { phase: TEST } ucudnn_param { workspace_limit: -1 } "

@@ -190,8 +190,9 @@ def test_backward_data_only_where_a_gradient_is_needed():
     ('layer { name: "d" type: "Data" top: "data" data_parm { batch_size: 4 } }',
      r'^<prototxt>:1:\d+: layer \'d\': .*no field named "data_parm"'),
     (HEAD + 'layer { name: "w" type: "Tile" bottom: "data" top: "w" }\n' + _conv("c", "w", 4, 3),
-     r"layer 'c' \(type Convolution\): the shape of its input 'w' is not known: layer 'w' reads "
-     r"it from files or computes it outside Caffe's shape rules; pass --input-shape w=N,C,H,W"),
+     r"layer 'c' \(type Convolution\): the shape of its input 'w' is not known: layer 'w' \(type "
+     r"Tile\) reads it from files or computes it outside Caffe's shape rules; pass --input-shape "
+     r"w=N,C,H,W, or --layer-shape Tile=same\[:K\] where its tops have its bottom K's shape"),
     (HEAD + _conv("c", "nothing", 4, 3), r"'c'.*bottom blob 'nothing'"),
     (HEAD + 'layer { name: "r" bottom: "data" top: "r" }', r"'r'.*'type' is missing"),
     (HEAD + 'layer { name: "c" type: "Convolution" bottom: "data" top: "c" }',
@@ -261,7 +262,7 @@ def test_data_layer_the_prototxt_does_not_settle_asks_for_the_blob(patched_caffe
     text = DATA.format(transform=transform) + _conv("conv1", "data", 96, 11, "stride: 4")
     with pytest.raises(ShapeError, match=r"^d.prototxt: layer 'conv1' \(type Convolution\): the "
                                          r"shape of its input 'data' is not known: layer 'd' "
-                                         r"reads it from files or computes it outside Caffe's "
+                                         r"\(type Data\) reads it from files or computes it outside Caffe's "
                                          r"shape rules; pass --input-shape data=N,C,H,W$"):
         _patched(patched_caffe_proto, text)
     specs, _ = _patched(patched_caffe_proto, text, given={"data": (32, 3, 227, 227)})

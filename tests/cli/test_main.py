@@ -41,8 +41,9 @@ def _bad_inputs(tmp_path):
         (["plan", "--layers", tmp_path / "nope.csv"], "--layers: cannot read"),
         (["plan", "--layers", table, "--table", table], "--layers: "),
         (["plan", "--cache", junk], f"--cache: benchmark cache {junk}: not an SQLite database"),
-        # a data layer of unknown shape and no convolution: nothing to plan, said of the file
-        (["plan", "--prototxt", data], "--prototxt: " + str(data) + ": "),
+        # a data layer without a batch size: refused at its line
+        (["plan", "--prototxt", data], "--prototxt: " + str(data) + ":1: layer 'd' (type Data): "
+                                       "field 'data_param.batch_size' must be >= 1"),
         (["bench", "--net", "alexnet", "--ops", "fwd,back"], "--ops: unknown op(s) ['back']"),
         (["bench", "--net", "alexnet", "--workspace-cap", "lots"], "--workspace-cap: cannot parse"),
         (["bench"], "one of --net, --layers or --prototxt is required"),

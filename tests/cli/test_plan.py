@@ -279,8 +279,9 @@ def test_plan_prototxt_with_input_shape(fake_core, tmp_path, capsys):
                  "--batch", "4", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["batch"] == 4
     for args, message in (
-            ([], "--prototxt: " + str(net) + ": layer 'conv1' (type Convolution): the shape of "
-                 "its input 'data' is not known: layer 'reader' reads it from files or computes "
+            ([], "--prototxt: " + str(net) + ":3: layer 'conv1' (type Convolution): the shape of "
+                 "its input 'data' is not known: layer 'reader' (type Python) reads it from files "
+                 "or computes "
                  "it outside Caffe's shape rules; pass --input-shape data=N,C,H,W"),
             (["--input-shape", "data=8,3"], None),
             (["--input-shape", "data"], "--input-shape: expected BLOB=N,C,H,W (positive "

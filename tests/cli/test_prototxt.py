@@ -72,7 +72,8 @@ def test_the_variant_is_checked_in_both_phases(tmp_path, capsys):
     out = tmp_path / "v.prototxt"
     assert main(["prototxt", str(src), "-o", str(out), "--policy", "all"]) == 2
     err = capsys.readouterr().err
-    assert (f"ucudnn: error: {src}: layer 't' (type Convolution): the kernel 15x15 "
+    line = text[:text.index('layer { name: "t"')].count("\n") + 1
+    assert (f"ucudnn: error: {src}:{line}: layer 't' (type Convolution): the kernel 15x15 "
             "is larger than the padded input") in err
     assert not out.exists()
     src.write_text(HEAD + conv("a", "data", 4, 3))

@@ -4,6 +4,8 @@ core write while they run.
 * :mod:`.proto` -- Caffe's net messages and the prototxt text format, through protobuf only;
 * :mod:`.protoc` -- a ``.proto`` compiled with whatever protoc there is (setup.py loads it by
   path, so it uses the standard library only);
+* :mod:`.fork` -- a Caffe fork's schema with ``UcudnnParameter``, its messages read with
+  BVLC's defaults;
 * :mod:`.upgrade` -- V1 nets upgraded as Caffe upgrades them when it reads them;
 * :mod:`.textscan` -- where things are in a prototxt's text, and what protobuf's parser reads
   otherwise than Caffe's;

@@ -31,6 +31,7 @@ import math
 from collections import Counter
 from typing import Dict, List, Optional, Tuple
 
+from .proto import as_bvlc
 from .shapes import NetShapes, phase_layers
 
 #: bytes per element of Caffe's float nets
@@ -64,7 +65,7 @@ class _Walk:
 
     def __init__(self, net, source: str, batch: Optional[int], phase: str):
         self.shapes = NetShapes(net, phase, batch=batch, source=source, need_convs=False).run()
-        self.layers = [layer for layer, _, _ in phase_layers(net, phase, source)]
+        self.layers = [as_bvlc(layer) for layer, _, _ in phase_layers(net, phase, source)]
         version: Counter = Counter()
         #: (blob, version) -> forward steps reading it; -> the forward step that made it
         self.readers: Dict[Tuple[str, int], List[int]] = {}

@@ -38,9 +38,17 @@ Note [Where the Caffe classes come from]
     when a compiler is there.
 
     Another caffe.proto is used instead when it is named: the ``proto`` argument
-    (``--caffe-proto``) or ``$UCUDNN_CAFFE_PROTO`` -- a fork's file that adds fields. It is
-    compiled the same way, so it needs a compiler at run time. A build tree is not picked up
-    on its own, so that results do not depend on whether protoc happens to be on ``PATH``.
+    (``--caffe-proto``) or ``$UCUDNN_CAFFE_PROTO`` -- a Caffe fork's file. It is compiled at
+    run time by grpcio-tools' protoc (``pip install 'ucudnn[caffe-proto]'``; ``$PROTOC``
+    names another), never by whichever protoc is first on ``PATH``, so that a fork's net
+    reads alike on every machine with the package; without a compiler the error says how to
+    install one. It is compiled rather than read by a parser of ucudnn's own: protoc resolves
+    the names, nested types, options and defaults of the ``.proto`` language, and a reader
+    that got one default wrong would give wrong shapes without a word. The compiled schema
+    gets ``UcudnnParameter`` where the fork lacks it, and shape inference reads the fork's
+    messages with BVLC's defaults for the fields it lacks (Note [Caffe forks] in
+    :mod:`ucudnn.caffe.fork`). A build tree is not picked up on its own, so that results do
+    not depend on what happens to be built.
 
 Note [Strict reading]
     :func:`parse_net` is the one reader of nets: ``ucudnn prototxt`` and shape inference
@@ -95,13 +103,16 @@ from typing import Callable, Optional
 
 from ..plan.table import read_text as read_text_file, write_text
 from ..vocab import InputError
-from .protoc import DIGEST_SUFFIX, ProtocError, descriptor_set, digest_text, find_protoc
+from .protoc import (DIGEST_SUFFIX, ProtocError, descriptor_set, digest_text, find_protoc,
+                     grpc_protoc)
 from .textscan import (EXCERPT, cut, enclosing_layer, field_path, lexical_problems, line_col,
                        offset, position, tokens)
+from .fork import add_ucudnn, as_bvlc as fork_view
 from .upgrade import upgrade_v1
 
-__all__ = ["PrototxtError", "OWNED_PROTO", "LAYER_TYPES", "find_caffe_proto", "load_caffe_pb2",
-           "read_text", "parse_net", "check_layer_types", "read_net", "locate", "write_net", "EXCERPT"]
+__all__ = ["PrototxtError", "OWNED_PROTO", "LAYER_TYPES", "INSTALL_COMPILER", "find_caffe_proto",
+           "load_caffe_pb2", "owned_pb2", "as_bvlc", "read_text", "parse_net",
+           "check_layer_types", "read_net", "locate", "write_net", "EXCERPT"]
 
 _HERE = Path(__file__).resolve().parent
 #: ucudnn's schema of Caffe's nets (Note [Where the Caffe classes come from])
@@ -124,6 +135,8 @@ LAYER_TYPES = (
     "Python", "RNN", "ReLU", "Reduction", "Reshape", "SPP", "Scale", "Sigmoid",
     "SigmoidCrossEntropyLoss", "Silence", "Slice", "Softmax", "SoftmaxWithLoss", "Split",
     "Swish", "TanH", "Threshold", "Tile", "WindowData")
+#: how to install the compiler of a fork's caffe.proto
+INSTALL_COMPILER = "pip install 'ucudnn[caffe-proto]'"
 _UPGRADE = "upgrade the net with Caffe's upgrade_net_proto_text (tools/upgrade_net_proto_text)"
 
 
@@ -133,22 +146,44 @@ class PrototxtError(InputError):
 
 
 
-def find_caffe_proto(proto: Optional[str] = None) -> Optional[Path]:
-    """Caffe's caffe.proto named by ``proto`` or ``$UCUDNN_CAFFE_PROTO``; None: ucudnn's own."""
+def _named_proto(proto: Optional[str]):
+    """(how it is named, the path) of the caffe.proto named by ``proto`` or
+    ``$UCUDNN_CAFFE_PROTO``; None: ucudnn's own."""
     for name, c in (("--caffe-proto", proto), ("UCUDNN_CAFFE_PROTO",
                                                 os.environ.get("UCUDNN_CAFFE_PROTO"))):
         if c:
             if not Path(c).is_file():
                 raise PrototxtError(f"{name}: {c}: no such file")
-            return Path(c).resolve()
+            return name, Path(c).resolve()
     return None
 
 
-def _descriptor_set(proto: Path) -> bytes:
+def find_caffe_proto(proto: Optional[str] = None) -> Optional[Path]:
+    """Caffe's caffe.proto named by ``proto`` or ``$UCUDNN_CAFFE_PROTO``; None: ucudnn's own."""
+    named = _named_proto(proto)
+    return None if named is None else named[1]
+
+
+def _descriptor_set(proto: Path, cmd=None) -> bytes:
     try:
-        return descriptor_set(proto)
+        return descriptor_set(proto, cmd)
     except ProtocError as e:
         raise PrototxtError(f"{proto}: {e}") from None
+
+
+def _fork_descriptor_set(option: str, proto: Path) -> bytes:
+    """A fork's caffe.proto (named by ``option``) compiled by ``$PROTOC`` where it is set,
+    else by grpcio-tools' protoc (Note [Where the Caffe classes come from])."""
+    cmd = [os.environ["PROTOC"]] if os.environ.get("PROTOC") else grpc_protoc()
+    if cmd is None:
+        raise PrototxtError(f"{option}: {proto}: reading a fork's caffe.proto needs the "
+                            f"protobuf compiler of grpcio-tools: {INSTALL_COMPILER} (or name "
+                            "a protoc in $PROTOC)")
+    try:
+        return descriptor_set(proto, cmd)
+    except ProtocError as e:
+        said = "; ".join(line.strip() for line in str(e).splitlines() if line.strip())
+        raise PrototxtError(f"{option}: {proto}: {cut(said, 4 * EXCERPT)}") from None
 
 
 def _owned_descriptor_set() -> bytes:
@@ -186,9 +221,9 @@ def _owned_digest_matches() -> bool:
         return False
 
 
-def _classes(data: bytes, source: Path):
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-    files = descriptor_pb2.FileDescriptorSet.FromString(data).file
+def _classes(files, source: Path):
+    """The message classes and enum values of the file descriptors ``files``."""
+    from google.protobuf import descriptor_pool, message_factory
     pool = descriptor_pool.DescriptorPool()
     for f in files:
         pool.Add(f)
@@ -203,35 +238,57 @@ def _classes(data: bytes, source: Path):
         for name, enum in fd.enum_types_by_name.items():
             for v in enum.values:
                 setattr(ns, v.name, v.number)
-    if not hasattr(ns, "UcudnnParameter"):
-        raise PrototxtError(f"{source} has no UcudnnParameter: apply caffe_patch/0002 first")
     if not hasattr(ns, "NetParameter") or "layer" not in ns.NetParameter.DESCRIPTOR.fields_by_name:
         raise PrototxtError(f"{source} has no NetParameter.layer: not a Caffe caffe.proto")
     return ns
 
 
+def _file_set(data: bytes, source: Path):
+    from google.protobuf import descriptor_pb2
+    from google.protobuf.message import DecodeError
+    try:
+        return descriptor_pb2.FileDescriptorSet.FromString(data)
+    except DecodeError as e:
+        raise PrototxtError(f"{source}: not a protobuf descriptor set: {e}") from None
+
+
 _loaded = {}
+
+
+def _owned_set():
+    return _file_set(_owned_descriptor_set(), OWNED_DESCRIPTOR)
+
+
+def owned_pb2():
+    """The message classes of ucudnn's own schema, BVLC Caffe's with caffe_patch/, whatever
+    ``$UCUDNN_CAFFE_PROTO`` names."""
+    if OWNED_PROTO not in _loaded:
+        _loaded[OWNED_PROTO] = _classes(_owned_set().file, OWNED_PROTO)
+    return _loaded[OWNED_PROTO]
 
 
 def load_caffe_pb2(proto: Optional[str] = None):
     """Caffe's message classes as attributes of one namespace (``pb2.NetParameter()``, ...),
-    from the caffe.proto named by ``proto`` or ``$UCUDNN_CAFFE_PROTO``, else from ucudnn's own
-    schema (Note [Where the Caffe classes come from]); cached per source."""
-    path = find_caffe_proto(proto) or OWNED_PROTO
+    from the caffe.proto named by ``proto`` or ``$UCUDNN_CAFFE_PROTO`` (a fork's, with
+    UcudnnParameter added where it lacks it: Note [Caffe forks] in :mod:`ucudnn.caffe.fork`),
+    else from ucudnn's own schema (Note [Where the Caffe classes come from]); cached per
+    source."""
+    named = _named_proto(proto)
+    if named is None or named[1] == OWNED_PROTO:
+        return owned_pb2()
+    option, path = named
     if path not in _loaded:
-        if path == OWNED_PROTO:
-            data = _owned_descriptor_set()
-        else:
-            try:
-                text = path.read_text(errors="replace")
-            except OSError as e:
-                raise PrototxtError(f"{path}: cannot read: {e.strerror or e}") from None
-            if "UcudnnParameter" not in text:
-                raise PrototxtError(f"{path} has no UcudnnParameter: apply caffe_patch/0002 "
-                                    "first")
-            data = _descriptor_set(path)
-        _loaded[path] = _classes(data, path)
+        fork = _file_set(_fork_descriptor_set(option, path), path)
+        add_ucudnn(fork, _owned_set())
+        _loaded[path] = _classes(fork.file, path)
     return _loaded[path]
+
+
+def as_bvlc(msg):
+    """A message of a net read as BVLC Caffe's: itself where its schema is ucudnn's own, else
+    a view with BVLC's defaults for the fields its fork lacks (Note [Caffe forks] in
+    :mod:`ucudnn.caffe.fork`)."""
+    return fork_view(msg, owned_pb2().pool)
 
 
 def read_text(path) -> str:

@@ -18,7 +18,8 @@ import subprocess
 import sys
 import tempfile
 
-__all__ = ["ProtocError", "find_protoc", "descriptor_set", "digest_text", "DIGEST_SUFFIX"]
+__all__ = ["ProtocError", "find_protoc", "grpc_protoc", "descriptor_set", "digest_text",
+           "DIGEST_SUFFIX"]
 
 #: the file beside a descriptor set (``caffe_net.desc.sha256``) that holds the digest of the
 #: ``.proto`` it was compiled from
@@ -42,6 +43,11 @@ def find_protoc():
     exe = shutil.which("protoc")
     if exe:
         return [exe]
+    return grpc_protoc()
+
+
+def grpc_protoc():
+    """The command line prefix of grpcio-tools' protoc in this interpreter, or None."""
     try:
         import grpc_tools.protoc  # noqa: F401
     except ImportError:
@@ -49,10 +55,11 @@ def find_protoc():
     return [sys.executable, "-m", "grpc_tools.protoc"]
 
 
-def descriptor_set(proto):
-    """The serialized FileDescriptorSet of the .proto file at ``proto`` (bytes)."""
+def descriptor_set(proto, cmd=None):
+    """The serialized FileDescriptorSet of the .proto file at ``proto`` (bytes), compiled by
+    ``cmd`` (a command line prefix; None: :func:`find_protoc`'s)."""
     proto = os.path.abspath(os.fspath(proto))
-    cmd = find_protoc()
+    cmd = cmd or find_protoc()
     if cmd is None:
         raise ProtocError("no protobuf compiler: install protoc (apt-get install "
                           "protobuf-compiler) or the grpcio-tools package")

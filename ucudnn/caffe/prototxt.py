@@ -19,7 +19,7 @@ from ..plan.settings import PlanSettings
 from .params import check_params, check_shared_is_net_wide, merged_param, settings_of
 from .proto import PrototxtError, check_layer_types, load_caffe_pb2, parse_net, read_text
 from .shapes import PHASES, NetShapes, ShapeError, phase_layers, rule_stages
-from .textscan import tokens
+from .textscan import layer_lines, tokens
 
 __all__ = ["PrototxtError", "ShapeError", "PrototxtNet", "parse_net_text", "conv_layers",
            "infer_shapes", "ucudnn_settings", "check_net", "load_prototxt", "read_prototxt",
@@ -76,15 +76,18 @@ def conv_layers(net, phase: str = "TRAIN", batch: Optional[int] = None,
     return NetShapes(net, phase, batch=batch, given=given, source=source).run().convs
 
 
-def ucudnn_settings(net, phase: str = "TRAIN", source: str = "<prototxt>"
+def ucudnn_settings(net, phase: str = "TRAIN", source: str = "<prototxt>",
+                    text: Optional[str] = None
                     ) -> Tuple[Optional[PlanSettings], Dict[str, Optional[PlanSettings]]]:
     """(the net's ucudnn_param settings, {Convolution layer of ``phase``: its merged
     settings}); None where none is set (the layer runs as stock Caffe). Invalid values (a
-    negative workspace) are errors naming the layer and field."""
+    negative workspace) are errors naming the layer and field (and its line, given the
+    net's ``text``)."""
     net_p = net.ucudnn_param if net.HasField("ucudnn_param") else None
     net_s = settings_of(net_p, f"{source}: net") if net_p is not None else None
     per_layer = {}
-    for layer, name, where in phase_layers(net, phase, source):
+    lines = None if text is None else layer_lines(text, len(net.layer))
+    for layer, name, where in phase_layers(net, phase, source, lines=lines):
         own = layer.ucudnn_param if layer.HasField("ucudnn_param") else None
         check_shared_is_net_wide(net_p, own, where)
         if layer.type == "Convolution":
@@ -106,22 +109,22 @@ def check_net(net, text: str, source: str = "<prototxt>") -> List[int]:
     check_params(net, text, source)
     batches = []
     for phase in PHASES:
-        batches += [l.n for l in _check_phase(net, phase, source).convs]
-        ucudnn_settings(net, phase, source)
+        batches += [l.n for l in _check_phase(net, phase, source, text).convs]
+        ucudnn_settings(net, phase, source, text)
     return batches
 
 
-def _check_phase(net, phase: str, source: str) -> NetShapes:
+def _check_phase(net, phase: str, source: str, text: Optional[str] = None) -> NetShapes:
     """The net of ``phase`` in its own state, else in the first stage its rules name that
     builds (a solver's test nets run in such a stage); the error of its own state where none
     does."""
     try:
-        return NetShapes(net, phase, source=source, need_convs=False).run()
+        return NetShapes(net, phase, source=source, need_convs=False, text=text).run()
     except ShapeError as first:
         for stage in rule_stages(net):
             try:
                 return NetShapes(net, phase, source=source, need_convs=False,
-                                 stages=list(net.state.stage) + [stage]).run()
+                                 stages=list(net.state.stage) + [stage], text=text).run()
             except ShapeError:
                 continue
         raise first
@@ -138,11 +141,11 @@ def load_prototxt(path, phase: str = "TRAIN", batch: Optional[int] = None,
     text where the caller has read it already (else it is read here)."""
     source = str(path)
     layer_shapes = dict(layer_shapes or {})
-    net = parse_net_text(read_text(path) if text is None else text, source, caffe_proto,
-                         tuple(layer_shapes))
+    text = read_text(path) if text is None else text
+    net = parse_net_text(text, source, caffe_proto, tuple(layer_shapes))
     shapes = NetShapes(net, phase, batch=batch, given=given, source=source,
-                       layer_shapes=layer_shapes).run()
-    net_s, per_layer = ucudnn_settings(net, phase, source)
+                       layer_shapes=layer_shapes, text=text).run()
+    net_s, per_layer = ucudnn_settings(net, phase, source, text)
     per_layer = {k: v for k, v in per_layer.items() if k not in shapes.off_cudnn}
     return PrototxtNet(source=source, phase=phase, layers=shapes.convs, net_ucudnn=net_s,
                        ucudnn=per_layer, off_cudnn=dict(shapes.off_cudnn))

@@ -52,8 +52,10 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..plan.conv import out_size
 from ..plan.layers import LayerError, LayerSpec
+from .fork import declared, is_repeated
 from .params import layout_of
-from .proto import PrototxtError
+from .proto import PrototxtError, as_bvlc
+from .textscan import layer_lines, line_col, position
 
 __all__ = ["ShapeError", "PHASES", "NetShapes", "phase_layers", "rule_stages",
            "parse_input_shape", "parse_layer_shape", "off_cudnn_reason"]
@@ -103,10 +105,12 @@ def parse_layer_shape(text: str, option: str = "--layer-shape") -> Tuple[str, in
 
 
 def _values(msg, name: str) -> list:
-    """A field's values as a list: a repeated field's, an optional field's where it is set."""
-    f = msg.DESCRIPTOR.fields_by_name[name]
-    repeated = f.is_repeated if hasattr(f, "is_repeated") else f.label == f.LABEL_REPEATED
-    if repeated:                # is_repeated: protobuf >= 6.31, where label warns
+    """A field's values as a list: a repeated field's, an optional field's where it is set,
+    none where the schema has no such field (a fork's that BVLC lacks, read with BVLC's)."""
+    f = declared(msg, name)
+    if f is None:
+        return []
+    if is_repeated(f):
         return list(getattr(msg, name))
     return [getattr(msg, name)] if msg.HasField(name) else []
 
@@ -144,9 +148,8 @@ def _spatial(p, name: str, where: str, field: str, default: Optional[int],
     """Caffe's ``x`` / ``x_h``+``x_w`` pairs (kernel_size, pad, stride, dilation): one value
     per spatial axis of ``shape`` (``axes`` of them; None: not known, the count unchecked)."""
     plain = "kernel_size" if name == "kernel" else name
-    fields = p.DESCRIPTOR.fields_by_name
     vals = _values(p, plain)
-    hw = [_values(p, f"{name}_{a}") for a in "hw"] if f"{name}_h" in fields else [[], []]
+    hw = [_values(p, f"{name}_{a}") for a in "hw"]
     if hw[0] or hw[1]:
         if vals:
             raise ShapeError(f"{where}: field '{field}.{plain}': give either {plain} or "
@@ -197,10 +200,31 @@ def _canon_axis(axis: int, ndim: int, where: str, field: str = "axis") -> int:
     return axis % ndim
 
 
-def phase_layers(net, phase: str, source: str, stages: Optional[Sequence[str]] = None):
+def _unknown_input(where: str, blob: str, root: str, maker: str, ltype: str) -> ShapeError:
+    """The error for a layer's input ``blob`` of unknown shape, from blob ``root`` that layer
+    ``maker`` of type ``ltype`` makes (Note [Shapes the prototxt does not settle])."""
+    via = "" if root == blob else f", which comes from blob {root!r}"
+    rule = ("" if ltype in _FILE_DATA | {"Python", "MemoryData"} else
+            f", or --layer-shape {ltype}=same[:K] where its tops have its bottom K's shape")
+    return ShapeError(f"{where}: the shape of its input {blob!r}{via} is not known: layer "
+                      f"{maker!r} (type {ltype}) reads it from files or computes it outside "
+                      f"Caffe's shape rules; pass --input-shape {root}=N,C,H,W{rule}")
+
+
+def _net_input_where(source: str, text: Optional[str]) -> str:
+    """``source:LINE: net input``, the line of the net's first ``input`` where ``text`` has
+    one."""
+    at = None if text is None else position(text, [("input", None)])
+    return (source if at is None else f"{source}:{line_col(text, at)[0]}") + ": net input"
+
+
+def phase_layers(net, phase: str, source: str, stages: Optional[Sequence[str]] = None,
+                 lines: Optional[Sequence[int]] = None):
     """(layer, name, where) for the layers of ``phase`` (Caffe's FilterNet) in the net's state
     (``stages``: instead of the net's own, as a solver's test_state gives them). Caffe allows
-    two layers of one name (a layer is found by its first)."""
+    two layers of one name (a layer is found by its first). ``where`` names ``source``, the
+    layer's line (``lines``: one per layer of the net,
+    :func:`~ucudnn.caffe.textscan.layer_lines`), the layer and its type."""
     if phase not in PHASES:
         raise ShapeError(f"phase: expected TRAIN or TEST, got {phase!r}")
     if not len(net.layer) and len(net.layers):
@@ -210,10 +234,11 @@ def phase_layers(net, phase: str, source: str, stages: Optional[Sequence[str]] =
     stages = list(net.state.stage) if stages is None else list(stages)
     for i, layer in enumerate(net.layer):
         name = layer.name if layer.HasField("name") else f"#{i + 1}"
-        where = f"{source}: layer {name!r}"
+        at = source if lines is None else f"{source}:{lines[i]}"
+        where = f"{at}: layer {name!r}"
         if not layer.HasField("type"):
             raise ShapeError(f"{where}: field 'type' is missing")
-        where = f"{source}: layer {name!r} (type {layer.type})"
+        where = f"{at}: layer {name!r} (type {layer.type})"
         if len(layer.include) and len(layer.exclude):
             raise ShapeError(f"{where}: a layer may have include or exclude rules, not both")
         if len(layer.include):
@@ -242,23 +267,29 @@ class NetShapes:
     settle]) and the net's convolutions (:attr:`convs`). ``batch`` replaces the first axis of
     every data layer's and net input's tops; ``given`` maps blobs to shapes for what the
     prototxt does not settle. ``need_convs``: a Convolution whose input is unknown is an error
-    asking for it (planning); else it is skipped (checking)."""
+    asking for it (planning); else it is skipped (checking). ``text``: the net's prototxt,
+    whose lines the errors name."""
 
     def __init__(self, net, phase: str, *, batch: Optional[int] = None,
                  given: Optional[Mapping[str, Shape]] = None, source: str = "<prototxt>",
                  need_convs: bool = True, stages: Optional[Sequence[str]] = None,
-                 layer_shapes: Optional[Mapping[str, int]] = None):
+                 layer_shapes: Optional[Mapping[str, int]] = None,
+                 text: Optional[str] = None):
         if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int)
                                   or batch < 1):
             raise ShapeError(f"batch: must be a positive integer, got {batch!r}")
-        self.net, self.phase, self.batch, self.source = net, phase, batch, source
+        self.net, self.phase, self.batch, self.source = as_bvlc(net), phase, batch, source
         self.stages = stages
+        #: the net's text (None: not known), for the lines errors name
+        self.text = text
+        #: the line of each layer of the net (None: not known)
+        self.lines = None if text is None else layer_lines(text, len(net.layer))
         #: a fork's layer type -> the bottom whose shape its tops have (--layer-shape)
         self.layer_shapes = dict(layer_shapes or {})
         self.given = dict(given or {})
         self.need_convs = need_convs
         self.shapes: Dict[str, Optional[Shape]] = {}
-        self.maker: Dict[str, str] = {}             # blob -> the layer that makes it
+        self.maker: Dict[str, str] = {}             # blob -> the first layer writing it
         #: an unknown blob -> the blob whose unknown shape it comes from (a data or Python
         #: layer's top: what --input-shape must give)
         self.origin: Dict[str, str] = {}
@@ -278,19 +309,18 @@ class NetShapes:
     def add_blob(self, name: str, shape: Optional[Shape], need_backward: bool,
                  maker: str) -> None:
         self.shapes[name] = shape
-        self.maker[name] = maker
+        self.maker.setdefault(name, maker)      # not an in-place layer after it
         self.need_backward[name] = need_backward or self.force
 
     def ask(self, blob: str, where: str) -> ShapeError:
         root = self.origin.get(blob, blob)
-        via = "" if root == blob else f", which comes from blob {root!r}"
-        return ShapeError(f"{where}: the shape of its input {blob!r}{via} is not known: layer "
-                          f"{self.maker.get(root, '?')!r} reads it from files or computes it "
-                          f"outside Caffe's shape rules; pass --input-shape {root}=N,C,H,W")
+        maker = self.maker.get(root, "?")
+        ltype = next((l.type for l in self.net.layer if l.name == maker), "Python")
+        return _unknown_input(where, blob, root, maker, ltype)
 
     def net_inputs(self) -> None:
         inputs = list(self.net.input)
-        where = f"{self.source}: net input"
+        where = _net_input_where(self.source, self.text)
         shapes = [_dims(s, where, "input_shape") for s in self.net.input_shape]
         dims = list(self.net.input_dim)
         if dims:
@@ -307,7 +337,8 @@ class NetShapes:
 
     def run(self) -> "NetShapes":
         self.net_inputs()
-        for layer, name, where in phase_layers(self.net, self.phase, self.source, self.stages):
+        for layer, name, where in phase_layers(self.net, self.phase, self.source, self.stages,
+                                               self.lines):
             bottoms, tops = list(layer.bottom), list(layer.top)
             for b in bottoms:
                 if b not in self.shapes:
@@ -513,7 +544,8 @@ class NetShapes:
         if len(bottoms) != len(tops):
             raise ShapeError(f"{where}: {len(bottoms)} bottoms but {len(tops)} tops")
         engine = p.Engine.Name(p.engine)
-        dilated = any(d > 1 for d in p.dilation)
+        dilated = any(d > 1 for f in ("dilation", "dilation_h", "dilation_w")
+                      for d in _values(p, f))
         if engine == "CUDNN" and dilated:       # Caffe's factory: LOG(FATAL)
             raise ShapeError(f"{where}: CuDNN doesn't support the dilated convolution at Layer "
                              f"{name} (Caffe's layer factory; engine: CAFFE or DEFAULT runs it "

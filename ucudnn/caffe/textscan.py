@@ -29,7 +29,7 @@ import re
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 __all__ = ["EXCERPT", "tokens", "offset", "line_col", "cut", "enclosing_layer", "position",
-           "field_path", "lexical_problems"]
+           "layer_lines", "field_path", "lexical_problems"]
 
 #: the most characters of the input (a token, a layer name) an error message quotes
 EXCERPT = 120
@@ -150,6 +150,29 @@ def position(text: str, steps: Sequence[Tuple[str, Optional[int]]]) -> Optional[
             want, seen, keys = want + 1, 0, []
             found = key_at if key_at is not None else where
     return keys[0] if keys else found
+
+
+def layer_lines(text: str, count: int) -> Optional[List[int]]:
+    """The line of each top-level ``layer`` block of ``text`` (of ``layers`` blocks for a V1
+    net), where there are ``count`` of them; else None."""
+    keys: dict = {"layer": [], "layers": []}
+    key_at = None
+    for depth, kind, value, where in tokens(text):
+        if depth != 0:
+            continue
+        if kind == "key":
+            key_at = where
+        elif kind == "open" and value in keys:
+            keys[value].append(key_at if key_at is not None else where)
+    for name in ("layer", "layers"):
+        if len(keys[name]) == count:
+            lines, line, last = [], 1, 0
+            for at in keys[name]:           # in order: count the newlines once
+                line += text.count("\n", last, at)
+                lines.append(line)
+                last = at
+            return lines
+    return None
 
 
 def field_path(path: str) -> List[Tuple[str, Optional[int]]]:

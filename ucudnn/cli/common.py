@@ -282,6 +282,10 @@ def add_layer_source(p: argparse.ArgumentParser, default_net: bool) -> None:
                    help="a layer type of a Caffe fork (unknown to BVLC Caffe) whose tops have "
                    "the shape of its bottom K (default 0), e.g. SENet's Axpy=same:1; "
                    "repeatable")
+    p.add_argument("--caffe-proto", metavar="PATH", help="the caffe.proto of the Caffe fork "
+                   "--prototxt is written for (default: $UCUDNN_CAFFE_PROTO, else ucudnn's own "
+                   "schema of BVLC Caffe's nets); fields the fork lacks read as BVLC's "
+                   "defaults")
     p.add_argument("--batch", type=int, metavar="N",
                    help="replace the mini-batch size (default: the network's)")
 
@@ -303,10 +307,14 @@ def load_layers(args, default_net: Optional[str]):
     layer_shapes = dict(parse_layer_shape(t) for t in getattr(args, "layer_shape", None) or ())
     if layer_shapes and not args.prototxt:
         raise CliError("--layer-shape: only with --prototxt")
+    caffe_proto = getattr(args, "caffe_proto", None)
+    if caffe_proto and not args.prototxt:
+        raise CliError("--caffe-proto: only with --prototxt")
     if args.prototxt:
         text = text_file(args.prototxt, "--prototxt")
         args.prototxt_net = load_prototxt(args.prototxt, phase=args.phase, batch=batch,
-                                          given=given, layer_shapes=layer_shapes, text=text)
+                                          caffe_proto=caffe_proto, given=given,
+                                          layer_shapes=layer_shapes, text=text)
         return _bounded(list(args.prototxt_net.layers), "--prototxt",
                         args.prototxt), args.prototxt, None
     if args.layers:
