@@ -26,22 +26,9 @@ needs_grpc = pytest.mark.skipif(importlib.util.find_spec("grpc_tools") is None,
 #: fork -> (its net, what a user passes besides --prototxt and --caffe-proto): the shapes of
 #: the fork's own layers' tops, which no rule of BVLC Caffe's gives
 CASES = {
-    "enet": ("enet_deploy_final.prototxt",
-             ["--layer-shape", "BN=same",
-              "--input-shape", "deconv4_0_1=1,16,128,256",
-              "--input-shape", "upsample4_0_4=1,64,128,256",
-              "--input-shape", "deconv5_0_1=1,4,256,512",
-              "--input-shape", "upsample5_0_4=1,16,256,512"]),
     "tsn": ("tsn_bn_inception_rgb_deploy.prototxt", ["--layer-shape", "BN=same"]),
     "py-faster-rcnn": ("zf_faster_rcnn_end2end_test.prototxt", []),
     "ssd": ("MobileNetSSD_deploy.prototxt", []),
-    "segnet": ("segnet_basic_inference.prototxt",
-               ["--layer-shape", "BN=same",
-                "--input-shape", "data=1,3,360,480",
-                "--input-shape", "upsample4=1,64,45,60",
-                "--input-shape", "upsample3=1,64,90,120",
-                "--input-shape", "upsample2=1,64,180,240",
-                "--input-shape", "upsample1=1,64,360,480"]),
     "bvlc-rc2": ("bvlc_googlenet_deploy.prototxt", []),
 }
 
@@ -101,12 +88,11 @@ def test_without_its_caffe_proto_a_forks_net_is_planned_or_refused_in_one_line(
 def test_fields_a_fork_lacks_read_as_bvlcs_defaults():
     owned = cp.owned_pb2()
     default = owned.PoolingParameter.DESCRIPTOR.fields_by_name["round_mode"].default_value
-    enet = cp.load_caffe_pb2(str(FORKS / "enet" / "caffe.proto"))
-    assert "round_mode" not in enet.PoolingParameter.DESCRIPTOR.fields_by_name
-    pooling = as_bvlc(enet.PoolingParameter(kernel_size=3))
+    rc2 = cp.load_caffe_pb2(str(FORKS / "bvlc-rc2" / "caffe.proto"))
+    assert "round_mode" not in rc2.PoolingParameter.DESCRIPTOR.fields_by_name
+    pooling = as_bvlc(rc2.PoolingParameter(kernel_size=3))
     assert pooling.round_mode == default == pooling.CEIL and not pooling.HasField("round_mode")
     assert pooling.kernel_size == 3                 # the fork's own field, as it is
-    rc2 = cp.load_caffe_pb2(str(FORKS / "bvlc-rc2" / "caffe.proto"))
     layer = as_bvlc(rc2.LayerParameter(name="c"))
     assert layer.convolution_param.dilation == [] and layer.convolution_param.axis == 1
     assert type(layer.input_param) is owned.InputParameter   # a message rc2 lacks: BVLC's
