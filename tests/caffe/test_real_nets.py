@@ -18,32 +18,40 @@ SHIPPED = Path(__file__).resolve().parents[2] / "prototxt"
 
 def _convs(path):
     """(convolutions Caffe runs with cuDNN, those it runs with im2col), from the parsed net's
-    fields by the factory's rule written out here: engine CAFFE, or any dilation > 1."""
+    fields by the patched factory's rule written out here: engine CAFFE, dilated or not."""
     pb2 = load_caffe_pb2()
     net = read_net(pb2, path)
     cudnn, im2col = [], []
     for layer in net.layer:
         if layer.type == "Convolution":
             p = layer.convolution_param
-            off = p.engine == p.CAFFE or any(d > 1 for d in p.dilation)
+            off = p.engine == p.CAFFE
             (im2col if off else cudnn).append(layer.name)
     return cudnn, im2col
 
 
-@pytest.mark.parametrize("name, reason", [
-    ("mobilenet_v1_deploy", "engine: CAFFE"),
-    ("mobilenet_v2_deploy", "engine: CAFFE"),
-    ("dilation8_pascal_voc_deploy", "dilated"),
-])
-def test_convolutions_off_cudnn_are_listed_not_planned(name, reason):
+@pytest.mark.parametrize("name", ["mobilenet_v1_deploy", "mobilenet_v2_deploy"])
+def test_convolutions_off_cudnn_are_listed_not_planned(name):
     path = NETS / f"{name}.prototxt"
     cudnn, im2col = _convs(path)
     assert cudnn and im2col             # the net has both kinds
     net = load_prototxt(path, "TEST")
     assert [l.name for l in net.layers] == cudnn
     assert list(net.off_cudnn) == im2col
-    assert all(reason in why for why in net.off_cudnn.values())
+    assert set(net.off_cudnn.values()) == {"engine: CAFFE"}
     assert set(net.ucudnn) <= set(cudnn)
+
+
+def test_dilated_convolutions_are_planned_with_their_dilation():
+    path = NETS / "dilation8_pascal_voc_deploy.prototxt"
+    dilated = {l.name: tuple(l.convolution_param.dilation) * 2
+               for l in read_net(load_caffe_pb2(), path).layer
+               if l.type == "Convolution" and any(d > 1 for d in l.convolution_param.dilation)}
+    assert len(dilated) >= 5
+    net = load_prototxt(path, "TEST")
+    assert net.off_cudnn == {}
+    assert [l.name for l in net.layers] == _convs(path)[0]
+    assert {l.name: l.dilation for l in net.layers if l.name in dilated} == dilated
 
 
 def test_plan_json_and_text_list_what_runs_without_cudnn(fake_core, capsys):
@@ -163,13 +171,14 @@ def test_three_kernel_sizes_on_a_2d_bottom_name_its_axes(tmp_path, capsys):
            "has 2 spatial axes (Caffe takes one value, or one per spatial axis)" in err, err
 
 
-def test_dilation_with_engine_cudnn_is_refused_as_caffes_factory_refuses_it(tmp_path, capsys):
+def test_dilation_with_engine_cudnn_is_planned_as_the_patched_factory_runs_it(tmp_path):
     path = tmp_path / "d.prototxt"
     path.write_text(HEAD + 'layer { name: "c" type: "Convolution" bottom: "data" top: "c"\n'
                     '  convolution_param { num_output: 4 kernel_size: 3 dilation: 2 '
                     'engine: CUDNN } }\n')
-    err = _one_line_refusal(capsys, ["plan", "--prototxt", str(path)])
-    assert "CuDNN doesn't support the dilated convolution at Layer c" in err, err
+    net = load_prototxt(path)
+    assert [(l.name, l.dilation) for l in net.layers] == [("c", (2, 2))]
+    assert net.off_cudnn == {}
 
 
 @pytest.mark.parametrize("net", sorted(p.name for p in NETS.glob("*.prototxt")))

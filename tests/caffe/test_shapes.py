@@ -35,11 +35,19 @@ def test_two_bottoms_are_two_runs():
 
 
 def test_kernel_h_w_dilation_and_errors():
-    # a dilated convolution runs in im2col (Caffe's layer factory): not planned, listed with
-    # the reason; its top has the dilated kernel's shape (13 + 2 * 2 - 5 + 1)
-    net = parse_net_text(HEAD + _conv("c", "data", 4, 3, "dilation: 2 pad: 2"))
+    # a dilated convolution reaches cuDNN (the patched layer factory) and is planned with its
+    # dilation per axis; its top has the dilated kernel's shape (13 + 2 * 2 - 5 + 1,
+    # 13 + 2 * 4 - 9 + 1)
+    net = parse_net_text(HEAD + _conv("c", "data", 4, 3, "dilation: 2 dilation: 4 pad: 2 "
+                                                         "pad: 4"))
     shapes = NetShapes(net, "TRAIN").run()
-    assert shapes.convs == [] and "dilated" in shapes.off_cudnn["c"]
+    assert [(l.name, l.dilation, l.pad, l.out_hw) for l in shapes.convs] == \
+        [("c", (2, 4), (2, 4), (13, 13))]
+    assert shapes.off_cudnn == {} and shapes.shapes["c"] == (8, 4, 13, 13)
+    # with engine: CAFFE it runs in im2col: not planned, listed with the reason
+    net = parse_net_text(HEAD + _conv("c", "data", 4, 3, "dilation: 2 pad: 2 engine: CAFFE"))
+    shapes = NetShapes(net, "TRAIN").run()
+    assert shapes.convs == [] and shapes.off_cudnn == {"c": "engine: CAFFE"}
     assert shapes.shapes["c"] == (8, 4, 13, 13)
     # non-square kernels, pads and strides are planned, per axis
     s = _specs(HEAD + 'layer { name: "c" type: "Convolution" bottom: "data" top: "c" '

@@ -253,7 +253,8 @@ def test_shared_arena_budget_beyond_the_gpu_stops(caffe):
 
 def test_layer_gtests(caffe):
     """The gtests of the patch (workspace allocation fallback with the GPU's memory really
-    taken; groups and two bottoms) and Caffe's own cuDNN convolution tests."""
+    taken; groups and two bottoms; dilated layers against im2col's, NCHW and NHWC) and
+    Caffe's own cuDNN convolution tests."""
     exe = caffe["build"] / "test" / "test.testbin"
     if not exe.is_file():
         pytest.skip(f"{exe} not built (build_caffe.sh without --no-tests)")
@@ -261,9 +262,11 @@ def test_layer_gtests(caffe):
                         "CuDNNConvolutionLayerTest*", "0"], stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, text=True, env=caffe["env"], timeout=900)
     print("\n".join(l for l in r.stdout.splitlines()
-                    if "workspace:" in l or "plan:" in l or "[  " in l))
+                    if "workspace:" in l or "plan:" in l or "fwd " in l or "[  " in l))
     assert r.returncode == 0, r.stdout[-6000:]
-    assert "UcudnnConvolutionLayerTest.TestFailedWorkspaceAllocationFallsBack" in r.stdout
+    for test in ("TestFailedWorkspaceAllocationFallsBack", "TestDilatedEqualsIm2col",
+                 "TestDilatedNhwcEqualsIm2col"):
+        assert f"[       OK ] UcudnnConvolutionLayerTest.{test}" in r.stdout, test
     assert re.search(r"\[  PASSED  \] \d+ tests", r.stdout)
 
 

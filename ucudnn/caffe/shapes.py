@@ -25,15 +25,16 @@ Note [Shapes the prototxt does not settle]
     are unknown; planning one needs every convolution's input.
 
 Note [Convolutions that reach cuDNN]
-    Caffe's layer factory (``GetConvolutionLayer`` in ``src/caffe/layer_factory.cpp``, which
-    caffe_patch/ leaves as BVLC wrote it) makes the cuDNN layer -- the one ucudnn plans --
-    for ``engine: DEFAULT`` or ``CUDNN`` in a build with cuDNN, and the im2col layer
-    (``ConvolutionLayer``) for ``engine: CAFFE`` and for DEFAULT with any ``dilation`` > 1.
-    ``engine: CUDNN`` with a dilation is refused there (LOG(FATAL)), and the cuDNN layer
-    refuses a bottom without exactly 2 spatial axes in its Reshape ("Use 'engine: CAFFE' for
-    general ND convolution"): both are errors here, with Caffe's words. The im2col layers
-    are not planned; :attr:`NetShapes.off_cudnn` names them with the reason, and their tops
-    get Caffe's N-D shape rule.
+    The rule of the patched Caffe's layer factory (``GetConvolutionLayer`` in
+    ``src/caffe/layer_factory.cpp``, Note [Dilated convolutions on cuDNN] there), in one
+    place here, :func:`off_cudnn_reason`: ``engine: CAFFE`` makes the im2col layer
+    (``ConvolutionLayer``), and ``engine: DEFAULT`` or ``CUDNN`` the cuDNN layer -- the one
+    ucudnn plans -- dilated or not (BVLC sent dilated convolutions to im2col, as the cuDNN of
+    its day had no dilation; the patched factory does not). The cuDNN layer refuses a bottom
+    without exactly 2 spatial axes in its Reshape ("Use 'engine: CAFFE' for general ND
+    convolution"): an error here, with Caffe's words. The im2col layers are not planned;
+    :attr:`NetShapes.off_cudnn` names them with the reason, and their tops get Caffe's N-D
+    shape rule.
 
 Note [Backward-data of the first convolution]
     Caffe computes a bottom gradient only where some earlier layer needs it: a blob needs
@@ -177,14 +178,13 @@ def _spatial(p, name: str, where: str, field: str, default: Optional[int],
     return tuple(_positive(v, where, f"{field}.{plain}", minimum) for v in vals)
 
 
-def off_cudnn_reason(engine: str, dilated: bool, axes: int) -> Optional[str]:
-    """Why Caffe's layer factory runs a Convolution without cuDNN (im2col), None where it
-    makes the cuDNN layer (Note [Convolutions that reach cuDNN]). ``engine``: the layer's
-    ``convolution_param.engine`` name; ``axes``: its spatial axes."""
+def off_cudnn_reason(engine: str, axes: int) -> Optional[str]:
+    """Why the patched Caffe's layer factory runs a Convolution without cuDNN (im2col), None
+    where it makes the cuDNN layer (Note [Convolutions that reach cuDNN]; it mirrors
+    ``GetConvolutionLayer`` in the patched ``src/caffe/layer_factory.cpp``). ``engine``: the
+    layer's ``convolution_param.engine`` name; ``axes``: its spatial axes."""
     if engine == "CAFFE":
         return "engine: CAFFE" + ("" if axes == 2 else f" ({axes}-D)")
-    if dilated:
-        return "dilated (Caffe's layer factory sends dilated convolutions to im2col)"
     return None
 
 
@@ -544,12 +544,6 @@ class NetShapes:
         if len(bottoms) != len(tops):
             raise ShapeError(f"{where}: {len(bottoms)} bottoms but {len(tops)} tops")
         engine = p.Engine.Name(p.engine)
-        dilated = any(d > 1 for f in ("dilation", "dilation_h", "dilation_w")
-                      for d in _values(p, f))
-        if engine == "CUDNN" and dilated:       # Caffe's factory: LOG(FATAL)
-            raise ShapeError(f"{where}: CuDNN doesn't support the dilated convolution at Layer "
-                             f"{name} (Caffe's layer factory; engine: CAFFE or DEFAULT runs it "
-                             "with im2col)")
         learnable = _learnable(layer, 2 if p.bias_term else 1)
         s0 = bottoms[0]
         if s0 is None:
@@ -579,7 +573,7 @@ class NetShapes:
         if min(out) < 1:
             raise ShapeError(f"{where}: the kernel {'x'.join(map(str, kernel))} is larger than "
                              f"the padded input {'x'.join(map(str, s0[2:]))}")
-        off = off_cudnn_reason(engine, dilated, axes)
+        off = off_cudnn_reason(engine, axes)
         if off is None and axes != 2:
             raise ShapeError(f"{where}: a {axes}-D convolution (bottom {s0}) with engine "
                              f"{engine}: CuDNNConvolution input must have 2 spatial axes (e.g., "

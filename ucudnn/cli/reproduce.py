@@ -32,6 +32,12 @@ SWITCHES = (
     ("--no-pytorch-profile",
      "time PyTorch's modes without the profiling process per mode that gives its "
      "time by kind of layer (a shorter run)"),
+    ("--im2col",
+     "add a point per net that runs every convolution with Caffe's im2col (engine: CAFFE, "
+     "no ucudnn_param), as BVLC ran dilated ones (Note [im2col points])"),
+    ("--force-backward",
+     "run every Caffe point with the net's force_backward: true (a deploy net has no loss, "
+     "and Caffe's whole iterations then run no backward pass)"),
     ("--share-diffs",
      "run every Caffe point with the net's share_diffs: true (activation gradients "
      "whose lives do not overlap share memory; caffe_patch/0007)"),
@@ -46,6 +52,9 @@ def add_parser(sub) -> None:
     s.add_argument("--nets", default=",".join(NETS),
                    help="comma-separated names of the shipped nets (prototxt/NAME.prototxt), "
                    "NAME@BATCH for one at another batch (Note [Nets at another batch])")
+    s.add_argument("--prototxt-dir", metavar="DIR",
+                   help="take the --nets from DIR/NAME.prototxt (default: the shipped nets, "
+                   "prototxt/); a net's input is DummyData, Input or input_shape")
     s.add_argument("--limits", default=",".join(LIMITS), help="per-kernel workspace limits")
     s.add_argument("--policies", default="undivided,powerOfTwo,all", help="DP policies")
     s.add_argument("--ilp-policy", default="powerOfTwo",
@@ -157,7 +166,8 @@ def run(args) -> int:
         retry_failed=args.retry_failed, predict=predict, pytorch=not args.no_pytorch,
         pytorch_profile=not args.no_pytorch_profile,
         bn_engines=bn_engines, engines=engines, share_diffs=args.share_diffs, fusions=fusions,
-        layouts=layouts, argv=["ucudnn", "reproduce", *getattr(args, "argv", [])])
+        layouts=layouts, im2col=args.im2col, force_backward=args.force_backward,
+        prototxt_dir=None if args.prototxt_dir is None else Path(args.prototxt_dir), argv=["ucudnn", "reproduce", *getattr(args, "argv", [])])
     try:
         doc = rp.run(opts, say=lambda m: print(m, flush=True))
     except ReproduceError as e:      # not an InputError in every tree

@@ -23,7 +23,7 @@ from ..caffe.records import ENV as RECORDS_ENV
 from ..caffe.records import RecordError, read_records, summarize
 from ..paths import PACKAGE
 from .gpu_memory import PeakGpuMemory
-from .grid import FUSIONS, Point, parse_net
+from .grid import FUSIONS, STOCK_SETTINGS, Point, parse_net
 
 #: The folder holding the ``ucudnn`` package: Caffe's embedded interpreter imports the same.
 PACKAGE_ROOT = PACKAGE.parent
@@ -32,7 +32,8 @@ PACKAGE_ROOT = PACKAGE.parent
 def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Optional[str],
                      ilp_policy: str, bn_engine_field: bool = False,
                      share_diffs: bool = False,
-                     fusions: Optional[Sequence[str]] = None) -> Dict[str, str]:
+                     fusions: Optional[Sequence[str]] = None,
+                     force_backward: bool = False) -> Dict[str, str]:
     """Write ``source`` with the point's net-wide ``ucudnn_param`` (its families of choices
     included) and BatchNorm engine to
     ``dest``; returns its layers' types by name, in the net's order. ``bn_engine_field``: the Caffe
@@ -41,7 +42,9 @@ def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Op
     the net's ``share_diffs: true`` (caffe_patch/0007, Note [Shared activation gradients] in
     Caffe's net.cpp), for every point alike; ``fusions``: the fusions to turn on in the net's
     ``fusion`` (``grid.FUSIONS``, caffe_patch/0010), every other one
-    off; None leaves the net's field as it is. A ucudnn point's ``layout`` is its net's
+    off; None leaves the net's field as it is. ``force_backward``: the net's
+    ``force_backward: true`` (a deploy net's iterations then run the backward pass too). An ``im2col point's convolutions get
+    ``engine: CAFFE`` (Note [im2col points] in grid.py). A ucudnn point's ``layout`` is its net's
     ``ucudnn_param.layout`` (Note [NHWC in Caffe] in caffe_patch/0011)."""
     net = read_net(pb2, str(source))
     fill_once(net)
@@ -51,6 +54,8 @@ def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Op
     net.ClearField("ucudnn_param")
     if share_diffs:
         net.share_diffs = True
+    if force_backward:
+        net.force_backward = True
     if fusions is not None:
         for name in FUSIONS:
             setattr(net.fusion, name, name in fusions)
@@ -61,7 +66,11 @@ def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Op
     for layer in net.layer:
         if layer.type == "BatchNorm" and bn_engine_field:
             layer.batch_norm_param.engine = getattr(pb2.BatchNormParameter, point.bn.upper())
-    if point.setting != "caffe":
+    if point.setting == "im2col":           # Note [im2col points] in grid.py
+        for layer in net.layer:
+            if layer.type == "Convolution":
+                layer.convolution_param.engine = pb2.ConvolutionParameter.CAFFE
+    elif point.setting not in STOCK_SETTINGS:
         if point.setting in ("ilp", "shared"):
             set_param(net.ucudnn_param, {"policy": ilp_policy, "optimizer": point.setting,
                                          "limit": point.limit})

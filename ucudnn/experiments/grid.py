@@ -10,10 +10,14 @@ from ..vocab import ENGINES, LAYOUTS, UNLIMITED, format_size
 NETS = ("alexnet", "resnet18", "cifar10", "resnet50", "resnet50@256")
 POLICIES = ("undivided", "powerOfTwo", "all")
 LIMITS = ("8MiB", "64MiB", "512MiB")
-#: Settings in the order tables and figures show them within a limit. ``shared``: the shared
-#: arena at limit x kernels; ``shared_stock``: the shared arena at the workspace memory stock
-#: Caffe holds, measured (Note [Shared arena at stock memory]).
-SETTINGS = ("caffe", "unlimited", *POLICIES, "ilp", "shared", "shared_stock")
+#: Settings in the order tables and figures show them within a limit. ``caffe``: stock
+#: Caffe; ``im2col``: stock Caffe with every convolution's ``engine: CAFFE`` (Note [im2col
+#: points]); ``shared``: the shared arena at limit x kernels; ``shared_stock``: the shared
+#: arena at the workspace memory stock Caffe holds, measured (Note [Shared arena at stock
+#: memory]).
+SETTINGS = ("caffe", "im2col", "unlimited", *POLICIES, "ilp", "shared", "shared_stock")
+#: Settings without ucudnn_param: Caffe's own convolutions, nothing planned.
+STOCK_SETTINGS = ("caffe", "im2col")
 #: Settings planned with one budget for the net (the ILP's policy, ``--ilp-policy``).
 NETWIDE = ("ilp", "shared", "shared_stock")
 #: The fusions of a Caffe net (NetParameter.fusion: caffe_patch/0010),
@@ -37,6 +41,16 @@ LEGACY_UNLIMITED = 1 << 40
 #: baseline and every point's default --, ``cudnn`` and ``fused`` the engines of
 #: caffe_patch/0009 (cuDNN's batch normalization; its own kernels, its default).
 BN_ENGINES = ("caffe", "cudnn", "fused")
+
+# Note [im2col points]
+#     BVLC Caffe ran dilated convolutions with im2col (``ConvolutionLayer``), as the cuDNN of
+#     its day had no dilation; the patched layer factory gives them to the cuDNN layer, and so
+#     to ucudnn (Note [Dilated convolutions on cuDNN] in caffe_patch/0002's layer_factory.cpp).
+#     ``reproduce --im2col`` adds a point per net that runs it as BVLC did, and more: every
+#     Convolution layer with ``engine: CAFFE`` and no ucudnn_param, measured as the other
+#     points are (``caffe time`` medians over --repeats processes in rounds, NVML's peak
+#     memory). It needs the patched Caffe's binary, so predicted grids have no such point.
+
 
 # Note [BatchNorm engines]
 #     caffe_patch/0009 runs BatchNorm in one pass each way, through cuDNN (``engine: CUDNN``)
@@ -84,8 +98,8 @@ def limit_label(limit: Optional[int]) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Point:
-    """One run of one network: ``setting`` is a policy, ``ilp``, ``unlimited`` or ``caffe``
-    (stock Caffe, no ucudnn_param); ``bn`` the BatchNorm engine (Note [BatchNorm engines]);
+    """One run of one network: ``setting`` is a policy, ``ilp``, ``unlimited``, ``caffe``
+    (stock Caffe, no ucudnn_param) or ``im2col`` (Note [im2col points]); ``bn`` the BatchNorm engine (Note [BatchNorm engines]);
     ``engines`` the families of convolution choices ucudnn plans with (Note [Choices] in
     ucudnn/vocab.py; stock Caffe's points: ``legacy``, cuDNN's algorithms); ``layout`` the
     activations' layout of a ucudnn point (its net's ``ucudnn_param.layout``, Note [NHWC in
@@ -110,7 +124,7 @@ class Point:
     def policy(self) -> Optional[str]:
         if self.setting in POLICIES:
             return self.setting
-        return {"unlimited": "undivided", "caffe": None}.get(self.setting)
+        return {"unlimited": "undivided", "caffe": None, "im2col": None}.get(self.setting)
 
     @property
     def stem(self) -> str:
@@ -123,11 +137,12 @@ def grid(nets: Sequence[str], limits: Sequence[int], policies: Sequence[str] = P
          shared: bool = True, bn_engines: Sequence[str] = ("caffe",),
          has_batchnorm: Callable[[str], bool] = lambda net: False,
          engines: Sequence[str] = ("legacy",),
-         layouts: Sequence[str] = ("NCHW",)) -> List[Point]:
+         layouts: Sequence[str] = ("NCHW",), im2col: bool = False) -> List[Point]:
     """The points, in the order they run: per network the cheap settings first, so that
     an interrupted run has the baselines; the BatchNorm engines other than ``caffe`` only for
     nets that ``has_batchnorm`` (Note [BatchNorm engines]); ucudnn's points once per family
-    setting in ``engines`` and layout in ``layouts``, stock Caffe's once."""
+    setting in ``engines`` and layout in ``layouts``, stock Caffe's once, and with ``im2col``
+    Caffe's im2col convolutions once (Note [im2col points])."""
     points: List[Point] = []
     for net in nets:
         for bn in bn_engines:
@@ -135,6 +150,8 @@ def grid(nets: Sequence[str], limits: Sequence[int], policies: Sequence[str] = P
                 continue
             if stock:
                 points.append(Point(net, "caffe", bn=bn))
+            if im2col:
+                points.append(Point(net, "im2col", bn=bn))
             for eng, lay in ((e, l) for e in engines for l in layouts):
                 kw = dict(bn=bn, engines=eng, layout=lay)
                 if unlimited:

@@ -37,7 +37,7 @@ from ..paths import CHECKOUT, caffe_patches, local_root, nets_dir
 from ..plan.table import read_text
 from ..vocab import CAFFE_COMMIT, parse_size
 from .caffe_run import run_caffe_time, variant_prototxt
-from .grid import LIMITS, NETS, NETWIDE, POLICIES, Point, grid, parse_net
+from .grid import LIMITS, NETS, NETWIDE, POLICIES, STOCK_SETTINGS, Point, grid, parse_net
 from .predict import PREDICTED, predict_point
 from .results import (REPEAT_FIELDS, ReproduceError, conv_ms, load_results, measured_repeats,
                       merge_repeats, pending, runs_needed, save_results, starts_afresh,
@@ -87,6 +87,8 @@ class Options:
     fusions: Optional[Sequence[str]] = None  # the fusions on in every point's net, the rest
                                              # off; None: the net's own (Caffe's defaults)
     layouts: Sequence[str] = ("NCHW",)  # ucudnn's points once per layout (Point.layout)
+    im2col: bool = False                # a point per net with im2col convolutions
+    force_backward: bool = False        # every point's net with force_backward
     argv: Optional[Sequence[str]] = None
 
     @property
@@ -215,6 +217,8 @@ def run(opts: Options, say: Callable[[str], None] = print) -> dict:
         say("predicted mode: the shipped benchmark data holds NCHW kernels only: no NHWC "
             "points (a GPU run measures them)")
         layouts = [l for l in layouts if l == "NCHW"]
+    if mode == "predict" and opts.im2col:
+        say("predicted mode: no im2col points (Note [im2col points]: a GPU run measures them)")
     if mode == "predict":
         unknown = [net for net in nets if net not in shipped.nets()]
         if unknown:
@@ -226,7 +230,7 @@ def run(opts: Options, say: Callable[[str], None] = print) -> dict:
                   unlimited=opts.unlimited, stock=opts.stock, shared=opts.shared,
                   bn_engines=bn_engines,
                   has_batchnorm=bn_nets.__contains__, engines=opts.engines,
-                  layouts=layouts)
+                  layouts=layouts, im2col=opts.im2col and mode == "caffe")
     repeats = 1 if mode == "predict" else opts.repeats
     todo = pending(points, doc, opts.retry_failed, repeats)
     runs = sum(runs_needed(doc["points"].get(p.key), opts.retry_failed, repeats) for p in todo)
@@ -288,11 +292,12 @@ def run_point(opts: Options, pb2, p: Point, doc: dict, rec: Optional[dict]) -> d
                                      p, model,
                                      opts.cache_path, opts.ilp_policy,
                                      bn_engine_field=has_cudnn_batchnorm(doc["meta"]),
-                                     share_diffs=opts.share_diffs, fusions=opts.fusions)
+                                     share_diffs=opts.share_diffs, fusions=opts.fusions,
+                                     force_backward=opts.force_backward)
             convs = [name for name, t in types.items() if t == "Convolution"]
             new = run_caffe_time(opts.caffe, model, opts.iterations, opts.gpu,
                                  out / "logs" / (stem + ".log"), opts.timeout,
-                                 planned=p.setting != "caffe")
+                                 planned=p.setting not in STOCK_SETTINGS)
         except Exception as e:    # noqa: BLE001 - one point's failure is recorded
             new = {"status": "failed", "error": f"{type(e).__name__}: {e}"}
         if new.get("status") == "ok":
