@@ -126,3 +126,17 @@ def test_3d_layer_list_errors_name_file_line_field(tmp_path, header, row, match)
     with pytest.raises(LayerError, match=match) as e:
         read_layers(p)
     assert f"{p}:2" in str(e.value)
+
+
+def test_plan_records_carry_the_3d_geometry(fake_core):
+    """A kernel's plan-record fields (Note [Plan records] in ucudnn/caffe/records.py): a 3-D
+    shape's with its depth fields and five strides, a 2-D one's without them."""
+    import json
+
+    from ucudnn.measure.records import kernel_fields
+    deep = ConvShape.nd(4, 8, (3, 6, 6), (3, 3, 3), pad=1, layout="NDHWC")
+    got = json.loads(json.dumps(kernel_fields(fake_core.Kernel(deep, "fwd", 2, name="c"))))
+    assert {k: got["shape"][k] for k in ("d", "t", "pad_d", "stride_d", "dil_d", "layout")} == \
+        {"d": 3, "t": 3, "pad_d": 1, "stride_d": 1, "dil_d": 1, "layout": "NHWC"}
+    flat = kernel_fields(fake_core.Kernel(ConvShape(4, 6, 6, 8, 3, 3), "fwd", 2))["shape"]
+    assert not {"d", "t", "pad_d", "stride_d", "dil_d", "layout"} & set(flat)
