@@ -96,6 +96,10 @@ cdef extern from "cudnn.h" nogil:
         cudnnTensorDescriptor_t desc, cudnnDataType_t dtype, int n, int c, int h, int w,
         int nStride, int cStride, int hStride, int wStride)
 
+    cudnnStatus_t cudnnSetTensorNdDescriptor(
+        cudnnTensorDescriptor_t desc, cudnnDataType_t dtype, int nbDims, const int* dimA,
+        const int* strideA)
+
     cudnnStatus_t cudnnTransformTensor(
         cudnnHandle_t handle, const void* alpha, cudnnTensorDescriptor_t xDesc, const void* x,
         const void* beta, cudnnTensorDescriptor_t yDesc, void* y)
@@ -106,11 +110,19 @@ cdef extern from "cudnn.h" nogil:
         cudnnFilterDescriptor_t desc, cudnnDataType_t dtype, cudnnTensorFormat_t fmt,
         int k, int c, int h, int w)
 
+    cudnnStatus_t cudnnSetFilterNdDescriptor(
+        cudnnFilterDescriptor_t desc, cudnnDataType_t dtype, cudnnTensorFormat_t fmt,
+        int nbDims, const int* filterDimA)
+
     cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t* desc)
     cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t desc)
     cudnnStatus_t cudnnSetConvolution2dDescriptor(
         cudnnConvolutionDescriptor_t desc, int pad_h, int pad_w, int u, int v,
         int dilation_h, int dilation_w, cudnnConvolutionMode_t mode, cudnnDataType_t computeType)
+    cudnnStatus_t cudnnSetConvolutionNdDescriptor(
+        cudnnConvolutionDescriptor_t desc, int arrayLength, const int* padA,
+        const int* filterStrideA, const int* dilationA, cudnnConvolutionMode_t mode,
+        cudnnDataType_t computeType)
     cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t desc, cudnnMathType_t m)
     cudnnStatus_t cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t desc, int groups)
     cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(

@@ -83,6 +83,21 @@ def packed_strides(c: int, h: int, w: int, layout: str) -> Tuple[int, int, int, 
     return (c * h * w, h * w, w, 1) if layout == "NCHW" else (h * w * c, 1, w * c, c)
 
 
+def packed_strides_nd(c: int, spatial: Tuple[int, ...], layout: str) -> Tuple[int, ...]:
+    """The (n, c, *spatial) strides, in elements, of a packed tensor of ``c`` channels and
+    the extents ``spatial`` (outermost first: (h, w), or (d, h, w)) stored channels first
+    (``layout`` NCHW: NCDHW in 3-D) or channels last (NHWC: NDHWC); :func:`packed_strides`
+    for two axes."""
+    inner, out = 1, []
+    for e in reversed(spatial):
+        out.append(inner)
+        inner *= e
+    out.reverse()
+    if layout == "NCHW":
+        return (c * inner, inner, *out)
+    return (inner * c, 1, *(x * c for x in out))
+
+
 def default_math(dtype: str) -> str:
     """The math mode a study or a user who names none gets for ``dtype``: ``tensor_op`` for
     float16 and bfloat16, ``default`` (TF32 allowed on Ampere and later) otherwise. Under

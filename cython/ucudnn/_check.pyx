@@ -20,8 +20,10 @@ from ucudnn._graph cimport GraphPlan
 from ucudnn._kernel cimport Kernel
 from ucudnn._types cimport UCUDNN_BWD_DATA, UCUDNN_BWD_FILTER, UCUDNN_FWD, ucg_execute
 
+from math import prod
+
 from ucudnn._device import CudaError
-from ucudnn.vocab import DTYPES, GRAPH_ALGO, InputError, packed_strides, parse_engine
+from ucudnn.vocab import DTYPES, GRAPH_ALGO, InputError, packed_strides_nd, parse_engine
 
 
 # Note [Graph results checked]
@@ -161,13 +163,12 @@ cdef class _FloatCopies:
         # Cython read the device pointer as a C string
         cdef size_t nx, ny, nw, total
         lay = kern.layout
-        fx = packed_strides(s.c, s.h, s.w, lay)
-        fy = packed_strides(s.k, s.out_h, s.out_w, lay)
-        ws_ = s.filter_strides()
+        fx = packed_strides_nd(s.c, s.spatial, lay)
+        fy = packed_strides_nd(s.k, s.out_spatial, lay)
         up = lambda e: (e + 63) // 64 * 64         # 256-byte aligned regions
-        nx = up(n * s.c * s.h * s.w)
-        ny = up(n * s.k * s.out_h * s.out_w)
-        nw = up(s.k * cg * s.r * s.s)
+        nx = up(prod(s.x_dims(n)))
+        ny = up(prod(s.y_dims(n)))
+        nw = up(prod(s.w_dims()))
         total = 4 * (nx + ny + nw)
         if ws.nbytes >= total:
             self.base = <char*>ws.p
@@ -189,24 +190,27 @@ cdef class _FloatCopies:
         check_cudnn(dnn.cudnnCreateFilterDescriptor(&self.wd), "cudnnCreateFilterDescriptor")
         check_cudnn(dnn.cudnnCreateConvolutionDescriptor(&self.conv),
                     "cudnnCreateConvolutionDescriptor")
-        xs, ys = kern.x_strides, kern.y_strides
-        check_cudnn(dnn.cudnnSetTensor4dDescriptorEx(self.hx, dt, n, s.c, s.h, s.w, xs[0], xs[1],
-                                                     xs[2], xs[3]), "reference: x")
-        check_cudnn(dnn.cudnnSetTensor4dDescriptorEx(self.xd, f32, n, s.c, s.h, s.w, fx[0],
-                                                     fx[1], fx[2], fx[3]), "reference: x")
-        check_cudnn(dnn.cudnnSetTensor4dDescriptorEx(self.hy, dt, n, s.k, s.out_h, s.out_w,
-                                                     ys[0], ys[1], ys[2], ys[3]), "reference: y")
-        check_cudnn(dnn.cudnnSetTensor4dDescriptorEx(self.yd, f32, n, s.k, s.out_h, s.out_w,
-                                                     fy[0], fy[1], fy[2], fy[3]), "reference: y")
-        check_cudnn(dnn.cudnnSetTensor4dDescriptorEx(self.hw, dt, s.k, cg, s.r, s.s, ws_[0],
-                                                     ws_[1], ws_[2], ws_[3]), "reference: w")
-        check_cudnn(dnn.cudnnSetTensor4dDescriptorEx(self.fw, f32, s.k, cg, s.r, s.s, ws_[0],
-                                                     ws_[1], ws_[2], ws_[3]), "reference: w")
-        check_cudnn(dnn.cudnnSetFilter4dDescriptor(self.wd, f32, fmt, s.k, cg, s.r, s.s),
+        xs = [kern.x_strides[i] for i in range(kern.nbdims)]
+        ys = [kern.y_strides[i] for i in range(kern.nbdims)]
+        _nd_tensor(self.hx, dt, s.x_dims(n), xs, "reference: x")
+        _nd_tensor(self.xd, f32, s.x_dims(n), fx, "reference: x")
+        _nd_tensor(self.hy, dt, s.y_dims(n), ys, "reference: y")
+        _nd_tensor(self.yd, f32, s.y_dims(n), fy, "reference: y")
+        _nd_tensor(self.hw, dt, s.w_dims(), s.filter_strides(), "reference: w")
+        _nd_tensor(self.fw, f32, s.w_dims(), s.filter_strides(), "reference: w")
+        cdef int wdim[5]
+        cdef int pad[3]
+        cdef int stride[3]
+        cdef int dil[3]
+        for i, v in enumerate(s.w_dims()):
+            wdim[i] = v
+        for i in range(kern.nbdims - 2):
+            pad[i], stride[i], dil[i] = s.pad[i], s.stride[i], s.dilation[i]
+        check_cudnn(dnn.cudnnSetFilterNdDescriptor(self.wd, f32, fmt, kern.nbdims, wdim),
                     "reference: filter")
-        check_cudnn(dnn.cudnnSetConvolution2dDescriptor(
-            self.conv, s.pad_h, s.pad_w, s.stride_h, s.stride_w, s.dil_h, s.dil_w,
-            dnn.CUDNN_CROSS_CORRELATION, f32), "reference: convolution")
+        check_cudnn(dnn.cudnnSetConvolutionNdDescriptor(
+            self.conv, kern.nbdims - 2, pad, stride, dil, dnn.CUDNN_CROSS_CORRELATION, f32),
+            "reference: convolution")
         check_cudnn(dnn.cudnnSetConvolutionMathType(self.conv, dnn.CUDNN_FMA_MATH),
                     "reference: math")
         check_cudnn(dnn.cudnnSetConvolutionGroupCount(self.conv, s.groups), "reference: groups")
@@ -239,12 +243,25 @@ cdef object _check_region(Kernel kern):
     if kern.k.op == UCUDNN_BWD_FILTER:
         return "w", min(CHECK_ELEMENTS, kern.filter_bytes // kern.k.elem_size)
     if kern.k.op == UCUDNN_FWD:
-        c, h, w, st, role = s.k, s.out_h, s.out_w, kern.y_strides, "y"
+        c, sp, role = s.k, s.out_spatial, "y"
+        st = tuple(kern.y_strides[i] for i in range(1, kern.nbdims))
     else:
-        c, h, w, st, role = s.c, s.h, s.w, kern.x_strides, "x"
-    if (st[1], st[2], st[3]) not in ((h * w, w, 1), (1, w * c, c)):
+        c, sp, role = s.c, s.spatial, "x"
+        st = tuple(kern.x_strides[i] for i in range(1, kern.nbdims))
+    if st not in (packed_strides_nd(c, sp, "NCHW")[1:], packed_strides_nd(c, sp, "NHWC")[1:]):
         return None
-    return role, min(CHECK_ELEMENTS, c * h * w)
+    return role, min(CHECK_ELEMENTS, c * prod(sp))
+
+
+cdef int _nd_tensor(dnn.cudnnTensorDescriptor_t d, dnn.cudnnDataType_t dt, dims, strides,
+                    what) except -1:
+    """Set ``d`` to a tensor of ``dims`` and ``strides`` (4 or 5 of each)."""
+    cdef int cd[5]
+    cdef int cs[5]
+    for i in range(len(dims)):
+        cd[i], cs[i] = dims[i], strides[i]
+    check_cudnn(dnn.cudnnSetTensorNdDescriptor(d, dt, len(dims), cd, cs), what)
+    return 0
 
 
 cdef object _reference(Kernel kern, Handle handle, int b, uintptr_t xd_, uintptr_t yd_,

@@ -8,8 +8,9 @@ from ucudnn._types cimport ucudnn_graph_geom, ucudnn_kernel
 
 cdef class Kernel:
     cdef ucudnn_kernel k
-    cdef int x_strides[4]
-    cdef int y_strides[4]
+    cdef int nbdims                     # tensor dimensions: 4 (2-D) or 5 (3-D)
+    cdef int x_strides[5]
+    cdef int y_strides[5]
     cdef readonly object shape, op, n, dtype, math, name, layout
     cdef ucudnn_graph_geom geom         # the graph family's description of this kernel
     cdef object _graph_plans            # (batch, engine, beta) -> GraphPlan, for set_plan

@@ -72,16 +72,34 @@ def benchmark_arguments(name, n, sizes, repeats, families):
     return sizes, families
 
 
-cdef int _as_int4(object v, int* out, what) except -1:
-    if v is None:
-        out[0] = out[1] = out[2] = out[3] = 0
-        return 0
-    v = tuple(int(x) for x in v)
-    if len(v) != 4 or any(x < 1 for x in v):
-        raise InputError(f"field {what!r}: four positive strides expected, got {v!r}")
-    for i in range(4):
-        out[i] = v[i]
-    return 0
+def kernel_shape_arguments(shape, name):
+    """The checks of :class:`Kernel`'s ``shape`` (a :class:`ucudnn.plan.conv.ConvShape`):
+    ``(layout, tensor dimensions, x strides, y strides)``, 4 dimensions for a 2-D shape and
+    5 for a 3-D one (Note [N-D geometry] in ucudnn/plan/conv.py), each raising
+    :class:`ucudnn.vocab.InputError` naming the field (and the layer, where ``name`` is given).
+    The CPU tests' fake core runs the same (tests/support/fake_core.py)."""
+    where = f"layer {name!r}: " if name else ""
+    layout = getattr(shape, "layout", "NCHW")
+    if layout not in LAYOUTS:
+        raise InputError(f"{where}field 'layout': unknown layout {layout!r} "
+                         f"(expected one of {', '.join(LAYOUTS)})")
+    depth = getattr(shape, "d", 0)
+    if depth not in (0, None) and not (isinstance(depth, int) and depth >= 1):
+        raise InputError(f"{where}field 'd': a depth >= 1 (3-D) or 0 (2-D) expected, "
+                         f"got {depth!r}")
+    dims = 5 if depth else 4
+    out = []
+    for what, v in (("x_strides", shape.packed_x_strides()),
+                    ("y_strides", shape.packed_y_strides())):
+        v = tuple(int(x) for x in v)
+        if len(v) != dims or any(not 1 <= x <= _INT_MAX for x in v):
+            raise InputError(f"{where}field {what!r}: {dims} positive strides of at most "
+                             f"{_INT_MAX} expected, got {v!r}")
+        out.append(v)
+    return layout, dims, out[0], out[1]
+
+
+_INT_MAX = 2**31 - 1
 
 
 cdef class Kernel:
@@ -89,7 +107,9 @@ cdef class Kernel:
 
     ``shape`` is a :class:`ucudnn.plan.conv.ConvShape`; ``op`` is ``fwd``, ``bwd_data`` or
     ``bwd_filter``. Tensors have the shape's layout and strides (Note [NHWC kernels] in
-    ucudnn/plan/conv.py); the filter is KCRS for NCHW, KRSC for NHWC.
+    ucudnn/plan/conv.py); the filter is KCRS for NCHW, KRSC for NHWC. A 3-D shape (Note [N-D
+    geometry] there) has five-dimensional descriptors: NCDHW or NDHWC tensors, KCTRS or
+    KTRSC filters; every descriptor is set with cuDNN's N-d calls.
     ``instances``: how many times one pass runs this kernel, each on its own workspace (Caffe:
     the layer's group count); the ILP weighs the kernel by it and plan records state it.
     Bad arguments raise :class:`ucudnn.vocab.InputError` naming the field.
@@ -105,11 +125,8 @@ cdef class Kernel:
         if self.k.wdesc != NULL:
             raise InputError(f"{where}Kernel is already initialised")
         kernel_arguments(op, n, dtype, math, name, instances)
+        self.layout, self.nbdims, xs, ys = kernel_shape_arguments(shape, name)
         self.shape, self.op, self.n, self.dtype, self.math = shape, op, n, dtype, math
-        self.layout = getattr(shape, "layout", "NCHW")
-        if self.layout not in LAYOUTS:
-            raise InputError(f"{where}field 'layout': unknown layout {self.layout!r} "
-                             f"(expected one of {', '.join(LAYOUTS)})")
         self._graph_plans = {}
         self._engine_notes = {}
         self._refused_engines = {}
@@ -132,11 +149,8 @@ cdef class Kernel:
         self.k.n = n
         cdef bytes bname = self.name.encode("utf-8", "replace")[:127]
         strncpy(self.k.name, bname, 127)
-        try:
-            _as_int4(shape.packed_x_strides(), self.x_strides, "x_strides")
-            _as_int4(shape.packed_y_strides(), self.y_strides, "y_strides")
-        except InputError as e:
-            raise InputError(f"{where}{e}") from None
+        for i in range(self.nbdims):
+            self.x_strides[i], self.y_strides[i] = xs[i], ys[i]
         self.k.x_nstride = self.x_strides[0]
         self.k.y_nstride = self.y_strides[0]
         self._set_geometry()
@@ -144,18 +158,25 @@ cdef class Kernel:
         cdef dnn.cudnnDataType_t dt = <dnn.cudnnDataType_t>self.k.dtype
         # accumulate half/bfloat16 in float, as Caffe and PyTorch do
         cdef dnn.cudnnDataType_t compute = dnn.CUDNN_DATA_FLOAT if self.k.dtype in (2, 9) else dt
+        cdef int wdim[5]
+        cdef int pad[3]
+        cdef int stride[3]
+        cdef int dil[3]
+        cdef int nsp = self.nbdims - 2
+        for i, v in enumerate(shape.w_dims()):
+            wdim[i] = v
+        for i in range(nsp):
+            pad[i], stride[i], dil[i] = shape.pad[i], shape.stride[i], shape.dilation[i]
         check_cudnn(dnn.cudnnCreateFilterDescriptor(&self.k.wdesc), "cudnnCreateFilterDescriptor")
-        check_cudnn(dnn.cudnnSetFilter4dDescriptor(
+        check_cudnn(dnn.cudnnSetFilterNdDescriptor(
             self.k.wdesc, dt,
             dnn.CUDNN_TENSOR_NCHW if self.layout == "NCHW" else dnn.CUDNN_TENSOR_NHWC,
-            shape.k, shape.c // shape.groups,
-            shape.r, shape.s), f"{self.name}: filter descriptor")
+            self.nbdims, wdim), f"{self.name}: filter descriptor")
         for m in range(4):
             check_cudnn(dnn.cudnnCreateConvolutionDescriptor(&self.k.conv[m]),
                         "cudnnCreateConvolutionDescriptor")
-            check_cudnn(dnn.cudnnSetConvolution2dDescriptor(
-                self.k.conv[m], shape.pad_h, shape.pad_w, shape.stride_h, shape.stride_w,
-                shape.dil_h, shape.dil_w, dnn.CUDNN_CROSS_CORRELATION, compute),
+            check_cudnn(dnn.cudnnSetConvolutionNdDescriptor(
+                self.k.conv[m], nsp, pad, stride, dil, dnn.CUDNN_CROSS_CORRELATION, compute),
                 f"{self.name}: convolution descriptor")
             check_cudnn(dnn.cudnnSetConvolutionMathType(self.k.conv[m], <dnn.cudnnMathType_t>m),
                         "cudnnSetConvolutionMathType")
@@ -166,17 +187,16 @@ cdef class Kernel:
         """The graph family's description of this kernel (graph.h's ucudnn_graph_geom)."""
         s = self.shape
         g = &self.geom
-        g.op, g.dtype = self.k.op, self.k.dtype
+        g.op, g.dtype, g.nbdims = self.k.op, self.k.dtype, self.nbdims
         g.compute = 0 if self.k.dtype in (2, 9) else self.k.dtype   # half/bf16 accumulate in float
-        xd, yd = (self.n, s.c, s.h, s.w), (self.n, s.k, s.out_h, s.out_w)
-        wd, ws = (s.k, s.c // s.groups, s.r, s.s), s.filter_strides()
-        for i in range(4):
+        xd, yd = s.x_dims(self.n), s.y_dims(self.n)
+        wd, ws = s.w_dims(), s.filter_strides()
+        for i in range(self.nbdims):
             g.xdim[i], g.xstr[i] = xd[i], self.x_strides[i]
             g.ydim[i], g.ystr[i] = yd[i], self.y_strides[i]
             g.wdim[i], g.wstr[i] = wd[i], ws[i]
-        g.pad[0], g.pad[1] = s.pad_h, s.pad_w
-        g.stride[0], g.stride[1] = s.stride_h, s.stride_w
-        g.dil[0], g.dil[1] = s.dil_h, s.dil_w
+        for i in range(self.nbdims - 2):
+            g.pad[i], g.stride[i], g.dil[i] = s.pad[i], s.stride[i], s.dilation[i]
         # every chunk starts a whole number of samples into a 256-byte aligned buffer; a
         # grouped layer's view starts a whole number of groups into it (Note [Grouped layers]
         # in ucudnn/plan/conv.py): its channels, and its filter
@@ -194,30 +214,31 @@ cdef class Kernel:
 
     cdef int _set_tensor(self, dnn.cudnnTensorDescriptor_t d, int which, int b) except -1:
         """which 0: the input side (x / dx); 1: the output side (y / dy); b samples."""
+        cdef int dims[5]
+        cdef int* strides = &self.x_strides[0]
+        if which != 0:
+            strides = &self.y_strides[0]
         s = self.shape
-        if which == 0:
-            check_cudnn(dnn.cudnnSetTensor4dDescriptorEx(
-                d, <dnn.cudnnDataType_t>self.k.dtype, b, s.c, s.h, s.w, self.x_strides[0],
-                self.x_strides[1], self.x_strides[2], self.x_strides[3]),
-                f"{self.name}: input tensor descriptor (batch {b})")
-        else:
-            check_cudnn(dnn.cudnnSetTensor4dDescriptorEx(
-                d, <dnn.cudnnDataType_t>self.k.dtype, b, s.k, s.out_h, s.out_w,
-                self.y_strides[0], self.y_strides[1], self.y_strides[2], self.y_strides[3]),
-                f"{self.name}: output tensor descriptor (batch {b})")
+        for i, v in enumerate(s.x_dims(b) if which == 0 else s.y_dims(b)):
+            dims[i] = v
+        check_cudnn(dnn.cudnnSetTensorNdDescriptor(
+            d, <dnn.cudnnDataType_t>self.k.dtype, self.nbdims, dims, strides),
+            f"{self.name}: {'input' if which == 0 else 'output'} tensor descriptor (batch {b})")
         return 0
 
     def extent_bytes(self, int which, int b):
         """Bytes a tensor of ``b`` samples spans (input side 0, output side 1)."""
-        st = [self.x_strides[i] if which == 0 else self.y_strides[i] for i in range(4)]
+        st = [self.x_strides[i] if which == 0 else self.y_strides[i] for i in range(self.nbdims)]
         s = self.shape
-        dims = (b, s.c, s.h, s.w) if which == 0 else (b, s.k, s.out_h, s.out_w)
+        dims = s.x_dims(b) if which == 0 else s.y_dims(b)
         return (1 + sum((d - 1) * st[i] for i, d in enumerate(dims))) * self.k.elem_size
 
     @property
     def filter_bytes(self):
-        s = self.shape
-        return s.k * (s.c // s.groups) * s.r * s.s * self.k.elem_size
+        n = self.k.elem_size
+        for d in self.shape.w_dims():
+            n *= d
+        return n
 
     # ------------------------------------------------------------------ benchmark
 

@@ -38,16 +38,16 @@ cdef extern from "graph.h":
         int64_t knob_value[64]
         int numerical_notes, behavior_notes
     ctypedef struct ucudnn_graph_geom:
-        int op, dtype, compute
-        int64_t xdim[4]
-        int64_t xstr[4]
-        int64_t wdim[4]
-        int64_t wstr[4]
-        int64_t ydim[4]
-        int64_t ystr[4]
-        int64_t pad[2]
-        int64_t stride[2]
-        int64_t dil[2]
+        int op, dtype, compute, nbdims
+        int64_t xdim[5]
+        int64_t xstr[5]
+        int64_t wdim[5]
+        int64_t wstr[5]
+        int64_t ydim[5]
+        int64_t ystr[5]
+        int64_t pad[3]
+        int64_t stride[3]
+        int64_t dil[3]
         int64_t align
     ctypedef struct ucg_graph:
         pass

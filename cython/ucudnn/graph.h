@@ -7,8 +7,8 @@
  * config (ucg_plan_build, the expensive step: done at planning, never on the run path) and
  * runs it (ucg_execute: a variant pack per call, no allocation beyond the descriptor).
  *
- * Tensors are described in NCHW dimension order with explicit strides, so one code path
- * serves NCHW (KCRS filters) and NHWC (KRSC filters). Tensor uids: x 1, w 2, y 3, where x is
+ * Tensors are described in NCHW (NCDHW) dimension order with explicit strides, so one code
+ * path serves NCHW (KCRS filters) and NHWC (KRSC filters), and their 3-D forms. Tensor uids: x 1, w 2, y 3, where x is
  * the input side (x or dx), y the output side (y or dy) and w the filter (w or dw), as in
  * ucudnn_kernel_run.
  *
@@ -60,14 +60,17 @@ typedef struct ucudnn_engine_config {
   int behavior_notes;                 /* bit i: cudnnBackendBehaviorNote_t i */
 } ucudnn_engine_config;
 
-/* One convolution op; dims in NCHW order (x, y: N C H W; w: K C/groups R S), strides in
- * elements for any layout. The batch (dims[0]) is set per graph. */
+/* One convolution op of nbdims tensor dimensions (4: 2-D, 5: 3-D); dims in NCHW (NCDHW)
+ * order (x, y: N C [D] H W; w: K C/groups [T] R S), strides in elements for any layout, the
+ * spatial parameters per spatial axis (nbdims - 2 of them). The batch (dims[0]) is set per
+ * graph. */
 typedef struct ucudnn_graph_geom {
   int op;                             /* UCUDNN_FWD, UCUDNN_BWD_DATA, UCUDNN_BWD_FILTER */
   int dtype;                          /* cudnnDataType_t of the tensors */
   int compute;                        /* cudnnDataType_t of the arithmetic */
-  int64_t xdim[4], xstr[4], wdim[4], wstr[4], ydim[4], ystr[4];
-  int64_t pad[2], stride[2], dil[2];
+  int nbdims;                         /* 4 or 5 */
+  int64_t xdim[5], xstr[5], wdim[5], wstr[5], ydim[5], ystr[5];
+  int64_t pad[3], stride[3], dil[3];
   int64_t align;                      /* byte alignment every tensor pointer keeps */
 } ucudnn_graph_geom;
 
@@ -115,15 +118,15 @@ static inline void ucg_plan_destroy(ucg_plan *p) {
 }
 
 static inline cudnnStatus_t ucg_tensor(cudnnBackendDescriptor_t *t, int64_t uid, int dtype,
-                                const int64_t *dim, const int64_t *str, int64_t align,
-                                char *msg, size_t msglen) {
+                                int64_t nbdims, const int64_t *dim, const int64_t *str,
+                                int64_t align, char *msg, size_t msglen) {
   cudnnDataType_t dt = (cudnnDataType_t)dtype;
   UCG_TRY(cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, t), "tensor descriptor");
   UCG_TRY(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt),
           "tensor data type");
-  UCG_TRY(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dim),
-          "tensor dimensions");
-  UCG_TRY(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, str),
+  UCG_TRY(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, nbdims,
+                                   dim), "tensor dimensions");
+  UCG_TRY(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, nbdims, str),
           "tensor strides");
   UCG_TRY(cudnnBackendSetAttribute(*t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid),
           "tensor uid");
@@ -151,7 +154,7 @@ static inline cudnnStatus_t ucg_graph_build(cudnnHandle_t h, const ucudnn_graph_
       CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
       CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
       CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR};
-  int64_t xdim[4], ydim[4], spatial = 2;
+  int64_t xdim[5], ydim[5], nb = geom->nbdims, spatial = geom->nbdims - 2;
   cudnnDataType_t comp = (cudnnDataType_t)geom->compute;
   cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
   int op = geom->op;
@@ -160,12 +163,17 @@ static inline cudnnStatus_t ucg_graph_build(cudnnHandle_t h, const ucudnn_graph_
     snprintf(msg, msglen, "unknown operation %d", op);
     return CUDNN_STATUS_BAD_PARAM;
   }
+  if (nb < 4 || nb > 5) {
+    snprintf(msg, msglen, "%d tensor dimensions, 4 or 5 expected", (int)nb);
+    return CUDNN_STATUS_BAD_PARAM;
+  }
   memcpy(xdim, geom->xdim, sizeof xdim);
   memcpy(ydim, geom->ydim, sizeof ydim);
   xdim[0] = ydim[0] = batch;
-  UCG_TRY(ucg_tensor(&g->x, 1, geom->dtype, xdim, geom->xstr, geom->align, msg, msglen), "x");
-  UCG_TRY(ucg_tensor(&g->w, 2, geom->dtype, geom->wdim, geom->wstr, geom->align, msg, msglen), "w");
-  UCG_TRY(ucg_tensor(&g->y, 3, geom->dtype, ydim, geom->ystr, geom->align, msg, msglen), "y");
+  UCG_TRY(ucg_tensor(&g->x, 1, geom->dtype, nb, xdim, geom->xstr, geom->align, msg, msglen), "x");
+  UCG_TRY(ucg_tensor(&g->w, 2, geom->dtype, nb, geom->wdim, geom->wstr, geom->align, msg, msglen),
+          "w");
+  UCG_TRY(ucg_tensor(&g->y, 3, geom->dtype, nb, ydim, geom->ystr, geom->align, msg, msglen), "y");
 
   UCG_TRY(cudnnBackendCreateDescriptor(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &g->conv),
           "convolution descriptor");
@@ -176,13 +184,13 @@ static inline cudnnStatus_t ucg_graph_build(cudnnHandle_t h, const ucudnn_graph_
   UCG_TRY(cudnnBackendSetAttribute(g->conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64,
                                    1, &spatial), "convolution spatial dims");
   UCG_TRY(cudnnBackendSetAttribute(g->conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64,
-                                   2, geom->pad), "convolution pre-paddings");
+                                   spatial, geom->pad), "convolution pre-paddings");
   UCG_TRY(cudnnBackendSetAttribute(g->conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64,
-                                   2, geom->pad), "convolution post-paddings");
+                                   spatial, geom->pad), "convolution post-paddings");
   UCG_TRY(cudnnBackendSetAttribute(g->conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES,
-                                   CUDNN_TYPE_INT64, 2, geom->stride), "convolution strides");
-  UCG_TRY(cudnnBackendSetAttribute(g->conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2,
-                                   geom->dil), "convolution dilations");
+                                   CUDNN_TYPE_INT64, spatial, geom->stride), "convolution strides");
+  UCG_TRY(cudnnBackendSetAttribute(g->conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64,
+                                   spatial, geom->dil), "convolution dilations");
   UCG_TRY(cudnnBackendFinalize(g->conv), "convolution finalize");
 
   UCG_TRY(cudnnBackendCreateDescriptor(OPS[op], &g->op), "operation descriptor");

@@ -275,3 +275,53 @@ def test_the_surface_is_read_from_the_sources():
     assert kernel["benchmark"][1][-2:] == [("time_warmup", 5), ("retime_last", True)]
     assert kernel["workspace_size"] == ("data", None)
     assert {"graph_focus", "plan", "last_unchecked_sizes", "n"} <= set(kernel)
+
+
+# -- the shape checks ----------------------------------------------------------------------------
+
+def _broken(shape, **fields):
+    """``shape`` with ``fields`` set past ConvShape's own checks, as a caller's object may be."""
+    for k, v in fields.items():
+        object.__setattr__(shape, k, v)
+    return shape
+
+
+@pytest.mark.parametrize("shape,match", [
+    (ConvShape(1 << 12, 1 << 10, 1 << 10, 4, 3, 3), "field 'x_strides': 4 positive strides of "
+                                                     "at most 2147483647"),
+    (ConvShape.nd(2, 4, (1 << 11, 1 << 10, 1 << 10), (1, 1, 1)), "field 'x_strides': 5"),
+    (_broken(ConvShape(3, 8, 8, 4, 3, 3), layout="NCDHW"), "field 'layout': unknown layout"),
+    (_broken(ConvShape.nd(3, 4, (4, 8, 8), (3, 3, 3)), d=-1), "field 'd': a depth >= 1"),
+    (_broken(ConvShape(3, 8, 8, 4, 3, 3), x_strides=(192, 64, 8, 1, 1)),
+     "field 'x_strides': 4 positive strides"),
+])
+def test_the_fake_kernel_refuses_the_shapes_the_core_refuses(shape, match):
+    """The core's shape check (``kernel_shape_arguments``, a Python function of the compiled
+    module that needs no GPU) and the fake's Kernel refuse alike, 2-D and 3-D."""
+    from ucudnn._kernel import kernel_shape_arguments
+    with pytest.raises(vocab.InputError, match=match) as core:
+        kernel_shape_arguments(shape, "conv1")
+    with pytest.raises(vocab.InputError) as fake:
+        FakeCore().Kernel(shape, "fwd", 4, name="conv1")
+    assert str(fake.value) == str(core.value) and "layer 'conv1'" in str(core.value)
+
+
+def test_the_core_and_the_fake_kernel_check_their_shape_with_one_function():
+    source = (CORE / "_kernel.pyx").read_text()
+    init = source[source.index("    def __init__(self, shape, op"):]
+    init = init[:init.index("\n    def ") if "\n    def " in init else None]
+    assert "kernel_shape_arguments(shape, name)" in init
+    fake = inspect.getsource(FakeCore().Kernel.__init__)
+    assert "kernel_shape_arguments(shape, name)" in fake
+
+
+@pytest.mark.parametrize("layout", ["NCDHW", "NDHWC"])
+def test_the_fake_kernel_takes_a_3d_shape(layout):
+    s = ConvShape.nd(4, 8, (6, 10, 12), (3, 3, 3), pad=1, stride=(1, 2, 2), layout=layout)
+    from ucudnn._kernel import kernel_shape_arguments
+    assert kernel_shape_arguments(s, None) == (s.layout, 5, s.packed_x_strides(),
+                                               s.packed_y_strides())
+    kern = FakeCore().Kernel(s, "bwd_filter", 4)
+    assert kern.extent_bytes(0, 2) == 2 * 4 * 6 * 10 * 12 * 4
+    assert kern.extent_bytes(1, 2) == 2 * 8 * 6 * 5 * 6 * 4
+    assert kern.filter_bytes == 8 * 4 * 27 * 4

@@ -11,6 +11,7 @@ import pytest
 from ucudnn.measure.cache import (APPLICATION_ID, DEFAULT_WORKSPACE_CAP, UNKNOWN_CAP, BenchCache,
                                  CacheError, CacheKey, default_cache_path, shape_from_key,
                                  timing_name)
+from ucudnn.measure.cache import schema
 from ucudnn.plan.conv import ConvShape
 from ucudnn.plan.layers import read_layers
 from ucudnn.plan.table import AlgoPerf, group_by_kernel, read_table
@@ -48,8 +49,9 @@ def test_persistence_across_instances(tmp_path):
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
-    assert dict(conn.execute("SELECT key, value FROM meta"))["schema_version"] == "6"
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 6
+    assert dict(conn.execute("SELECT key, value FROM meta"))["schema_version"] == str(
+        schema.SCHEMA_VERSION)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
     conn.close()
 
 

@@ -13,6 +13,7 @@ from cli_run import run
 from repo_paths import SHIPPED
 from ucudnn.measure.cache import APPLICATION_ID, UNKNOWN_CAP, BenchCache, CacheError
 from ucudnn.measure.cache import file as cache_file
+from ucudnn.measure.cache.schema import SCHEMA_VERSION
 
 GPU, CUDNN = "NVIDIA H200", "91400"
 
@@ -132,7 +133,8 @@ def test_reading_commands_leave_an_older_schema_as_it_is(tmp_path, schema):
     assert not [p for p in _listing(tmp_path) if p.startswith(cache.name + "-")]
     # a write migrates it, and says what it kept and what it dropped
     p = run(tmp_path, "cache", "import", tmp_path / "copy.sqlite", "--cache", cache)
-    assert (f"migrated from schema {schema} to 6: {n - bwd_filter} of {n} entries kept; "
+    assert (f"migrated from schema {schema} to {SCHEMA_VERSION}: {n - bwd_filter} of {n} "
+            "entries kept; "
             f"dropped {bwd_filter} legacy backward-filter entries timed with beta 0") in p.stderr
 
 

@@ -8,6 +8,9 @@ import pytest
 
 from ucudnn.measure.cache import schema
 from ucudnn.measure.cache import APPLICATION_ID, UNKNOWN_CAP, BenchCache, CacheError
+from ucudnn.measure.cache.schema import SCHEMA_VERSION
+from ucudnn.measure.cache.key import shape_from_key
+from ucudnn.plan.conv import ConvShape
 from ucudnn.plan.table import AlgoPerf
 
 from cache_workers import KEY, _migrator
@@ -85,9 +88,9 @@ def test_schema_1_is_migrated_and_never_used_for_planning(tmp_path, caplog):
         assert calls == [[1]] and got == {1: PERFS[:1]} and len(c) == 3
         assert c.drop_legacy() == 2 and c.keys() == [KEY] and len(c) == 1
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 6
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     meta = dict(conn.execute("SELECT key, value FROM meta"))
-    assert meta["schema_version"] == "6" and meta["migrated_from_schema"] == "1"
+    assert meta["schema_version"] == str(SCHEMA_VERSION) and meta["migrated_from_schema"] == "1"
     assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
     # the foreign key follows the renamed table: deleting an entry deletes its perfs
     conn.execute("PRAGMA foreign_keys = ON")
@@ -121,14 +124,15 @@ def test_schema_1_migrated_once_by_concurrent_openers(tmp_path, monkeypatch):
 
 
 def test_newer_schema_is_refused_untouched(tmp_path):
-    path = tmp_path / "v6.sqlite"
+    path = tmp_path / "newer.sqlite"
     _old_file(path, 1)
     conn = sqlite3.connect(path)
-    conn.execute("PRAGMA user_version = 7")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.commit()
     conn.close()
     before = path.read_bytes()
-    with pytest.raises(CacheError, match="schema version 7, this ucudnn reads version 6"):
+    with pytest.raises(CacheError, match=f"schema version {SCHEMA_VERSION + 1}, this ucudnn "
+                                         f"reads version {SCHEMA_VERSION}"):
         BenchCache(path)
     assert path.read_bytes() == before
 
@@ -174,7 +178,7 @@ def test_schema_2_is_migrated_with_nothing_lost(tmp_path):
     path = tmp_path / "v2.sqlite"
     _old_file(path, 2)
     with BenchCache(path) as c:
-        assert c.schema == 6
+        assert c.schema == SCHEMA_VERSION
         assert c.get_many(KEY, [1, 2]) == {1: _sorted(PERFS), 2: _sorted(PERFS)}
         assert len(c) == 2
     conn = sqlite3.connect(path)
@@ -235,7 +239,7 @@ def test_schema_3_graph_entries_are_dropped_by_the_migration(tmp_path):
     path = tmp_path / "v3.sqlite"
     _v3_file(path)
     with BenchCache(path) as c:
-        assert c.schema == 6
+        assert c.schema == SCHEMA_VERSION
         assert c.get_many(KEY, [1, 2]) == {1: _sorted(PERFS), 2: _sorted(PERFS)}
         assert c.get_many(GRAPH_KEY, [1, 2]) == {} and c.keys() == [KEY] and len(c) == 2
     conn = sqlite3.connect(path)
@@ -288,7 +292,7 @@ def test_schema_4_is_migrated_with_nothing_lost_and_read_only_read_as_it_is(tmp_
         assert c.get(GRAPH_KEY, 1) == sorted(GRAPH_PERFS, key=lambda p: p.time_ms)
     assert path.read_bytes() == before
     with BenchCache(path) as c:
-        assert c.schema == 6 and len(c) == 2
+        assert c.schema == SCHEMA_VERSION and len(c) == 2
         assert c.get(GRAPH_KEY, 1) == sorted(GRAPH_PERFS, key=lambda p: p.time_ms)
         c.refuse(GRAPH_KEY, {12: "off"})
         assert c.get(GRAPH_KEY, 1) is None and c.get(KEY, 1) == _sorted(PERFS)
@@ -321,7 +325,7 @@ def test_schema_5_legacy_backward_filter_entries_are_dropped_by_the_migration(tm
     path = tmp_path / "v5.sqlite"
     _v5_file(path)
     with BenchCache(path) as c:
-        assert c.schema == 6 and len(c) == 8
+        assert c.schema == SCHEMA_VERSION and len(c) == 8
         assert c.get_many(BWD_FILTER_KEY, [1, 2]) == {}
         assert c.get_many(KEY, [1, 2]) == {1: _sorted(PERFS), 2: _sorted(PERFS)}
         assert c.get_many(FIND_BWD_FILTER_KEY, [1, 2]) == {1: _sorted(PERFS), 2: _sorted(PERFS)}
@@ -366,3 +370,49 @@ def test_schema_2_read_only_hides_backward_filter_entries_too(tmp_path):
     with BenchCache(path, readonly=True) as c:
         assert c.get_many(KEY, [1, 2]) == {1: _sorted(PERFS)}
         assert c.get_many(BWD_FILTER_KEY, [1, 2]) == {} and len(c) == 1
+
+
+# -- schema 6: 2-D shapes only (Note [N-D geometry] in ucudnn/plan/conv.py) --------------------
+
+SHAPE_3D = ConvShape.nd(8, 16, (4, 10, 12), (3, 3, 3), pad=(1, 1, 1), stride=(1, 2, 2),
+                        layout="NDHWC")
+KEY_3D = dataclasses.replace(KEY, shape=SHAPE_3D)
+
+
+def test_schema_6_is_read_as_it_is_and_migrated_with_every_row_unchanged(tmp_path, caplog):
+    path = tmp_path / "v6.sqlite"
+    with BenchCache(path) as c:
+        c.put_many(KEY, {1: PERFS, 2: PERFS})
+    conn = sqlite3.connect(path, isolation_level=None)
+    _stamp_schema(conn, 6)
+    rows = conn.execute("SELECT * FROM entries ORDER BY id").fetchall()
+    perfs = conn.execute("SELECT * FROM perfs ORDER BY rowid").fetchall()
+    conn.close()
+    before = path.read_bytes()
+    with BenchCache(path, readonly=True) as c:
+        assert c.schema == 6 and c.get_many(KEY, [1, 2]) == {1: _sorted(PERFS), 2: _sorted(PERFS)}
+    assert path.read_bytes() == before
+    with caplog.at_level("WARNING", logger="ucudnn"):
+        c = BenchCache(path)
+    assert f"migrated from schema 6 to {SCHEMA_VERSION}: 2 of 2 entries kept, none dropped" \
+        in caplog.text
+    with c:
+        assert c.schema == SCHEMA_VERSION and c.get_many(KEY, [1, 2]) == {
+            1: _sorted(PERFS), 2: _sorted(PERFS)}
+        c.put_many(KEY_3D, {1: PERFS})          # a 3-D kernel beside them
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT * FROM entries WHERE id <= 2 ORDER BY id").fetchall() == rows
+    assert conn.execute("SELECT * FROM perfs WHERE entry <= 2 ORDER BY rowid").fetchall() == perfs
+    shapes = {r[0] for r in conn.execute("SELECT shape FROM entries")}
+    conn.close()
+    assert shapes == {KEY.shape.key(), SHAPE_3D.key()}
+    with BenchCache(path, readonly=True) as c:
+        assert c.get(KEY_3D, 1) == _sorted(PERFS) and set(c.keys()) == {KEY, KEY_3D}
+
+
+def test_a_3d_key_text_reads_back_as_its_shape():
+    assert "d=4,t=3,pad_d=1,stride_d=1,dil_d=1" in SHAPE_3D.key()
+    assert shape_from_key(SHAPE_3D.key()) == SHAPE_3D
+    grouped = dataclasses.replace(SHAPE_3D, layout="NCHW", x_strides=(8 * 480 * 2, 480, 120,
+                                                                        12, 1))
+    assert shape_from_key(grouped.key()) == grouped

@@ -18,8 +18,9 @@ is the default; :func:`replay` answers from recorded tables (tests/data/h200_all
 changes it (``true_workspace``) or makes an algorithm unsupported (``unsupported``), as cuDNN
 can disagree with a stale cache.
 
-The fake checks a Kernel's arguments and a benchmark's with the core's own Python checks
-(``ucudnn._kernel.kernel_arguments`` and ``benchmark_arguments``), and
+The fake checks a Kernel's arguments, its shape (2-D or 3-D) and a benchmark's with the core's
+own Python checks (``ucudnn._kernel.kernel_arguments``, ``kernel_shape_arguments`` and
+``benchmark_arguments``), and
 tests/cython/test_fake_core.py pins its names and signatures to the core's sources.
 """
 from __future__ import annotations
@@ -31,7 +32,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Mapping, Sequence, Set, Tuple
 
-from ucudnn._kernel import benchmark_arguments, kernel_arguments
+from math import prod
+
+from ucudnn._kernel import benchmark_arguments, kernel_arguments, kernel_shape_arguments
 from ucudnn.plan.table import AlgoPerf
 from ucudnn.vocab import DTYPES, MATH_MODES, InputError, PlanError, UcudnnError
 
@@ -183,6 +186,7 @@ class _Kernel:
 
     def __init__(self, shape, op, n, dtype="float32", math="default", name=None, instances=1):
         kernel_arguments(op, n, dtype, math, name, instances)       # the core's checks
+        kernel_shape_arguments(shape, name)
         self.shape, self.op, self.n, self.dtype, self.math = shape, op, n, dtype, math
         self.name = name or op
         self.instances = instances
@@ -203,13 +207,11 @@ class _Kernel:
     # the scripts' buffers
     def extent_bytes(self, which, b):
         s = self.shape
-        per = s.c * s.h * s.w if which == 0 else s.k * s.out_h * s.out_w
-        return b * per * DTYPES[self.dtype][1]
+        return prod(s.x_dims(b) if which == 0 else s.y_dims(b)) * DTYPES[self.dtype][1]
 
     @property
     def filter_bytes(self):
-        s = self.shape
-        return s.k * (s.c // s.groups) * s.r * s.s * DTYPES[self.dtype][1]
+        return prod(self.shape.w_dims()) * DTYPES[self.dtype][1]
 
     def benchmark(self, sizes, repeats=1, workspace_cap=None, progress=None, time_iters=5,
                   families=("legacy",), time_warmup=5, retime_last=True):

@@ -25,7 +25,10 @@ Note [Plan records]
                     count; 1 for ungrouped layers)
         batch       the mini-batch the plan covers
         shape       the ConvShape's fields (c, h, w, k, r, s, pad_*, stride_*, dil_*, groups,
-                    x_strides, y_strides); per group where Caffe runs groups separately
+                    x_strides, y_strides); per group where Caffe runs groups separately; a
+                    3-D shape's also d, t, pad_d, stride_d, dil_d and five strides each
+                    (Note [N-D geometry] in ucudnn/plan/conv.py: version 2 still, since a
+                    2-D record is as it was and readers take the shape as an open object)
         dtype, math "float32"..., "default" | "tensor_op" | ... | "fma"
         policy, optimizer, limit_bytes, micro_batch_sizes   the kernel's settings
 

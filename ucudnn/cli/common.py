@@ -7,6 +7,7 @@ import math as _math
 import os
 import re
 import sys
+from math import prod
 from typing import Callable, List, Optional, Sequence
 
 import ucudnn
@@ -342,9 +343,9 @@ def _bounded(layers, option: str, path: str):
         if l.n > MAX_BATCH:
             raise CliError(f"{where}: a mini-batch of {_short(l.n)}, more than the "
                            f"{MAX_BATCH} planned at most (--batch N sets another)")
-        oh, ow = l.out_hw
-        for what, count in (("input", l.n * l.c * l.h * l.w), ("output", l.n * l.k * oh * ow),
-                            ("filter", l.k * (l.c // l.groups) * l.r * l.s)):
+        for what, count in (("input", l.n * l.c * prod(l.spatial)),
+                            ("output", l.n * l.k * prod(l.out_spatial)),
+                            ("filter", l.k * (l.c // l.groups) * prod(l.kernel))):
             if count > INT32_MAX:
                 raise CliError(f"{where}: its {what} would hold {_short(count)} elements; "
                                f"Caffe refuses a blob of more than {INT32_MAX} (blob size "

@@ -63,6 +63,7 @@ import logging
 import os
 import threading
 import time
+from math import prod
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
@@ -309,9 +310,8 @@ def kernel_cost(layer, op: str, sizes: Sequence[int]) -> float:
     """A kernel's benchmark cost, up to a constant: cudnnFind's time at size b grows about in
     proportion to b (results/h200/cold_planning/) and to the convolution's work per sample
     (multiply-adds of the one group call that is benchmarked)."""
-    oh, ow = layer.out_hw
-    per_sample = (layer.c // layer.groups) * (layer.k // layer.groups) * layer.r * layer.s \
-        * oh * ow
+    per_sample = (layer.c // layer.groups) * (layer.k // layer.groups) \
+        * prod(layer.kernel) * prod(layer.out_spatial)
     return float(per_sample) * sum(sizes)
 
 

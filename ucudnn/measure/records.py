@@ -111,9 +111,10 @@ def kernel_fields(kern) -> Dict[str, Any]:
     records of one live kernel agree), device, layer, op, instances (Caffe's group count:
     runs per pass, each on its own workspace), mini-batch, shape, dtype and math. An NCHW
     shape is written without its layout (the default; Note [NHWC kernels] in
-    ucudnn/plan/conv.py)."""
+    ucudnn/plan/conv.py), a 2-D one without the depth fields (Note [N-D geometry] there)."""
     shape = kern.shape
-    fields = asdict(shape) if is_dataclass(shape) else shape
+    fields = shape.fields() if hasattr(shape, "fields") else (
+        asdict(shape) if is_dataclass(shape) else shape)
     if isinstance(fields, dict) and fields.get("layout") == "NCHW":
         fields = {k: v for k, v in fields.items() if k != "layout"}
     return {"kernel_id": id(kern), "device": _int_or_none(getattr(kern, "device", None)),

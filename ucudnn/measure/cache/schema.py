@@ -44,6 +44,14 @@ Note [Schema migration]
     which take no beta: both stay. An older file opened read-only is read without those
     entries (``visible`` of :func:`columns`).
 
+    Schema 7 has schema 6's tables and entries; its ``shape`` texts may describe 3-D
+    convolutions (Note [N-D geometry] in ucudnn/plan/conv.py: the depth fields after the 2-D
+    ones, five strides), which a ucudnn of schema 6 cannot read. The text of a 2-D shape is
+    what it was, so the migration changes no row: it raises the version, so that an older
+    ucudnn refuses the file as a newer schema (in one line, untouched) instead of skipping
+    its 3-D entries as unreadable, and says that it kept every entry. A schema-6 file
+    opened read-only is read as it is: it holds 2-D shapes only.
+
     Only a command that may store opens a cache read-write, and so migrates it (``ucudnn
     bench``, ``cache import``, ``plan`` with a GPU to measure on, the C API); the reading
     commands (``cache list``, ``cache export``, ``plan`` without one) open it read-only and
@@ -86,7 +94,7 @@ log = logging.getLogger("ucudnn")
 
 #: ``PRAGMA application_id`` of ucudnn caches ("ucNN").
 APPLICATION_ID = 0x75634E4E
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 #: The first schema whose legacy backward-filter entries were timed with beta = 1.
 BWD_FILTER_BETA_1_SCHEMA = 6
 APP_NAME = "ucudnn-bench-cache"
@@ -177,6 +185,8 @@ _MIGRATE_5_6 = f"""
 DELETE FROM perfs WHERE entry IN (SELECT id FROM entries WHERE {beta_0_where()});
 DELETE FROM entries WHERE {beta_0_where()}
 """
+# Schema 6 -> 7: no row changes; a schema-7 file may hold 3-D shapes (Note [Schema migration]).
+_MIGRATE_6_7 = ""
 # A schema-1 file opened read-only, read as schema 2 without writing it: a view in the
 # connection's temporary schema, which shadows the file's table of the same name.
 SCHEMA_1_AS_2 = f"""
@@ -185,7 +195,7 @@ CREATE TEMP VIEW entries AS SELECT id, gpu, cudnn_version, dtype, math, op, shap
     FROM main.entries
 """
 _MIGRATIONS = {1: _MIGRATE_1_2, 2: _MIGRATE_2_3, 3: _MIGRATE_3_4, 4: _MIGRATE_4_5,
-               5: _MIGRATE_5_6}
+               5: _MIGRATE_5_6, 6: _MIGRATE_6_7}
 
 # What each migration drops, and why (Note [Schema migration]).
 _DROPPED = {3: "graph-family entries measured before their results were checked",
