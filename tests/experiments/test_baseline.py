@@ -304,3 +304,89 @@ def test_quick_is_small():
     assert bl.QUICK["processes"] == 1 and len(bl.QUICK["nets"]) == 1
     assert set(bl.QUICK["modes"]) <= set(FP32_MODES)
     assert not any(MODES[m].compile == "max-autotune" for m in bl.QUICK["modes"])
+
+
+# -- the run, end to end, with stand-ins for Caffe and PyTorch -----------------------------------
+
+#: a stand-in for scripts/time_pytorch.py with --processes 1: its JSON, a median per mode from
+#: $FAKE_MEDIANS (mode -> ms, the constant input 1 ms slower), a mode missing there failing
+FAKE_PYTORCH = r'''
+import argparse, json, os
+p = argparse.ArgumentParser()
+for a in ("--net", "--mode", "--input", "--processes", "--iterations", "--warmup", "--device",
+          "--timeout", "--json", "--batch"):
+    p.add_argument(a)
+a = p.parse_args()
+ms = json.loads(os.environ["FAKE_MEDIANS"]).get(a.mode)
+proc = ({"error": "InductorError: stand-in"} if ms is None else
+        {"median_ms": ms + (a.input == "constant"), "peak_gpu_memory_bytes": 5 << 30,
+         "memory_method": "nvml", "first_iteration_s": 1.0,
+         "gpu_state": {"start": {"sm_clock_mhz": 1980}, "end": {"sm_clock_mhz": 1970},
+                       "samples": 3, "sm_clock_min_mhz": 1965, "power_max_w": 600.0,
+                       "temperature_max_c": 60}})
+doc = {"meta": {"command_line": "fake", "torch_version": "9.9", "cuda_version": "13.0",
+                "cudnn_version": 91900, "gpu_name": "Stand-in"},
+       "nets": {a.net: {"batch": int(a.batch), "modes": {a.mode: {"processes": [proc]}}}}}
+with open(a.json, "w") as f:
+    json.dump(doc, f)
+'''
+
+
+def test_run_interleaves_and_writes_every_process(tmp_path, monkeypatch):
+    from fake_caffe import fake_caffe
+    from repo_paths import LOGS
+    from ucudnn.caffe.log import parse_caffe_time
+    medians = {"eager": 30.0, "compile": 19.0, "reduce_overhead": 18.0,
+               "bf16_compile": 9.0, "bf16_reduce_overhead": 8.0}      # max_autotune fails
+    monkeypatch.setenv("FAKE_MEDIANS", json.dumps(medians))
+    script = tmp_path / "time_pytorch.py"
+    script.write_text(FAKE_PYTORCH)
+    out = tmp_path / "out"
+    modes = ("eager", "compile", "max_autotune", "reduce_overhead")
+    opts = bl.Options(out=out, caffe=fake_caffe(tmp_path, "no-such-setting"),
+                      nets=["alexnet@256"], modes=modes, processes=3, iterations=5,
+                      pytorch_script=script, argv=["ucudnn", "baseline", "--out", str(out)])
+    said = []
+    doc = bl.run(opts, say=said.append)
+    procs = doc["processes"]
+    slots = bl.schedule(["alexnet@256"], modes, 3)
+    assert [(p["side"], p["round"]) for p in procs] == [(s.side, s.round) for s in slots]
+    assert [p["order"] for p in procs] == list(range(1, len(slots) + 1))
+    caffe = [p for p in procs if p["side"] == "caffe"]
+    assert len(caffe) == 3 and all(p["status"] == "ok" for p in caffe)
+    assert all(p["input"] == "gaussian" for p in caffe)
+    # the bf16 and control modes: of the fastest fp32 (compile) mode that ran
+    assert {p["mode"] for p in procs if p["mode"].startswith("bf16")} == {
+        "bf16_reduce_overhead"}
+    control = [p for p in procs if p["input"] == "constant"]
+    assert len(control) == 3 and {p["mode"] for p in control} == {"reduce_overhead"}
+    failed = [p for p in procs if p["status"] != "ok"]
+    assert {p["mode"] for p in failed} == {"max_autotune"} and len(failed) == 3
+    assert len(said) == 1 + len(slots)
+
+    rows = list(csv.DictReader(io.StringIO((out / "points.csv").read_text())))
+    assert len(rows) == 1
+    row = rows[0]
+    caffe_ms = parse_caffe_time((LOGS / "alexnet_all_8MiB.log").read_text()).median_ms
+    assert float(row["caffe_ms"]) == pytest.approx(caffe_ms)
+    assert row["pytorch_mode"] == "reduce_overhead" and float(row["pytorch_ms"]) == 18.0
+    assert float(row["vs_pytorch_best"]) == pytest.approx(caffe_ms / 18.0)
+    assert row["pytorch_max_autotune_ms"] == "" and float(row["pytorch_eager_ms"]) == 30.0
+    assert float(row["bf16_ms"]) == 8.0 and row["bf16_mode"] == "bf16_reduce_overhead"
+    assert float(row["control_difference"]) == pytest.approx(19.0 / 18.0 - 1)
+    assert row["caffe_setting"] == bl.setting_point("alexnet@256").key
+    assert row["failed_processes"] == "max_autotune x3"
+    processes = list(csv.DictReader(io.StringIO((out / "processes.csv").read_text())))
+    assert len(processes) == len(slots)
+    assert {p["sm_clock_min_mhz"] for p in processes if p["side"] == "pytorch"
+            and p["status"] == "ok"} == {"1965"}
+    versions = json.loads((out / "versions.json").read_text())
+    assert versions["pytorch"]["torch_version"] == "9.9"
+    assert versions["command"] == f"ucudnn baseline --out {out}"
+    readme = (out / "README.md").read_text()
+    assert f"**{float(row['vs_pytorch_best']):.3f}x**" in readme
+    assert "max_autotune x3" in readme
+    assert "modes timed: " + ", ".join(f"`{m}`" for m in modes) + " (" in readme
+    # Caffe's net: the shipped AlexNet in its setting, its input drawn once
+    model = (out / "prototxt" / "alexnet.alexnet_256.prototxt").read_text()
+    assert 'type: "Python"' in model and "DummyData" not in model and "share_diffs: true" in model

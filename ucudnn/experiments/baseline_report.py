@@ -30,7 +30,7 @@ POINT_FIELDS = (("net", "batch", "caffe_setting", "input", "caffe_ms", "caffe_pe
                    "bf16_peak_gpu_memory_bytes",
                    "control_mode", "control_gaussian_ms", "control_constant_ms",
                    "control_difference", "caffe_processes", "pytorch_processes",
-                   "sm_clock_min_mhz", "temperature_max_c"))
+                   "failed_processes", "sm_clock_min_mhz", "temperature_max_c"))
 
 
 def process_row(rec: dict) -> dict:
@@ -119,6 +119,11 @@ def point_row(net: str, batch: int, setting: str, procs: List[dict]) -> dict:
     counts = [len(_runs(procs, "pytorch", m)) for m in FP32_MODES
               if _runs(procs, "pytorch", m)]
     row["pytorch_processes"] = min(counts) if counts else 0
+    failed: Dict[str, int] = {}
+    for p in procs:
+        if p.get("status") != "ok":
+            failed[p["mode"]] = failed.get(p["mode"], 0) + 1
+    row["failed_processes"] = ";".join(f"{m} x{n}" for m, n in failed.items())
     states = [(p.get("gpu_state") or {}) for p in procs]
     row["sm_clock_min_mhz"] = min((s["sm_clock_min_mhz"] for s in states
                                    if s.get("sm_clock_min_mhz") is not None), default=None)
@@ -167,18 +172,24 @@ def _pct(v: str) -> str:
     return "-" if v in ("", None) else f"{float(v) * 100:+.2f} %"
 
 
+def _net(r: dict) -> str:
+    return f"{r['net'].split('@')[0]}, {r['batch']}"
+
+
 def render_readme(points: List[dict], versions: dict) -> str:
     """The README of a baseline folder, from points.csv's rows and versions.json: every number
     in it is a cell of those files."""
-    v = versions
-    torch = v.get("pytorch") or {}
+    v = {k: x for k, x in versions.items() if x is not None}
+    v.setdefault("gpu_name", "GPU not recorded (" + versions.get("error", "no NVML") + ")")
+    torch = {k: x for k, x in (v.get("pytorch") or {}).items() if x is not None}
+    timed = (v.get("options") or {}).get("modes") or FP32_MODES
     lines = [
         "# Caffe + ucudnn against every PyTorch mode, interleaved",
         "",
         "Written by `ucudnn baseline` from `points.csv` and `versions.json` (this folder); "
         "every process is in `processes.csv`.",
         "",
-        f"Machine: {v.get('gpu_name', '?')}, driver {v.get('driver_version', '?')} (CUDA "
+        f"Machine: {v['gpu_name']}, driver {v.get('driver_version', '?')} (CUDA "
         f"{v.get('cuda_driver_version', '?')}). PyTorch {torch.get('torch_version', '?')} "
         f"(CUDA {torch.get('cuda_version', '?')}, cuDNN {torch.get('cudnn_version', '?')}); "
         f"Caffe + ucudnn: Caffe {v.get('caffe_commit', '?')} with the patch series, ucudnn "
@@ -188,7 +199,7 @@ def render_readme(points: List[dict], versions: dict) -> str:
         "Scope: training iterations (forward + backward, no solver step); fp32 with TF32 "
         "convolutions and strict fp32 GEMMs on both sides (PyTorch's defaults, "
         "`cudnn.benchmark` on). The fp32 baseline is the fastest of the PyTorch modes timed: "
-        + ", ".join(f"`{m}`" for m in FP32_MODES) + " (Note [PyTorch's modes]); bf16 autocast "
+        + ", ".join(f"`{m}`" for m in timed) + " (Note [PyTorch's modes]); bf16 autocast "
         "with `channels_last` under the fastest compile mode is a row of its own. Input: "
         + (points[0]["input"] if points else "?") + ", drawn once with the same seed and "
         "generator on both sides (Note [Inputs drawn once]). Caffe and PyTorch processes "
@@ -203,7 +214,7 @@ def render_readme(points: List[dict], versions: dict) -> str:
     ]
     for r in points:
         lines.append(
-            f"| {r['net']}, {r['batch']} | `{r['caffe_setting']}` | {_f(r['caffe_ms'])} ms "
+            f"| {_net(r)} | `{r['caffe_setting']}` | {_f(r['caffe_ms'])} ms "
             f"({r['caffe_per_process_ms'].replace(';', ', ')}) | `{r['pytorch_mode'] or '-'}` "
             f"{_f(r['pytorch_ms'])} ms ({r['pytorch_per_process_ms'].replace(';', ', ')}) | "
             f"**{_f(r['vs_pytorch_best'], 3, 'x')}** | {_gib(r['peak_gpu_memory_bytes'])} / "
@@ -213,27 +224,31 @@ def render_readme(points: List[dict], versions: dict) -> str:
               "| net, batch | " + " | ".join(f"`{m}`" for m in FP32_MODES) + " |",
               "| --- |" + " --- |" * len(FP32_MODES)]
     for r in points:
-        lines.append(f"| {r['net']}, {r['batch']} | "
+        lines.append(f"| {_net(r)} | "
                      + " | ".join(_f(r[f"pytorch_{m}_ms"]) for m in FP32_MODES) + " |")
     lines += ["", "## bf16 autocast (a precision class of its own)", "",
               "| net, batch | bf16 mode | PyTorch bf16 | Caffe + ucudnn fp32 / PyTorch bf16 "
               "| peak memory, PyTorch bf16 |", "| --- | --- | --- | --- | --- |"]
     for r in points:
-        lines.append(f"| {r['net']}, {r['batch']} | `{r['bf16_mode'] or '-'}` | "
+        lines.append(f"| {_net(r)} | `{r['bf16_mode'] or '-'}` | "
                      f"{_f(r['bf16_ms'])} ms | {_f(r['vs_bf16'], 3, 'x')} | "
                      f"{_gib(r['bf16_peak_gpu_memory_bytes'])} |")
     lines += ["", "## Control: PyTorch on a constant input", "",
               "| net, batch | mode | gaussian | constant 1.0 | constant / gaussian - 1 |",
               "| --- | --- | --- | --- | --- |"]
     for r in points:
-        lines.append(f"| {r['net']}, {r['batch']} | `{r['control_mode'] or '-'}` | "
+        lines.append(f"| {_net(r)} | `{r['control_mode'] or '-'}` | "
                      f"{_f(r['control_gaussian_ms'])} ms | {_f(r['control_constant_ms'])} ms | "
                      f"{_pct(r['control_difference'])} |")
     lines += ["", "## GPU state (NVML, every process, both sides)", "",
               "| net, batch | lowest SM clock | highest temperature |", "| --- | --- | --- |"]
     for r in points:
-        lines.append(f"| {r['net']}, {r['batch']} | {_f(r['sm_clock_min_mhz'], 0, ' MHz')} | "
+        lines.append(f"| {_net(r)} | {_f(r['sm_clock_min_mhz'], 0, ' MHz')} | "
                      f"{_f(r['temperature_max_c'], 0, ' C')} |")
+    failed = [f"{_net(r)}: {r['failed_processes'].replace(';', ', ')}" for r in points
+              if r.get("failed_processes")]
+    if failed:
+        lines += ["", "Failed processes (their logs are in `logs/`): " + "; ".join(failed) + "."]
     lines += ["", "## Regenerating", "", "```sh", v.get("command", "?"), "```", ""]
     return "\n".join(lines)
 
