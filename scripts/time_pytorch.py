@@ -28,7 +28,9 @@ timed on its own with a wall clock (``first_iteration_s``) -- then --iterations 
 each bracketed by CUDA events and synchronized at its end, as `caffe time` times its whole
 iterations (Note [Whole iterations] in caffe_patch/0006). A process's time is the median of
 its iterations, a mode's the median over its processes (``per_process_ms``). Every process
-compiles from empty caches (a TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR of its own). The
+compiles from empty caches (a TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR of its own), unless
+--compile-cache DIR names caches that a (net, batch, mode)'s processes share, across runs too
+(then only the first compiles cold; the iterations timed are the same). The
 modes' processes alternate (eager, channels_last, ..., eager, ...) so that a drift of the
 GPU's clocks falls on all modes alike; after a process of a mode fails, the mode runs no
 more. Known differences from Caffe: nn.LocalResponseNorm is built from elementwise ops and
@@ -294,8 +296,10 @@ def run_worker(args, net, mode, task, tmp, tag):
     ``memory_method`` (time tasks) added, or ``error`` (and ``log_tail``) where it failed."""
     base = os.path.join(tmp, f"{net}.{mode}.{task}.{tag}")
     out = base + ".json"
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=base + ".inductor",
-               TRITON_CACHE_DIR=base + ".triton")
+    cache = (os.path.join(args.compile_cache, f"{net}.b{net_batch(net, args.batch)}.{mode}")
+             if args.compile_cache else base)
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache + ".inductor",
+               TRITON_CACHE_DIR=cache + ".triton")
     cuda = not args.device.startswith("cpu")
     measure = cuda and task == "time"                      # a profiled process's memory: no
     cmd = worker_command(args, net, mode, task, out)
@@ -464,7 +468,7 @@ def meta(args, env, driver, argv):
         "driver_version": driver,
         "command_line": shlex.join(command),
         "options": {"nets": args.net, "modes": args.mode, "batch": args.batch,
-                    "input": args.input,
+                    "input": args.input, "compile_cache": args.compile_cache,
                     "processes": args.processes, "iterations": args.iterations,
                     "warmup": args.warmup, "profile": args.profile,
                     "profile_iterations": args.profile_iterations if args.profile else 0,
@@ -505,6 +509,9 @@ def parse_args(argv=None):
                         "relu/elementwise, other)")
     parser.add_argument("--profile-iterations", type=int, default=5,
                         help="iterations profiled, after --warmup ones (5)")
+    parser.add_argument("--compile-cache", metavar="DIR",
+                        help="Inductor's and Triton's caches under DIR, shared by the processes "
+                        "of a net, batch and mode (default: empty caches for every process)")
     parser.add_argument("--timeout", type=float, default=1800,
                         help="seconds one process may take before it is killed (1800)")
     parser.add_argument("--worker", metavar="OUT.json", help=argparse.SUPPRESS)

@@ -314,7 +314,7 @@ FAKE_PYTORCH = r'''
 import argparse, json, os
 p = argparse.ArgumentParser()
 for a in ("--net", "--mode", "--input", "--processes", "--iterations", "--warmup", "--device",
-          "--timeout", "--json", "--batch"):
+          "--timeout", "--json", "--batch", "--compile-cache"):
     p.add_argument(a)
 a = p.parse_args()
 ms = json.loads(os.environ["FAKE_MEDIANS"]).get(a.mode)
@@ -345,7 +345,8 @@ def test_run_interleaves_and_writes_every_process(tmp_path, monkeypatch):
     modes = ("eager", "compile", "max_autotune", "reduce_overhead")
     opts = bl.Options(out=out, caffe=fake_caffe(tmp_path, "no-such-setting"),
                       nets=["alexnet@256"], modes=modes, processes=3, iterations=5,
-                      pytorch_script=script, argv=["ucudnn", "baseline", "--out", str(out)])
+                      pytorch_script=script, compile_cache=tmp_path / "cc",
+                      argv=["ucudnn", "baseline", "--out", str(out)])
     said = []
     doc = bl.run(opts, say=said.append)
     procs = doc["processes"]
@@ -363,6 +364,8 @@ def test_run_interleaves_and_writes_every_process(tmp_path, monkeypatch):
     failed = [p for p in procs if p["status"] != "ok"]
     assert {p["mode"] for p in failed} == {"max_autotune"} and len(failed) == 3
     assert len(said) == 1 + len(slots)
+    assert all(f"--compile-cache {tmp_path / 'cc'}" in p["command"] for p in procs
+               if p["side"] == "pytorch")
 
     rows = list(csv.DictReader(io.StringIO((out / "points.csv").read_text())))
     assert len(rows) == 1

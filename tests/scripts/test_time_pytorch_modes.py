@@ -39,6 +39,7 @@ def test_arguments(tp):
     assert (a.processes, a.iterations, a.warmup, a.profile, a.worker) == (3, 20, 5, False, None)
     assert tp.parse_args(["--input", "constant", "--mode", "bf16_compile"]).mode == [
         "bf16_compile"]
+    assert a.compile_cache is None and tp.parse_args(["--compile-cache", "cc"]).compile_cache == "cc"
     a = tp.parse_args(["--mode", "compile", "--mode", "eager", "--mode", "compile",
                        "--net", "resnet50", "--processes", "1", "--profile"])
     assert a.mode == ["compile", "eager"] and a.net == ["resnet50"] and a.profile

@@ -39,13 +39,18 @@ def add_parser(sub) -> None:
     s.add_argument("--caffe-input", choices=("gaussian", "constant"), default="gaussian",
                    help="Caffe's input: gaussian drawn once (PyTorch's), or DummyData made "
                    "constant as `ucudnn reproduce` runs it")
+    s.add_argument("--compile-cache", metavar="DIR",
+                   help="torch.compile's caches under DIR, shared by the processes of a net and "
+                   "mode (and by the control, the same graphs): only the first compiles cold "
+                   "(default: every PyTorch process compiles from empty caches)")
     s.add_argument("--quick", action="store_true",
                    help="a smoke test of the whole pipeline in minutes: "
                    f"{bl.QUICK['processes']} process a side, {bl.QUICK['iterations']} "
                    f"iterations, {bl.QUICK['warmup']} warm-up, modes "
                    f"{','.join(bl.QUICK['modes'])} (replacing --processes, --iterations, "
                    "--warmup and --modes), and --nets "
-                   f"{','.join(bl.QUICK['nets'])} unless given")
+                   f"{','.join(bl.QUICK['nets'])} and --compile-cache DIR/compile-cache "
+                   "unless given")
     s.add_argument("--readme-only", action="store_true",
                    help="run nothing: write --out's README.md again from its points.csv and "
                    "versions.json")
@@ -77,9 +82,12 @@ def run(args) -> int:
                       iterations=args.iterations, warmup=args.warmup, bf16=not args.no_bf16,
                       control=not args.no_control, gpu=args.gpu, timeout=args.timeout,
                       caffe_input=args.caffe_input,
+                      compile_cache=None if args.compile_cache is None
+                      else Path(args.compile_cache).resolve(),
                       argv=["ucudnn", "baseline", *getattr(args, "argv", [])])
     if args.quick:
-        quick = dict(bl.QUICK, nets=bl.QUICK["nets"] if args.nets is None else nets)
+        quick = dict(bl.QUICK, nets=bl.QUICK["nets"] if args.nets is None else nets,
+                     compile_cache=opts.compile_cache or (out / "compile-cache").resolve())
         opts = bl.Options(**{**vars(opts), **quick})
     try:
         doc = bl.run(opts, say=lambda m: print(m, flush=True))

@@ -78,6 +78,7 @@ class Options:
     gpu: int = 0
     timeout: float = 1800.0
     caffe_input: str = "gaussian"
+    compile_cache: Optional[Path] = None
     pytorch_script: Optional[Path] = None
     argv: Optional[Sequence[str]] = None
 
@@ -170,6 +171,8 @@ def pytorch_process(opts: Options, slot: Slot, mode: str, kind: str, order: int)
            "--processes", "1", "--iterations", str(opts.iterations), "--warmup",
            str(opts.warmup), "--device", f"cuda:{opts.gpu}", "--timeout", str(opts.timeout),
            "--json", str(json_path)] + (["--batch", str(batch)] if batch else [])
+    if opts.compile_cache:
+        cmd += ["--compile-cache", str(opts.compile_cache)]
     out.mkdir(parents=True, exist_ok=True)
     try:
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
