@@ -318,6 +318,8 @@ for a in ("--net", "--mode", "--input", "--processes", "--iterations", "--warmup
     p.add_argument(a)
 a = p.parse_args()
 ms = json.loads(os.environ["FAKE_MEDIANS"]).get(a.mode)
+if a.mode == "compile_channels_last":
+    raise SystemExit("time_pytorch.py needs PyTorch")      # as the script says without torch
 proc = ({"error": "InductorError: stand-in"} if ms is None else
         {"median_ms": ms + (a.input == "constant"), "peak_gpu_memory_bytes": 5 << 30,
          "memory_method": "nvml", "first_iteration_s": 1.0,
@@ -342,7 +344,7 @@ def test_run_interleaves_and_writes_every_process(tmp_path, monkeypatch):
     script = tmp_path / "time_pytorch.py"
     script.write_text(FAKE_PYTORCH)
     out = tmp_path / "out"
-    modes = ("eager", "compile", "max_autotune", "reduce_overhead")
+    modes = ("eager", "compile", "max_autotune", "reduce_overhead", "compile_channels_last")
     opts = bl.Options(out=out, caffe=fake_caffe(tmp_path, "no-such-setting"),
                       nets=["alexnet@256"], modes=modes, processes=3, iterations=5,
                       pytorch_script=script, compile_cache=tmp_path / "cc",
@@ -362,7 +364,10 @@ def test_run_interleaves_and_writes_every_process(tmp_path, monkeypatch):
     control = [p for p in procs if p["input"] == "constant"]
     assert len(control) == 3 and {p["mode"] for p in control} == {"reduce_overhead"}
     failed = [p for p in procs if p["status"] != "ok"]
-    assert {p["mode"] for p in failed} == {"max_autotune"} and len(failed) == 3
+    assert {p["mode"] for p in failed} == {"max_autotune", "compile_channels_last"}
+    assert len(failed) == 6
+    assert all("needs PyTorch" in p["error"] for p in failed
+               if p["mode"] == "compile_channels_last")
     assert len(said) == 1 + len(slots)
     assert all(f"--compile-cache {tmp_path / 'cc'}" in p["command"] for p in procs
                if p["side"] == "pytorch")
@@ -378,7 +383,7 @@ def test_run_interleaves_and_writes_every_process(tmp_path, monkeypatch):
     assert float(row["bf16_ms"]) == 8.0 and row["bf16_mode"] == "bf16_reduce_overhead"
     assert float(row["control_difference"]) == pytest.approx(19.0 / 18.0 - 1)
     assert row["caffe_setting"] == bl.setting_point("alexnet@256").key
-    assert row["failed_processes"] == "max_autotune x3"
+    assert row["failed_processes"] == "max_autotune x3;compile_channels_last x3"
     processes = list(csv.DictReader(io.StringIO((out / "processes.csv").read_text())))
     assert len(processes) == len(slots)
     assert {p["sm_clock_min_mhz"] for p in processes if p["side"] == "pytorch"
@@ -388,7 +393,7 @@ def test_run_interleaves_and_writes_every_process(tmp_path, monkeypatch):
     assert versions["command"] == f"ucudnn baseline --out {out}"
     readme = (out / "README.md").read_text()
     assert f"**{float(row['vs_pytorch_best']):.3f}x**" in readme
-    assert "max_autotune x3" in readme
+    assert "max_autotune x3, compile_channels_last x3" in readme
     assert "modes timed: " + ", ".join(f"`{m}`" for m in modes) + " (" in readme
     # Caffe's net: the shipped AlexNet in its setting, its input drawn once
     model = (out / "prototxt" / "alexnet.alexnet_256.prototxt").read_text()

@@ -178,6 +178,9 @@ def pytorch_process(opts: Options, slot: Slot, mode: str, kind: str, order: int)
         r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            timeout=opts.timeout + 120)
         write_text(out / f"{stem}.log", r.stdout)
+        if not json_path.is_file():
+            raise ReproduceError(f"exit status {r.returncode}, no JSON: "
+                                 + " | ".join(r.stdout.strip().splitlines()[-3:]))
         got = json.loads(read_text(json_path, ReproduceError, "JSON"))
         meta, net = got["meta"], got["nets"][name]
         proc = net["modes"][mode]["processes"][0]
