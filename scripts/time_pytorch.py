@@ -230,6 +230,7 @@ def time_mode(iteration, shape, iterations, warmup, device):
         "max_memory_allocated_bytes": torch.cuda.max_memory_allocated(device) if cuda else None,
     }
 
+
 def worker_main(args):
     """Run one task (time or profile) of one mode of one net; its result, or its error, as
     JSON in ``args.worker``. Exit status 0: it ran; 1: the JSON holds the error."""
