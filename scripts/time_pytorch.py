@@ -1,86 +1,61 @@
 #!/usr/bin/env python3
-"""PyTorch baseline: the networks timed in PyTorch in three modes, each in processes of its own.
+"""PyTorch baseline: the networks timed in PyTorch in every mode a user would pick, each in
+processes of its own.
 
-The networks of prototxt/ and ResNet-50, with cudnn.benchmark on. Compares to the Caffe runs of
-`ucudnn reproduce` (ucudnn/experiments/reproduce.py: `caffe time` "Forward-Backward" on
-prototxt/ (alexnet, resnet18, cifar10), with and without μ-cuDNN). The same networks are
-written layer for layer in torch.nn and one iteration does the same work: forward, softmax
-cross-entropy against constant labels 0 (DummyData), backward; grads zeroed (set to None)
-before, no optimizer step.
+The networks of prototxt/ and ResNet-50 v1 (scripts/torch_nets.py), with cudnn.benchmark on.
+Compares to the Caffe runs of `ucudnn reproduce` and `ucudnn baseline` (`caffe time`
+"Forward-Backward" whole iterations of the same nets). One iteration does the same work as
+Caffe's: forward, softmax cross-entropy against constant labels 0, backward; grads zeroed
+(set to None) before, no optimizer step.
 
-Modes (--mode, repeatable; default all three), fp32, cudnn.benchmark on in each:
+Modes (--mode, repeatable; default the six fp32 ones), Note [PyTorch's modes] in
+ucudnn/experiments/pytorch_modes.py: eager, channels_last, compile (default mode; Inductor's
+layout optimisation runs its convolutions channels-last), compile_channels_last, max_autotune
+and reduce_overhead (both replay CUDA graphs), and bf16 autocast on a channels-last model
+under a compile mode (bf16_compile, bf16_max_autotune, bf16_reduce_overhead). The baseline a
+ucudnn result is compared with is the fastest fp32 mode that ran (``pytorch_mode``,
+``pytorch_ms``); the fastest bf16 mode timed is a row of its own (``bf16_mode``, ``bf16_ms``).
 
-    eager          NCHW, the layout of Caffe's blobs.
-    channels_last  model and input .to(memory_format=torch.channels_last) (NHWC): cuDNN's
-                   tensor-core convolution kernels read and write NHWC, so NCHW convolutions
-                   pay for layout transposes around them.
-    compile        torch.compile(model), default mode, NCHW: Inductor fuses BatchNorm, ReLU and
-                   the residual adds into Triton kernels; the convolutions stay cuDNN's.
-
-The baseline a ucudnn result is compared with is the fastest mode that ran (``pytorch_mode``,
-``pytorch_ms``): the best PyTorch gives without hand-tuning, not one configuration of it.
-
-Why cudnn.benchmark is the fair baseline: PyTorch then times every cuDNN algorithm for each
-convolution shape on first use and keeps the fastest, with no workspace limit beyond what the
-caching allocator can give -- the "fastest undivided algorithm" that micro-batching must beat.
+Input (--input): gaussian (default), drawn once with numpy's PCG64 from the seed Caffe's
+drawn-once input uses (Note [Inputs drawn once] in ucudnn/experiments/caffe_input.py), so both
+sides get the same numbers; constant, every value 1.0, the input of a net whose DummyData is
+constant (`ucudnn reproduce`'s), as a control.
 
 Method: each (net, mode) runs in --processes fresh processes (the script runs itself with the
-hidden --worker; the worker writes its results as JSON to a file the parent names, and nothing
-is read from its log). A process runs --warmup iterations -- the first, which holds the
-algorithm search and, for compile, the compilation, timed on its own with a wall clock
-(``first_iteration_s``) -- then --iterations iterations, each bracketed by CUDA events and
-synchronized at its end, as `caffe time` times its whole iterations (Note [Whole iterations]
-in caffe_patch/0006). A process's time is the median of its iterations, a mode's
-the median over its processes (``per_process_ms``). Every process compiles from empty caches
-(a TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR of its own), so compile's first iteration is
-the whole cold compilation in each. The modes' processes alternate (eager, channels_last,
-compile, eager, ...) so that a drift of the GPU's clocks falls on all modes alike; after a
-process of a mode fails, the mode runs no more. TF32 switches are left at PyTorch's defaults
-and recorded. Known differences from Caffe: the input is made once (DummyData refills it each
-forward); nn.LocalResponseNorm is built from elementwise ops and pooling (Caffe uses cuDNN's
-LRN); the CIFAR-10 net's train-phase Accuracy layer (forward only) is not run.
+hidden --worker; the worker writes its results as JSON to a file the parent names). A process
+runs --warmup iterations -- the first, which holds the algorithm search and the compilation,
+timed on its own with a wall clock (``first_iteration_s``) -- then --iterations iterations,
+each bracketed by CUDA events and synchronized at its end, as `caffe time` times its whole
+iterations (Note [Whole iterations] in caffe_patch/0006). A process's time is the median of
+its iterations, a mode's the median over its processes (``per_process_ms``). Every process
+compiles from empty caches (a TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR of its own), unless
+--compile-cache DIR names caches that a (net, batch, mode)'s processes share, across runs too
+(then only the first compiles cold; the iterations timed are the same). The
+modes' processes alternate (eager, channels_last, ..., eager, ...) so that a drift of the
+GPU's clocks falls on all modes alike; after a process of a mode fails, the mode runs no
+more. Known differences from Caffe: nn.LocalResponseNorm is built from elementwise ops and
+pooling (Caffe uses cuDNN's LRN); the CIFAR-10 net's Accuracy layer is not run.
 
-Memory, measured as Caffe's is (Note [Measured memory] in ucudnn/experiments/gpu_memory.py):
-the worker's whole-process GPU memory from NVML (nvmlDeviceGetComputeRunningProcesses, what
-nvidia-smi shows: CUDA context, weights, activations, workspaces, the caching allocator's free
-blocks), sampled every 5 ms by a thread of the parent while the worker runs. The largest sample
-is the process's peak, and a mode's ``peak_gpu_memory_bytes`` is the largest of its processes'
-(``memory_method`` "nvml"). A peak shorter than the interval can be missed: PyTorch empties its
-caching allocator after each cudnn.benchmark search, so the trial workspaces of the search are
-held for milliseconds; the allocator's own peak (``max_memory_reserved_bytes``) is recorded
-beside it. Where NVML is missing (no nvidia-ml-py) or never lists the worker (in a container
-with its own PID namespace NVML reports the host's PIDs), the worker's
-torch.cuda.max_memory_reserved stands in and ``memory_method`` says so: it leaves out the CUDA
-context and what is allocated outside PyTorch's caching allocator, so it reads lower.
+Memory and GPU state, measured as Caffe's are (Note [Measured memory] in
+ucudnn/experiments/gpu_memory.py, Note [GPU state of a process] in
+ucudnn/experiments/nvml.py): the worker's whole-process GPU memory from NVML, sampled every
+5 ms by a thread of the parent, its largest sample the process's ``peak_gpu_memory_bytes``;
+the same samples give the SM clock, power and temperature at the process's start and end
+(``gpu_state``). Where NVML is missing or never lists the worker (a container with its own
+PID namespace), the worker's torch.cuda.max_memory_reserved stands in and ``memory_method``
+says so: it leaves out the CUDA context and allocations outside the caching allocator.
 
-Profile (--profile): one more process per mode runs --warmup iterations and then
---profile-iterations iterations under torch.profiler (CPU and CUDA activity) and gives the GPU
-kernel time per iteration by kind: convolution, batch_norm, pooling, relu/elementwise, other.
-A kernel counts for the outermost op above it whose name names a kind (:func:`op_kind`): the
-cuDNN kernels of aten::cudnn_convolution, and the bias add under aten::convolution, are
-convolution, as are those under the autograd node ConvolutionBackward0; a Triton kernel that
-Inductor fused from batch norm and ReLU is batch_norm (even where its name, which lists the ops
-around it too, has "convolution_backward" in it). Kernels under no op of a kind, and any
-the profiler tied to no op, are other. Kernel time only: unlike Caffe's per-layer timer it
-leaves out the gaps between kernels, so the kinds add up to less than the iteration. The
-profiled process is not timed (the profiler slows the host side).
-
-ResNet-50 (no prototxt/ net; 3x224x224, 1000 classes, batch 128 by default) is built as the
-Caffe ResNet-50 of He et al. 2016: bottleneck v1, a downsampling block's stride on its first
-1x1 convolution (branch2a) and its projection shortcut. torchvision's resnet50 is "v1.5", the
-stride on the 3x3. This net is torchvision's resnet50(weights=None) with, in each Bottleneck
-that has a downsample, conv1.stride = (s, s) and conv2.stride = (1, 1): the same layers and
-parameters; v1 does less work (those blocks' 3x3 convolutions run at the lower resolution).
+Profile (--profile): scripts/torch_profile.py, GPU kernel time per iteration by kind.
 
 JSON (--json): ``{"meta": {torch, CUDA and cuDNN versions, GPU, driver, TF32 switches, the
-command line, the options}, "nets": {net: {"batch", "input_shape", "modes": {mode:
+command line, the options}, "nets": {net: {"batch", "input_shape", "input", "modes": {mode:
 {"median_ms", "per_process_ms", "first_iteration_s", "peak_gpu_memory_bytes",
 "memory_method", "max_memory_reserved_bytes", "processes": [each process's own record],
-"profile"?: {"per_iteration_ms": {kind: ms}, ...}, "error"?: str}}, "pytorch_mode",
-"pytorch_ms", "median_ms" (= pytorch_ms: what `ucudnn reproduce` reads),
-"peak_gpu_memory_bytes" (pytorch_mode's), "by_type_ms"? (pytorch_mode's profile in the kinds
-of Caffe's layers, for ucudnn's layer-type plot)}}}``, written again after every net. One
-summary line per net on stdout; each process's result, as it ends, on stderr.
+"profile"?: {...}, "error"?: str}}, "pytorch_mode", "pytorch_ms", "median_ms" (=
+pytorch_ms: what `ucudnn reproduce --merge-pytorch` reads), "peak_gpu_memory_bytes"
+(pytorch_mode's), "bf16_mode"?, "bf16_ms"?, "bf16_peak_gpu_memory_bytes"?, "by_type_ms"?
+(pytorch_mode's profile in the kinds of Caffe's layers)}}}``, written again after every net.
+One summary line per net on stdout; each process's result, as it ends, on stderr.
 
     python scripts/time_pytorch.py --net resnet18 --net resnet50 --profile --json pytorch.json
 
@@ -92,11 +67,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import importlib
 import importlib.util
 import json
 import os
 import platform
-import re
 import shlex
 import statistics
 import subprocess
@@ -107,157 +82,39 @@ import traceback
 
 try:
     import torch
-    from torch import nn
     import torch.nn.functional as F
 except ImportError:       # the parent and the pure functions need no torch; main() says so
-    torch = nn = F = None
+    torch = F = None
 
-#: the base of the networks' blocks: nn.Module, or object where torch is missing (the module
-#: then still imports, for its argument parsing and JSON assembly)
-_Module = nn.Module if nn is not None else object
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)                               # torch_nets, torch_profile
 
-NETS = ("alexnet", "resnet18", "cifar10", "resnet50")
-MODES = ("eager", "channels_last", "compile")
-#: the kinds of GPU time of a profile, in the order of :func:`op_kind`'s tests
-KINDS = ("convolution", "batch_norm", "pooling", "relu/elementwise", "other")
+import torch_nets  # noqa: E402
+import torch_profile  # noqa: E402
+from torch_nets import NETS, SPECS, build_net, net_batch  # noqa: E402,F401
+from torch_profile import (CAFFE_KINDS, KINDS, group_profile, op_kind,  # noqa: E402,F401
+                           profile_record, stack_kind)
+
+
+def _ucudnn(module):
+    """``ucudnn.<module>`` (plain Python), from the checkout this script lives in where the
+    running Python lacks ucudnn."""
+    name = "ucudnn." + module
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        sys.path.insert(0, os.path.dirname(HERE))
+        return importlib.import_module(name)
+
+
+pytorch_modes = _ucudnn("experiments.pytorch_modes")
+MODES = tuple(pytorch_modes.MODES)
+FP32_MODES = pytorch_modes.FP32_MODES
+INPUTS = ("gaussian", "constant")
 #: NVML sampling interval (s)
 NVML_INTERVAL = 0.005
-
-
-# ---------------------------------------------------------------------------------------------
-# The networks, layer for layer as in prototxt/. Caffe pools with ceil-mode output sizes.
-
-def alexnet():
-    """bvlc_alexnet train_val. 227 -> conv1 55 -> pool1 27 -> pool2 13 -> pool5 6: 256x6x6 = 9216
-    features into fc6; fc6, fc7 4096, fc8 1000. conv2, conv4 and conv5 have group 2."""
-    def lrn():
-        return nn.LocalResponseNorm(size=5, alpha=1e-4, beta=0.75, k=1.0)   # Caffe: k = 1
-
-    def pool():
-        return nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True)
-
-    return nn.Sequential(
-        nn.Conv2d(3, 96, 11, stride=4), nn.ReLU(inplace=True), lrn(), pool(),
-        nn.Conv2d(96, 256, 5, padding=2, groups=2), nn.ReLU(inplace=True), lrn(), pool(),
-        nn.Conv2d(256, 384, 3, padding=1), nn.ReLU(inplace=True),
-        nn.Conv2d(384, 384, 3, padding=1, groups=2), nn.ReLU(inplace=True),
-        nn.Conv2d(384, 256, 3, padding=1, groups=2), nn.ReLU(inplace=True), pool(),
-        nn.Flatten(),
-        nn.Linear(256 * 6 * 6, 4096), nn.ReLU(inplace=True), nn.Dropout(0.5),
-        nn.Linear(4096, 4096), nn.ReLU(inplace=True), nn.Dropout(0.5),
-        nn.Linear(4096, 1000),
-    )
-
-
-def conv_bn(cin, cout, kernel, stride, pad):
-    """Convolution without bias, then BatchNorm + Scale (Caffe) = affine BatchNorm2d."""
-    return nn.Sequential(nn.Conv2d(cin, cout, kernel, stride=stride, padding=pad, bias=False),
-                         nn.BatchNorm2d(cout))
-
-
-class BasicBlock(_Module):
-    """Two 3x3 convolutions; a 1x1 projection shortcut (branch1) where the shape changes."""
-
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.branch2a = conv_bn(cin, cout, 3, stride, 1)
-        self.branch2b = conv_bn(cout, cout, 3, 1, 1)
-        self.branch1 = conv_bn(cin, cout, 1, stride, 0) if (stride != 1 or cin != cout) else None
-
-    def forward(self, x):
-        y = self.branch2b(F.relu(self.branch2a(x), inplace=True))
-        shortcut = x if self.branch1 is None else self.branch1(x)
-        return F.relu(y + shortcut, inplace=True)
-
-
-class Bottleneck(_Module):
-    """1x1 reduce to ``width`` (branch2a), 3x3 (branch2b), 1x1 expand to 4 x ``width``
-    (branch2c); a 1x1 projection shortcut (branch1) where the shape changes. v1: the stride is
-    on branch2a and branch1, as in Caffe's ResNet-50 (torchvision's v1.5 puts it on the 3x3)."""
-
-    def __init__(self, cin, width, stride):
-        super().__init__()
-        cout = 4 * width
-        self.branch2a = conv_bn(cin, width, 1, stride, 0)
-        self.branch2b = conv_bn(width, width, 3, 1, 1)
-        self.branch2c = conv_bn(width, cout, 1, 1, 0)
-        self.branch1 = conv_bn(cin, cout, 1, stride, 0) if (stride != 1 or cin != cout) else None
-
-    def forward(self, x):
-        y = F.relu(self.branch2a(x), inplace=True)
-        y = self.branch2c(F.relu(self.branch2b(y), inplace=True))
-        shortcut = x if self.branch1 is None else self.branch1(x)
-        return F.relu(y + shortcut, inplace=True)
-
-
-def _stem():
-    """conv1 7x7/2 pad 3 -> 112, pool1 3x3/2 pad 0 ceil -> 56 (3x224x224 in)."""
-    return [conv_bn(3, 64, 7, 2, 3), nn.ReLU(inplace=True),
-            nn.MaxPool2d(kernel_size=3, stride=2, padding=0, ceil_mode=True)]
-
-
-def resnet18():
-    """3x224x224: conv1 7x7/2 -> 112, pool1 3x3/2 pad 0 ceil -> 56, res2..res5 -> 7, global avg."""
-    stages, cin = [], 64
-    for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
-        stages += [BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)]
-        cin = cout
-    return nn.Sequential(
-        *_stem(),
-        *stages,
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 1000),
-    )
-
-
-def resnet50():
-    """He et al. 2016 ResNet-50 (Caffe's, bottleneck v1), 3x224x224: conv1 and pool1 as
-    ResNet-18's -> 56; res2 3 blocks of width 64 (256 out) at 56, res3 4 x 128 (512) at 28,
-    res4 6 x 256 (1024) at 14, res5 3 x 512 (2048) at 7; global avg, fc 1000. The first block of
-    res3..res5 downsamples with stride 2 on its first 1x1 (:class:`Bottleneck`)."""
-    stages, cin = [], 64
-    for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
-        stages.append(Bottleneck(cin, width, stride))
-        stages += [Bottleneck(4 * width, width, 1) for _ in range(blocks - 1)]
-        cin = 4 * width
-    return nn.Sequential(
-        *_stem(),
-        *stages,
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2048, 1000),
-    )
-
-
-def cifar10():
-    """cifar10_quick: 3x32x32 -> 32 -> pool1 16 -> pool2 8 -> pool3 4; 64x4x4 = 1024 -> 64 -> 10."""
-    return nn.Sequential(
-        nn.Conv2d(3, 32, 5, padding=2),
-        nn.MaxPool2d(3, stride=2, ceil_mode=True), nn.ReLU(inplace=True),   # pool1 before relu1
-        nn.Conv2d(32, 32, 5, padding=2), nn.ReLU(inplace=True),
-        nn.AvgPool2d(3, stride=2, ceil_mode=True),
-        nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(inplace=True),
-        nn.AvgPool2d(3, stride=2, ceil_mode=True),
-        nn.Flatten(),
-        nn.Linear(64 * 4 * 4, 64),                           # no ReLU between ip1 and ip2
-        nn.Linear(64, 10),
-    )
-
-
-# name: (constructor, batch (the prototxt's; resnet50 has none there), input C x H x W, classes)
-SPECS = {
-    "alexnet": (alexnet, 256, (3, 227, 227), 1000),
-    "resnet18": (resnet18, 256, (3, 224, 224), 1000),
-    "cifar10": (cifar10, 1024, (3, 32, 32), 10),
-    "resnet50": (resnet50, 128, (3, 224, 224), 1000),
-}
-
-
-def build_net(name, batch=None):
-    """(model, input_shape, num_classes) for a net of :data:`SPECS`; batch None = its default."""
-    make, default_batch, chw, classes = SPECS[name]
-    return make(), (batch or default_batch, *chw), classes
-
-
-def net_batch(name, batch=None):
-    return batch or SPECS[name][1]
+Bottleneck = torch_nets.Bottleneck
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,22 +136,38 @@ def sync(device):
         torch.cuda.synchronize(device)
 
 
-def prepare(name, batch, mode, device):
-    """``iteration() -> (total ms, forward ms)`` of ``name`` in ``mode`` on ``device``."""
+def input_data(shape, kind, device):
+    """The net's input: gaussian drawn once as Caffe's is, or the constant 1.0."""
+    if kind == "constant":
+        return torch.ones(shape, device=device)
+    return torch.from_numpy(_ucudnn("experiments.caffe_input").gaussian(shape)).to(device)
+
+
+def prepare(name, batch, mode, device, kind="gaussian"):
+    """``iteration() -> (total ms, forward ms)`` of ``name`` in ``mode`` (a name of
+    :data:`MODES`) on ``device``, with input ``kind``."""
+    spec = pytorch_modes.MODES[mode]
     model, shape, _ = build_net(name, batch)
     model = model.to(device).train()                       # train phase: dropout, batch statistics
-    data = torch.randn(shape, device=device)               # DummyData: gaussian std 1
+    data = input_data(shape, kind, device)
     labels = torch.zeros(shape[0], dtype=torch.long, device=device)   # constant 0
-    if mode == "channels_last":
+    if spec.channels_last:
         model = model.to(memory_format=torch.channels_last)
         data = data.to(memory_format=torch.channels_last)
-    forward = torch.compile(model) if mode == "compile" else model
+    forward = model
+    if spec.compile:
+        forward = torch.compile(model, mode=None if spec.compile == "default" else spec.compile)
+    autocast = (torch.autocast(device.type, dtype=torch.bfloat16) if spec.dtype == "bf16"
+                else contextlib.nullcontext())
     mark, ms = timer(device)
 
     def iteration():
+        if spec.cuda_graphs:                               # a new step of the graphs' outputs
+            torch.compiler.cudagraph_mark_step_begin()
         model.zero_grad(set_to_none=True)
         start = mark()
-        loss = F.cross_entropy(forward(data), labels)
+        with autocast:
+            loss = F.cross_entropy(forward(data), labels)
         forward_done = mark()
         loss.backward()
         end = mark()
@@ -334,11 +207,8 @@ def worker_env(device):
     }
 
 
-def time_mode(name, batch, mode, iterations, warmup, device):
+def time_mode(iteration, shape, iterations, warmup, device):
     """One process's timing of one mode (module docstring, Method)."""
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    iteration, shape = prepare(name, batch, mode, device)
     sync(device)
     t0 = time.perf_counter()
     iteration()                                            # algorithm search, compilation
@@ -361,68 +231,6 @@ def time_mode(name, batch, mode, iterations, warmup, device):
     }
 
 
-def self_time_us(evt, clock):
-    """An event's own time in µs: on the device (kernels it launched itself; the attribute is
-    ``self_device_time_total`` in newer torch, ``self_cuda_time_total`` in older) or, for
-    ``clock`` "cpu", on the host."""
-    if clock == "cpu":
-        return evt.self_cpu_time_total
-    us = getattr(evt, "self_device_time_total", None)
-    return us if us is not None else getattr(evt, "self_cuda_time_total", 0)
-
-
-def _on_cpu(evt):
-    return str(getattr(evt, "device_type", "DeviceType.CPU")).endswith("CPU")
-
-
-def profile_mode(name, batch, mode, iterations, warmup, device):
-    """The raw profile of ``iterations`` iterations after ``warmup``: per stack of host ops
-    (outermost first) the time of what its innermost op ran itself (``rows``, for
-    :func:`group_profile`), the device's whole kernel time (``kernel_total_us``: the kernels'
-    own events, less the GPU user annotations that span them), and the ops of most time from
-    key_averages (``top_ops_us``)."""
-    from torch.profiler import ProfilerActivity, profile
-    iteration, _ = prepare(name, batch, mode, device)
-    for _ in range(warmup):
-        iteration()
-    clock = "cuda" if device.type == "cuda" else "cpu"
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if clock == "cuda" else [])
-    with profile(activities=activities) as prof:
-        for _ in range(iterations):
-            iteration()
-        sync(device)
-    stacks, kernel_total = {}, 0.0
-    for evt in prof.events():
-        if getattr(evt, "is_async", False):
-            continue
-        if not _on_cpu(evt):                               # a kernel, copy or memset
-            if not getattr(evt, "is_user_annotation", False):
-                kernel_total += self_time_us(evt, clock)
-            continue
-        us = self_time_us(evt, clock)
-        if not us:
-            continue
-        stack, up = [], evt
-        while up is not None:
-            stack.append(up.name)
-            up = up.cpu_parent
-        key = tuple(reversed(stack))
-        stacks[key] = stacks.get(key, 0.0) + us
-    top = {}
-    for evt in prof.key_averages():
-        if _on_cpu(evt):
-            us = self_time_us(evt, clock)
-            if us:
-                top[evt.key] = top.get(evt.key, 0.0) + us
-    return {
-        "clock": clock,
-        "iterations": iterations,
-        "rows": [{"stack": list(k), "us": v} for k, v in stacks.items()],
-        "kernel_total_us": kernel_total if clock == "cuda" else None,
-        "top_ops_us": dict(sorted(top.items(), key=lambda kv: -kv[1])[:25]),
-    }
-
-
 def worker_main(args):
     """Run one task (time or profile) of one mode of one net; its result, or its error, as
     JSON in ``args.worker``. Exit status 0: it ran; 1: the JSON holds the error."""
@@ -430,10 +238,14 @@ def worker_main(args):
     try:
         device = worker_device(args.device)
         result["env"] = worker_env(device)
-        task = profile_mode if args.worker_task == "profile" else time_mode
-        iterations = args.profile_iterations if args.worker_task == "profile" else args.iterations
-        result.update(task(args.net[0], args.batch, args.mode[0], iterations, args.warmup,
-                           device))
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        iteration, shape = prepare(args.net[0], args.batch, args.mode[0], device, args.input)
+        if args.worker_task == "profile":
+            result.update(torch_profile.profile_mode(iteration, args.profile_iterations,
+                                                     args.warmup, device))
+        else:
+            result.update(time_mode(iteration, shape, args.iterations, args.warmup, device))
     except Exception as e:  # noqa: BLE001 - any failure is the mode's result, told to the parent
         result["error"] = error_text(e)
         result["traceback"] = traceback.format_exc()[-4000:]
@@ -454,14 +266,8 @@ def error_text(e, limit=1500):
 
 def _peak_gpu_memory():
     """:class:`ucudnn.experiments.gpu_memory.PeakGpuMemory`, the sampler that measures Caffe's
-    processes, so that both sides are measured alike; from the checkout this script lives in
-    where the running Python lacks ucudnn (the module is plain Python)."""
-    try:
-        from ucudnn.experiments.gpu_memory import PeakGpuMemory
-    except ImportError:
-        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        from ucudnn.experiments.gpu_memory import PeakGpuMemory
-    return PeakGpuMemory(interval=NVML_INTERVAL)
+    processes, so that both sides are measured alike, with the GPU's state."""
+    return _ucudnn("experiments.gpu_memory").PeakGpuMemory(interval=NVML_INTERVAL, states=True)
 
 
 def process_memory(nvml_peak, nvml_error, reserved, cuda=True):
@@ -482,7 +288,7 @@ def worker_command(args, net, mode, task, out):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", out, "--worker-task", task,
            "--net", net, "--mode", mode, "--device", args.device,
            "--iterations", str(args.iterations), "--warmup", str(args.warmup),
-           "--profile-iterations", str(args.profile_iterations)]
+           "--profile-iterations", str(args.profile_iterations), "--input", args.input]
     return cmd + (["--batch", str(args.batch)] if args.batch else [])
 
 
@@ -491,8 +297,10 @@ def run_worker(args, net, mode, task, tmp, tag):
     ``memory_method`` (time tasks) added, or ``error`` (and ``log_tail``) where it failed."""
     base = os.path.join(tmp, f"{net}.{mode}.{task}.{tag}")
     out = base + ".json"
-    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=base + ".inductor",
-               TRITON_CACHE_DIR=base + ".triton")
+    cache = (os.path.join(args.compile_cache, f"{net}.b{net_batch(net, args.batch)}.{mode}")
+             if args.compile_cache else base)
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache + ".inductor",
+               TRITON_CACHE_DIR=cache + ".triton")
     cuda = not args.device.startswith("cpu")
     measure = cuda and task == "time"                      # a profiled process's memory: no
     cmd = worker_command(args, net, mode, task, out)
@@ -528,6 +336,7 @@ def run_worker(args, net, mode, task, tmp, tag):
         result["peak_gpu_memory_bytes"], result["memory_method"] = process_memory(
             mem and mem.peak_bytes, mem and mem.error, result.get("max_memory_reserved_bytes"),
             cuda)
+        result["gpu_state"] = mem.states.record() if mem is not None else None
     return result
 
 
@@ -561,100 +370,32 @@ def summarize_mode(processes, profile=None):
     return rec
 
 
-def profile_record(raw):
-    """The ``profile`` of a mode from its profile worker's result (:func:`profile_mode`)."""
-    if "error" in raw:
-        return {"error": raw["error"]}
-    n, total = raw["iterations"], raw.get("kernel_total_us")
-    attributed = sum(row["us"] for row in raw["rows"])
-    return {
-        "per_iteration_ms": group_profile(raw["rows"], n, total),
-        "clock": "GPU kernels" if raw["clock"] == "cuda" else "host (cpu)",
-        "iterations": n,
-        # kernel time the profiler tied to no op (in other)
-        "unattributed_ms": None if total is None else max(0.0, total - attributed) / 1e3 / n,
-        "top_ops_ms": {k: v / 1e3 / n for k, v in raw.get("top_ops_us", {}).items()},
-    }
 
-
-#: op-name tokens of elementwise work (names split at non-alphanumerics; an autograd node's
-#: "Backward<n>" split off: MulBackward0 -> mul)
-ELEMENTWISE = frozenset(("relu", "threshold", "add", "sub", "mul", "div", "clamp", "where",
-                         "pow", "neg", "sqrt", "rsqrt", "exp", "dropout", "bernoulli"))
-
-
-def op_kind(name):
-    """The kind (:data:`KINDS`, not ``other``) an op's name says, or None: convolution (any
-    name with "convolution": aten::convolution, aten::cudnn_convolution,
-    aten::convolution_backward, ConvolutionBackward0), batch_norm, pooling ("pool"), then
-    relu/elementwise (:data:`ELEMENTWISE`, or a Triton pointwise kernel, triton_poi_*).
-    Inductor names a Triton kernel after the ops it fused and their neighbours (BatchNorm's
-    backward fused with ReLU's is triton_poi_fused_convolution_backward_native_batch_norm_
-    backward_threshold_backward_38), and its default mode leaves convolutions to cuDNN: a
-    Triton kernel is convolution only as a template (triton_tem_*, max-autotune's).
-    Inductor's "## Call CompiledFxGraph <hash> ##" says none (its hash could spell a name)."""
-    low = name.lower()
-    if low.startswith("##"):
-        return None
-    if "convolution" in low and (not low.startswith("triton_") or low.startswith("triton_tem")):
-        return "convolution"
-    if "batch_norm" in low or "batchnorm" in low:
-        return "batch_norm"
-    if "pool" in low:
-        return "pooling"
-    tokens = set(re.split(r"[^a-z0-9]+", re.sub(r"backward\d*", " ", low)))
-    if tokens & ELEMENTWISE or low.startswith("triton_poi"):
-        return "relu/elementwise"
-    return None
-
-
-def stack_kind(stack):
-    """The kind of the time of a stack of ops (outermost first): the outermost op's that names
-    one, else other. aten::convolution > aten::_convolution > aten::add_ (the bias) is
-    convolution; aten::adaptive_avg_pool2d > aten::mean is pooling."""
-    for name in stack:
-        kind = op_kind(name)
-        if kind is not None:
-            return kind
-    return "other"
-
-
-def group_profile(rows, iterations, kernel_total_us=None):
-    """ms per iteration of each kind (:data:`KINDS`) from a profile's ``rows`` (``{"stack":
-    [op names, outermost first], "us": the innermost op's own time}``) over ``iterations``.
-    Given the device's whole kernel time, what no op accounts for (kernels the profiler tied
-    to none) is other too."""
-    out = {k: 0.0 for k in KINDS}
-    for row in rows:
-        out[stack_kind(row["stack"])] += row["us"]
-    if kernel_total_us is not None:
-        out["other"] += max(0.0, kernel_total_us - sum(out.values()))
-    return {k: v / 1e3 / iterations for k, v in out.items()}
+def medians(modes):
+    """mode -> median ms of the modes that ran without error (None for the others)."""
+    return {m: None if "error" in r else r.get("median_ms") for m, r in modes.items()}
 
 
 def fastest_mode(modes):
-    """The name of the mode of least ``median_ms`` among those that ran without error; None
-    when none did."""
-    ran = {m: r for m, r in modes.items() if "error" not in r and r.get("median_ms") is not None}
-    return min(ran, key=lambda m: ran[m]["median_ms"]) if ran else None
+    """The fp32 mode of least ``median_ms`` among those that ran without error (Note
+    [PyTorch's modes]); None when none did."""
+    return pytorch_modes.fastest(medians(modes), [m for m in modes if m in FP32_MODES])
 
 
-#: the kinds of a profile in those of Caffe's per-layer times (ucudnn.experiments.results
-#: TYPE_GROUPS, the layer-type plot's bars): BatchNorm2d is Caffe's BatchNorm + Scale; pooling
-#: counts as other there; the elementwise work (residual adds, dropout) goes with relu
-CAFFE_KINDS = {"convolution": "convolution", "batch_norm": "batchnorm",
-               "relu/elementwise": "relu", "pooling": "other", "other": "other"}
-
-
-def net_record(name, batch, modes):
-    """A net's record: its modes' records, the fastest (``pytorch_mode``, ``pytorch_ms`` and,
-    for ``ucudnn reproduce``, ``median_ms``), its peak memory and its profile in Caffe's
-    kinds (``by_type_ms``)."""
+def net_record(name, batch, modes, kind="gaussian"):
+    """A net's record: its modes' records, the fastest fp32 one (``pytorch_mode``,
+    ``pytorch_ms`` and, for ``ucudnn reproduce``, ``median_ms``), its peak memory, the fastest
+    bf16 mode timed (``bf16_mode``, ``bf16_ms``) and the fp32 profile in Caffe's kinds
+    (``by_type_ms``)."""
     b = net_batch(name, batch)
     best = fastest_mode(modes)
-    rec = {"batch": b, "input_shape": [b, *SPECS[name][2]], "modes": modes,
+    rec = {"batch": b, "input_shape": [b, *SPECS[name][2]], "input": kind, "modes": modes,
            "pytorch_mode": best,
            "pytorch_ms": modes[best]["median_ms"] if best else None}
+    bf16 = pytorch_modes.fastest(medians(modes), pytorch_modes.BF16_MODES)
+    if bf16 is not None:
+        rec.update(bf16_mode=bf16, bf16_ms=modes[bf16]["median_ms"],
+                   bf16_peak_gpu_memory_bytes=modes[bf16]["peak_gpu_memory_bytes"])
     if best is None:
         rec["error"] = "; ".join(f"{m}: {r.get('error')}" for m, r in modes.items())
         return rec
@@ -706,16 +447,9 @@ def env_line(env, driver):
 
 def nvidia_driver():
     """The driver's version from NVML, else nvidia-smi; None without either."""
-    try:
-        import pynvml
-        pynvml.nvmlInit()
-        try:
-            v = pynvml.nvmlSystemGetDriverVersion()
-        finally:
-            pynvml.nvmlShutdown()
-        return v.decode() if isinstance(v, bytes) else v
-    except Exception:  # noqa: BLE001 - no NVML: ask nvidia-smi
-        pass
+    got = _ucudnn("experiments.nvml").versions()
+    if "driver_version" in got:
+        return got["driver_version"]
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=20)
@@ -735,6 +469,7 @@ def meta(args, env, driver, argv):
         "driver_version": driver,
         "command_line": shlex.join(command),
         "options": {"nets": args.net, "modes": args.mode, "batch": args.batch,
+                    "input": args.input, "compile_cache": args.compile_cache,
                     "processes": args.processes, "iterations": args.iterations,
                     "warmup": args.warmup, "profile": args.profile,
                     "profile_iterations": args.profile_iterations if args.profile else 0,
@@ -744,25 +479,20 @@ def meta(args, env, driver, argv):
 
 
 def write_json_atomic(path, document):
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".time_pytorch.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(document, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    _ucudnn("files").write_text(path, json.dumps(document, indent=2) + "\n")
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--net", action="append", choices=NETS,
                         help="network to time (repeatable; default: all four)")
-    parser.add_argument("--mode", action="append", choices=MODES,
-                        help="eager, channels_last or compile (repeatable; default: all three)")
+    parser.add_argument("--mode", action="append", choices=MODES, metavar="MODE",
+                        help="one of " + ", ".join(MODES) + " (repeatable; default: the fp32 "
+                        "ones, " + ", ".join(FP32_MODES) + ")")
+    parser.add_argument("--input", choices=INPUTS, default="gaussian",
+                        help="the input: gaussian, drawn once as Caffe's (default), or the "
+                        "constant 1.0 (a control)")
     parser.add_argument("--batch", type=int,
                         help="batch size (default: the prototxt's; resnet50: 128)")
     parser.add_argument("--processes", type=int, default=3,
@@ -780,6 +510,9 @@ def parse_args(argv=None):
                         "relu/elementwise, other)")
     parser.add_argument("--profile-iterations", type=int, default=5,
                         help="iterations profiled, after --warmup ones (5)")
+    parser.add_argument("--compile-cache", metavar="DIR",
+                        help="Inductor's and Triton's caches under DIR, shared by the processes "
+                        "of a net, batch and mode (default: empty caches for every process)")
     parser.add_argument("--timeout", type=float, default=1800,
                         help="seconds one process may take before it is killed (1800)")
     parser.add_argument("--worker", metavar="OUT.json", help=argparse.SUPPRESS)
@@ -793,7 +526,7 @@ def parse_args(argv=None):
     if args.worker and (len(args.net or ()) != 1 or len(args.mode or ()) != 1):
         parser.error("--worker takes one --net and one --mode")
     args.net = list(dict.fromkeys(args.net or NETS))
-    args.mode = list(dict.fromkeys(args.mode or MODES))
+    args.mode = list(dict.fromkeys(args.mode or FP32_MODES))
     return args
 
 
@@ -829,14 +562,14 @@ def main(argv=None):
                         profiles[mode] = run_worker(args, net, mode, "profile", tmp, "p")
                         profiles[mode].pop("env", None)
             modes = {m: summarize_mode(runs[m], profiles.get(m)) for m in args.mode}
-            results[net] = net_record(net, args.batch, modes)
+            results[net] = net_record(net, args.batch, modes, args.input)
             print(summary_line(net, results[net]), flush=True)
             if args.json:
                 document["meta"] = meta(args, env, driver, argv)
                 write_json_atomic(args.json, document)
     if args.json:
         print(f"wrote {args.json}")
-    return 0 if all(r["pytorch_mode"] for r in results.values()) else 1
+    return 0 if all(r["pytorch_mode"] or r.get("bf16_mode") for r in results.values()) else 1
 
 
 if __name__ == "__main__":

@@ -85,3 +85,26 @@ def test_merge_pytorch_refuses_bad_input_in_one_line_writing_nothing(tmp_path, c
     assert p.stderr.startswith(f"ucudnn: error: {line}") and p.stderr.count("\n") == 1, p.stderr
     assert {p.name: p.read_bytes() for p in out.glob("*")} == before
     assert case == "no grid" or list(before) == ["reproduce.json"]
+
+
+def test_a_bf16_mode_is_never_the_merged_baseline(tmp_path):
+    """time_pytorch.py's record of a net timed in fp32 and bf16 modes: the grid's ratio is to
+    the fastest fp32 mode however fast bf16 ran (Note [PyTorch's modes])."""
+    from repo_paths import load_script
+    tp = load_script("time_pytorch")
+    out, got = _merge_grid(tmp_path)
+
+    def mode(ms):
+        return tp.summarize_mode([{"pid": 1, "median_ms": ms, "first_iteration_s": 1.0,
+                                   "forward_median_ms": ms / 3, "peak_gpu_memory_bytes": 9 << 30,
+                                   "memory_method": "nvml"}])
+    got["nets"] = {"resnet50": tp.net_record("resnet50", 256, {
+        "compile": mode(85.0), "reduce_overhead": mode(80.0), "bf16_reduce_overhead": mode(40.0)})}
+    (tmp_path / "r50.json").write_text(json.dumps(got))
+    cli_run.run(tmp_path, "reproduce", "--out", out, "--merge-pytorch", tmp_path / "r50.json")
+    with open(out / "points.csv", newline="") as f:
+        row = next(r for r in csv.DictReader(f) if r["net"] == "resnet50@256")
+    assert row["pytorch_mode"] == "reduce_overhead" and float(row["pytorch_ms"]) == 80.0
+    assert float(row["vs_pytorch_best"]) == pytest.approx(170.0 / 80.0)
+    torch = results.load_results(out / "reproduce.json")["pytorch"]["resnet50@256"]
+    assert (torch["bf16_mode"], torch["bf16_ms"]) == ("bf16_reduce_overhead", 40.0)

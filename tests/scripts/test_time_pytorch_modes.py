@@ -11,6 +11,7 @@ from functools import lru_cache
 import pytest
 
 from repo_paths import SCRIPTS, load_script
+from ucudnn.experiments.pytorch_modes import FP32_MODES
 
 SCRIPT = SCRIPTS / "time_pytorch.py"
 
@@ -34,12 +35,16 @@ def _run(*args, env=None, timeout=300):
 
 def test_arguments(tp):
     a = tp.parse_args([])
-    assert a.mode == ["eager", "channels_last", "compile"] and a.net == list(tp.NETS)
+    assert a.mode == list(FP32_MODES) and a.net == list(tp.NETS) and a.input == "gaussian"
     assert (a.processes, a.iterations, a.warmup, a.profile, a.worker) == (3, 20, 5, False, None)
+    assert tp.parse_args(["--input", "constant", "--mode", "bf16_compile"]).mode == [
+        "bf16_compile"]
+    assert a.compile_cache is None and tp.parse_args(["--compile-cache", "cc"]).compile_cache == "cc"
     a = tp.parse_args(["--mode", "compile", "--mode", "eager", "--mode", "compile",
                        "--net", "resnet50", "--processes", "1", "--profile"])
     assert a.mode == ["compile", "eager"] and a.net == ["resnet50"] and a.profile
     for bad in (["--mode", "fp16"], ["--processes", "0"], ["--profile-iterations", "0"],
+                ["--input", "uniform"],
                 ["--worker", "x.json", "--net", "alexnet"]):      # a worker: one net, one mode
         with pytest.raises(SystemExit):
             tp.parse_args(bad)
@@ -196,6 +201,14 @@ def test_net_record_and_summary(tp):
         "resnet18 b256: eager 47.3 ms | channels_last 28.1 ms | compile failed"
         " -> fastest channels_last 28.1 ms (peak 9.8 GiB)")
 
+    # a bf16 mode is a row of its own, never the fp32 baseline, however fast
+    bf16 = tp.summarize_mode([_process(12.0, 1.0, 6 * gib)])
+    rec = tp.net_record("resnet18", None, {"eager": eager, "channels_last": cl,
+                                           "bf16_compile": bf16})
+    assert rec["pytorch_mode"] == "channels_last" and rec["median_ms"] == 28.1
+    assert (rec["bf16_mode"], rec["bf16_ms"], rec["bf16_peak_gpu_memory_bytes"]) == (
+        "bf16_compile", 12.0, 6 * gib)
+
     none_ran = tp.net_record("resnet50", 64, {"compile": compiled})
     assert none_ran["pytorch_mode"] is None and "median_ms" not in none_ran
     assert none_ran["batch"] == 64 and "compile: InductorError" in none_ran["error"]
@@ -261,6 +274,17 @@ def test_no_cuda_fails_every_mode(tmp_path):
     net = json.loads(out.read_text())["nets"]["cifar10"]
     assert net["pytorch_mode"] is None and "median_ms" not in net
     assert "CUDA is not available" in net["modes"]["eager"]["error"]
+
+
+def test_inputs_are_caffes(tp):
+    """gaussian: the numbers Caffe's input drawn once holds (Note [Inputs drawn once]);
+    constant: 1.0, the input of a net whose DummyData is constant."""
+    torch = pytest.importorskip("torch")
+    from ucudnn.experiments.caffe_input import gaussian
+    cpu = torch.device("cpu")
+    shape = (2, 3, 8, 8)
+    assert torch.equal(tp.input_data(shape, "gaussian", cpu), torch.from_numpy(gaussian(shape)))
+    assert torch.equal(tp.input_data(shape, "constant", cpu), torch.ones(shape))
 
 
 def test_resnet50_is_caffe_v1(tp):

@@ -9,6 +9,7 @@ variants, the paper's grid and build flags.
     ucudnn cache {list,import,export} ...
     ucudnn prototxt IN -o OUT [--policy P] [--limit SIZE] ...
     ucudnn reproduce [--out DIR] [--predict] [--bn-engines caffe,fused] ...
+    ucudnn baseline [--out DIR] [--nets resnet18@256,...] [--quick] ...
     ucudnn training [--out DIR] [--nets digits,cifar10] [--settings ...] ...
     ucudnn config (--cflags | --libs | --include)
 
@@ -21,6 +22,8 @@ prints.
 * :mod:`.cache` -- ``ucudnn cache``: list, import or export the benchmark cache;
 * :mod:`.prototxt` -- ``ucudnn prototxt``: a variant of a Caffe prototxt with ucudnn_param;
 * :mod:`.reproduce` -- ``ucudnn reproduce``: the paper's grid with Caffe, or predicted;
+* :mod:`.baseline` -- ``ucudnn baseline``: Caffe + ucudnn against every PyTorch mode,
+  interleaved;
 * :mod:`.training` -- ``ucudnn training``: training curves through pycaffe;
 * :mod:`.config` -- ``ucudnn config``: flags for C/C++ hosts of the C API;
 * :mod:`.common` -- what the subcommands share: the parser, option checks, layer loading;
@@ -49,16 +52,17 @@ from ..caffe.prototxt import PrototxtError
 from ..measure.cache import CacheError
 from ..plan.layers import LayerError
 from ..vocab import InputError, PlanError
-from . import bench, cache, config, info, plan, prototxt, reproduce, training
+from . import baseline, bench, cache, config, info, plan, prototxt, reproduce, training
 from .common import PROG, CliError, Parser, clean, version
 
 __all__ = ["main", "build_parser", "CliError"]
 
-COMMANDS = (info, bench, plan, cache, prototxt, reproduce, training, config)
+COMMANDS = (info, bench, plan, cache, prototxt, reproduce, baseline, training, config)
 #: options taking a value that may look negative (``--limit -5MiB``): joined as ``--limit=-5MiB``
 #: so that the value's own check reports it, not argparse's "expected one argument"
 _VALUE_OPTIONS = ("--limit", "--budget", "--workspace-cap", "--limits", "--sizes", "--batch",
-                  "--repeats", "--iterations", "--cudnn-version", "--timeout")
+                  "--repeats", "--iterations", "--cudnn-version", "--timeout", "--processes",
+                  "--warmup")
 _NEGATIVE = re.compile(r"^-[0-9.]")
 
 

@@ -2,12 +2,17 @@
 the figures drawn from saved results only.
 
 * :mod:`.reproduce` -- ``ucudnn reproduce``: the runner and its Options;
+* :mod:`.baseline` -- ``ucudnn baseline``: Caffe + ucudnn against every PyTorch mode, their
+  processes interleaved; :mod:`.baseline_report` its CSV files and README;
+* :mod:`.pytorch_modes` -- the PyTorch modes a comparison times, and its baseline among them;
+* :mod:`.caffe_input` -- a net's DummyData drawn once (a Python layer), the input both sides get;
 * :mod:`.grid` -- the points of the grid, their names and order;
 * :mod:`.caffe_run` -- one ``caffe time`` process of a point, with plan records;
 * :mod:`.predict` -- a point planned from the shipped data (no GPU, no Caffe);
 * :mod:`.results` -- the results document (schema 2, schema 1 read);
 * :mod:`.summary` -- its CSV files and the text table;
 * :mod:`.gpu_memory` -- a process's peak GPU memory, from NVML;
+* :mod:`.nvml` -- NVML: the GPU's clock, power and temperature while a process runs, versions;
 * :mod:`.deepbench` -- DeepBench's training convolutions: layers, the runner's JSON, summary;
 * :mod:`.plots` -- the figures;
 * :mod:`.training` -- ``ucudnn training``: learning curves through pycaffe with and without

@@ -22,6 +22,7 @@ from ..caffe.proto import read_net, write_net
 from ..caffe.records import ENV as RECORDS_ENV
 from ..caffe.records import RecordError, read_records, summarize
 from ..paths import PACKAGE
+from .caffe_input import fill_inputs_once
 from .gpu_memory import PeakGpuMemory
 from .grid import FUSIONS, STOCK_SETTINGS, Point, parse_net
 
@@ -33,7 +34,8 @@ def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Op
                      ilp_policy: str, bn_engine_field: bool = False,
                      share_diffs: bool = False,
                      fusions: Optional[Sequence[str]] = None,
-                     force_backward: bool = False) -> Dict[str, str]:
+                     force_backward: bool = False,
+                     input_fill: str = "constant") -> Dict[str, str]:
     """Write ``source`` with the point's net-wide ``ucudnn_param`` (its families of choices
     included) and BatchNorm engine to
     ``dest``; returns its layers' types by name, in the net's order. ``bn_engine_field``: the Caffe
@@ -43,14 +45,22 @@ def variant_prototxt(pb2, source: Path, point: Point, dest: Path, cache_path: Op
     Caffe's net.cpp), for every point alike; ``fusions``: the fusions to turn on in the net's
     ``fusion`` (``grid.FUSIONS``, caffe_patch/0010), every other one
     off; None leaves the net's field as it is. ``force_backward``: the net's
-    ``force_backward: true`` (a deploy net's iterations then run the backward pass too). An ``im2col point's convolutions get
-    ``engine: CAFFE`` (Note [im2col points] in grid.py). A ucudnn point's ``layout`` is its net's
-    ``ucudnn_param.layout`` (Note [NHWC in Caffe] in caffe_patch/0011)."""
+    ``force_backward: true`` (a deploy net's iterations then run the backward pass too). An
+    im2col point's convolutions get ``engine: CAFFE`` (Note [im2col points] in grid.py). A
+    ucudnn point's ``layout`` is its net's ``ucudnn_param.layout`` (Note [NHWC in Caffe] in
+    caffe_patch/0011). ``input_fill`` "constant": the DummyData inputs made constant
+    (:func:`fill_once`); "gaussian": drawn once as their fillers say
+    (:func:`.caffe_input.fill_inputs_once`)."""
     net = read_net(pb2, str(source))
-    fill_once(net)
+    if input_fill not in ("constant", "gaussian"):
+        raise ValueError(f"input_fill {input_fill!r}: constant or gaussian")
+    if input_fill == "constant":
+        fill_once(net)
     batch = parse_net(point.net)[1]
     if batch is not None:
         set_batch(net, batch, source)
+    if input_fill == "gaussian":
+        fill_inputs_once(net, source)
     net.ClearField("ucudnn_param")
     if share_diffs:
         net.share_diffs = True
@@ -111,8 +121,8 @@ def fill_once(net) -> None:
     """Make every DummyData filler constant. DummyData draws a non-constant filler again on
     the CPU at every forward pass (about 200 ms for AlexNet's 256x3x227x227 gaussian input,
     measured on the GPU host, four times its convolutions): with constant fillers it fills
-    once and ``caffe time`` measures the network. Convolution times do not depend on the
-    values."""
+    once and ``caffe time`` measures the network. Every sample of the batch is then the same
+    (:func:`.caffe_input.fill_inputs_once` keeps them gaussian, drawn once)."""
     for layer in net.layer:
         if layer.type == "DummyData":
             for f in layer.dummy_data_param.data_filler:
@@ -124,11 +134,14 @@ def fill_once(net) -> None:
 
 def run_caffe_time(caffe: str, model: Path, iterations: int, gpu: int, log_path: Path,
                    timeout: float, env: Optional[Dict[str, str]] = None,
-                   records_path: Optional[Path] = None, planned: bool = True) -> dict:
+                   records_path: Optional[Path] = None, planned: bool = True,
+                   memory_interval: float = 0.02, gpu_states: bool = False) -> dict:
     """Run ``caffe time``; a record with ``status`` ok or failed: Caffe's timing from its log
     (``log_path``), ucudnn's plans from the records at ``records_path`` (default: next to the
     log, ``NAME.records.jsonl``; emptied first). ``planned``: the net has ucudnn_param, so a
-    run without kernel records failed."""
+    run without kernel records failed. NVML samples the process every ``memory_interval``
+    seconds; ``gpu_states``: they also log the GPU's state (``gpu_state``, Note [GPU state of
+    a process] in nvml.py)."""
     records_path = records_path or log_path.with_suffix(".records.jsonl")
     cmd = [caffe, "time", "-model", str(model), "-iterations", str(iterations), "-gpu", str(gpu)]
     e = dict(os.environ)
@@ -142,7 +155,8 @@ def run_caffe_time(caffe: str, model: Path, iterations: int, gpu: int, log_path:
     if records_path.exists():
         records_path.unlink()            # a retried point's earlier process
     t0 = time.perf_counter()
-    with PeakGpuMemory() as memory:        # Note [Measured memory]
+    with PeakGpuMemory(interval=memory_interval, states=gpu_states) as memory:
+        # Note [Measured memory]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True, env=e)
         memory.watch(proc.pid)
@@ -159,6 +173,8 @@ def run_caffe_time(caffe: str, model: Path, iterations: int, gpu: int, log_path:
            "log": log_path.name, "peak_gpu_memory_bytes": memory.peak_bytes}
     if memory.error:
         rec["peak_gpu_memory_error"] = memory.error
+    if gpu_states:
+        rec["gpu_state"] = memory.states.record()
     if records_path.exists():
         rec["records"] = records_path.name
     if rc != 0:

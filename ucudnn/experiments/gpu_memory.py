@@ -11,34 +11,39 @@ Note [Measured memory]
     stock Caffe and every ucudnn setting, so settings compare by it. A peak shorter than the
     interval can be missed; Caffe's allocations live for the whole run (blobs, workspace),
     the benchmarking buffers of the core for seconds. NVML comes from ``nvidia-ml-py``
-    (``pip install ucudnn[gpu]``); without it, or without a GPU, the peak is None.
+    (``pip install ucudnn[gpu]``); without it, or without a GPU, the peak is None. With
+    ``states`` the same samples log the GPU's clock, power and temperature (Note [GPU state
+    of a process] in :mod:`.nvml`).
 """
 from __future__ import annotations
 
 import threading
 from typing import Optional
 
+from .nvml import NvmlMissing, StateLog, load, read_state
+
 
 class PeakGpuMemory:
     """``with PeakGpuMemory(pid) as m: ...``; then ``m.peak_bytes`` (None: NVML unusable or
-    the process never showed up on a GPU)."""
+    the process never showed up on a GPU); with ``states``, ``m.states.record()``, the GPU's
+    state over the process's samples (Note [GPU state of a process])."""
 
-    def __init__(self, pid: Optional[int] = None, interval: float = 0.02):
+    def __init__(self, pid: Optional[int] = None, interval: float = 0.02, states: bool = False):
         self.pid = pid
         self.interval = interval
         self.peak_bytes: Optional[int] = None
         self.error: Optional[str] = None
+        self.states: Optional[StateLog] = StateLog() if states else None
+        self._handle = None
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._nvml = None
 
     def __enter__(self) -> "PeakGpuMemory":
         try:
-            import pynvml
-            pynvml.nvmlInit()
-            self._nvml = pynvml
-        except Exception as e:  # noqa: BLE001 - no NVML: no measurement, said so
-            self.error = f"NVML unavailable: {type(e).__name__}: {e}"
+            self._nvml = load()
+        except NvmlMissing as e:             # no measurement, said so
+            self.error = str(e)
             return self
         self._thread = threading.Thread(target=self._run, name="gpu-memory", daemon=True)
         self._thread.start()
@@ -59,6 +64,8 @@ class PeakGpuMemory:
             for p in nv.nvmlDeviceGetComputeRunningProcesses(h):
                 if p.pid == self.pid and p.usedGpuMemory is not None:
                     total += int(p.usedGpuMemory)
+                    if not seen:
+                        self._handle = h         # the first GPU it uses: the one states read
                     seen = True
         return total if seen else None
 
@@ -71,6 +78,8 @@ class PeakGpuMemory:
                 return
             if now is not None and (self.peak_bytes is None or now > self.peak_bytes):
                 self.peak_bytes = now
+            if now is not None and self.states is not None:
+                self.states.add(read_state(self._nvml, self._handle))
             self._stop.wait(self.interval)
 
     def __exit__(self, *exc) -> None:

@@ -329,10 +329,10 @@ def pytorch_record(got: dict, name: str) -> dict:
 
 
 def run_pytorch(opts: Options, doc: dict, say: Callable[[str], None]) -> None:
-    """The same networks in PyTorch (scripts/time_pytorch.py): eager NCHW, ``channels_last``
-    and ``torch.compile``, each in its own processes with NVML's whole-process peak memory,
-    profiled by kind of layer unless ``pytorch_profile`` is false; the fastest mode is the
-    baseline (``vs_pytorch_best``)."""
+    """The same networks in PyTorch (scripts/time_pytorch.py): its fp32 modes (Note
+    [PyTorch's modes] in pytorch_modes.py), each in its own processes with NVML's
+    whole-process peak memory, profiled by kind of layer unless ``pytorch_profile`` is false;
+    the fastest mode is the baseline (``vs_pytorch_best``)."""
     script = Path(opts.pytorch_script) if opts.pytorch_script else default_pytorch_script()
     if not script.is_file():
         doc["pytorch"] = {n: {"status": "failed",
