@@ -45,9 +45,11 @@ _CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2
 class PlanReport:
     """``doc``: the JSON document of Note [plan --json] in ucudnn/cli/plan.py, with
     ``kept_by_pytorch`` [{layer, module, reason}] added; ``plan``: the network plan (None where
-    nothing is planned); ``kept``: the convolutions not planned, with the reason."""
+    nothing is planned); ``layers``: the layers planned; ``kept``: the convolutions not
+    planned, with the reason."""
     doc: dict
     plan: Optional[NetworkPlan]
+    layers: List[LayerSpec] = field(default_factory=list)
     kept: List[Tuple[str, str, str]] = field(default_factory=list)
 
     def json(self) -> str:
@@ -118,7 +120,7 @@ def plan(model: nn.Module, example_inputs, *, limit=None, policy=None, optimizer
     if not layers:
         doc = {"network": label, "kernels": [], "kept_by_pytorch": kept_doc,
                "notes": ["no convolution to plan"]}
-        report = PlanReport(doc, None, kept)
+        report = PlanReport(doc, None, [], kept)
     else:
         got = gather_net(layers, settings, cache_path=base.cache_path)
         t0 = time.perf_counter()
@@ -128,7 +130,7 @@ def plan(model: nn.Module, example_inputs, *, limit=None, policy=None, optimizer
         doc = plan_json(net, label, got.source, layers, solve_s,
                         list(base.sizes) if base.sizes else None)
         doc["kept_by_pytorch"] = kept_doc
-        report = PlanReport(doc, net, kept)
+        report = PlanReport(doc, net, layers, kept)
     if show:
         report.print()
     return report
