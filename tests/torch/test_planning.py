@@ -17,12 +17,13 @@ class Small(nn.Module):
     def __init__(self):
         super().__init__()
         self.stem = nn.Conv2d(3, 16, 3, padding=1)
+        self.norm = nn.BatchNorm2d(16)
         self.down = nn.Conv2d(16, 32, 3, stride=2, padding=1, groups=2)
         self.up = nn.ConvTranspose2d(32, 8, 2, stride=2)
         self.line = nn.Conv1d(8, 8, 3, padding=1)
 
     def forward(self, x):
-        y = self.up(torch.relu(self.down(torch.relu(self.stem(x)))))
+        y = self.up(torch.relu(self.down(torch.relu(self.norm(self.stem(x))))))
         n, c, h, w = y.shape
         return self.line(y.flatten(2)).view(n, c, h, w) + self.stem(x)[:, :8]
 
@@ -33,7 +34,10 @@ def test_plan_lists_the_kernels_as_ucudnn_plan_does(fake_core, tmp_path, capsys,
     if convert:
         ut.convert(model)
     x = torch.randn(8, 3, 12, 12)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
     report = ut.plan(model, x, limit="64MiB", policy="all", name="small")
+    after = model.state_dict()
+    assert all(torch.equal(after[k], v) for k, v in before.items())    # BatchNorm's too
     doc = report.doc
     by_layer = {}
     for k in doc["kernels"]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
-import torch
 from torch import nn
 
 from ..plan.settings import DEFAULTS, PlanSettings

@@ -2,7 +2,8 @@
 predicted times and workspaces, as ``ucudnn plan`` prints them for a prototxt.
 
 The convolutions are found by running the model once on fake tensors (``FakeTensorMode``:
-shapes only, nothing computed, whatever the model's device) with a forward hook on every
+shapes only, nothing computed, whatever the model's device; its parameters and buffers are
+replaced by fakes for the call, so that the model is left as it was) with a forward hook on every
 convolution module, PyTorch's or converted. Each 2-D call becomes a
 :class:`~ucudnn.plan.layers.LayerSpec` (a module called twice: two layers, the second named
 ``name#2``), its benchmark data comes from where ``ucudnn plan`` gets it
@@ -87,8 +88,12 @@ def _calls(model: nn.Module, inputs: Sequence) -> list:
                                                                 args[0], out))))
     try:
         with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+            # the parameters and buffers as fakes too: a forward that updates buffers
+            # (BatchNorm's statistics) leaves the model as it was
+            state = {n: mode.from_tensor(t) for n, t in
+                     list(model.named_parameters()) + list(model.named_buffers())}
             fake = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in inputs]
-            model(*fake)
+            torch.func.functional_call(model, state, tuple(fake))
     finally:
         for h in hooks:
             h.remove()
