@@ -18,8 +18,8 @@ from typing import List, Optional, Tuple
 from torch import nn
 
 from ..plan.settings import DEFAULTS, PlanSettings
-from .geometry import unsupported
-from .modules import UCUDNN_MODULES, same_padding
+from .geometry import same_padding, unsupported
+from .modules import UCUDNN_MODULES
 from .runtime import DTYPE_NAMES, config_id
 
 __all__ = ["convert", "ConvertReport", "settings_from"]

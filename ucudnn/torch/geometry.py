@@ -2,8 +2,10 @@
 
 Every other module of :mod:`ucudnn.torch` describes a convolution in PyTorch's terms (sizes,
 ``stride``, ``padding``, ``dilation``, ``groups``) and asks this module for the core's record
-(:func:`conv_shape`), for the output size (:func:`conv_out_size`,
-:func:`transposed_out_size`) and for what the core can run at all (:func:`unsupported`).
+(:func:`conv_shape`), the planner's layer of a module's call (:func:`layer_spec`), the output
+size (:func:`conv_out_size`, :func:`transposed_out_size`), the padding of ``padding='same'``
+(:func:`same_padding`), the layout a tensor runs in (:func:`layout_of`) and what the core can
+run at all (:func:`unsupported`).
 
 Note [PyTorch convolutions in the core]
     A ``Conv2d`` call with input N x C x H x W, weight K x C/G x R x S and G groups is one
@@ -26,9 +28,14 @@ from __future__ import annotations
 
 from typing import Optional, Sequence, Tuple
 
-from ..plan.conv import ConvShape, out_size
+import torch
+from torch import nn
 
-__all__ = ["SPATIAL_DIMS", "conv_shape", "conv_out_size", "transposed_out_size", "unsupported"]
+from ..plan.conv import ConvShape, out_size
+from ..plan.layers import LayerSpec
+
+__all__ = ["SPATIAL_DIMS", "conv_shape", "layer_spec", "conv_out_size", "transposed_out_size",
+           "same_padding", "layout_of", "memory_format", "unsupported"]
 
 #: the numbers of spatial axes the core's kernels take
 SPATIAL_DIMS: Tuple[int, ...] = (2,)
@@ -85,3 +92,46 @@ def conv_shape(x_size: Sequence[int], w_size: Sequence[int], stride: Sequence[in
     return ConvShape(int(x_size[1]), int(h), int(w), int(w_size[0]), int(r), int(s),
                      int(padding[0]), int(padding[1]), int(stride[0]), int(stride[1]),
                      int(dilation[0]), int(dilation[1]), int(groups), layout=layout)
+
+
+def same_padding(module) -> tuple:
+    """The symmetric padding of ``padding='same'`` (``'valid'``: zeros); ValueError where
+    PyTorch pads one side more (an even dilated kernel extent)."""
+    if module.padding == "valid":
+        return (0,) * len(module.kernel_size)
+    pads = []
+    for k, d in zip(module.kernel_size, module.dilation):
+        total = d * (k - 1)
+        if total % 2:
+            raise ValueError(f"padding='same' with kernel {tuple(module.kernel_size)} and "
+                             f"dilation {tuple(module.dilation)} pads one side more than the "
+                             "other; the core pads both sides alike")
+        pads.append(total // 2)
+    return tuple(pads)
+
+
+def layout_of(t: torch.Tensor, groups: int) -> str:
+    """NHWC for a channels_last 4-D tensor of a convolution without groups, else NCHW (Note
+    [PyTorch convolutions in the core])."""
+    if (t.dim() == 4 and groups == 1 and not t.is_contiguous()
+            and t.is_contiguous(memory_format=torch.channels_last)):
+        return "NHWC"
+    return "NCHW"
+
+
+def memory_format(layout: str) -> torch.memory_format:
+    return torch.channels_last if layout == "NHWC" else torch.contiguous_format
+
+
+def layer_spec(name: str, module: nn.Module, x: torch.Tensor, y: torch.Tensor) -> LayerSpec:
+    """The planner's layer of one call of a 2-D convolution module, input ``x`` and output
+    ``y``; a transposed module's layer is the convolution from ``y`` to ``x``, whose
+    backward-data is its forward."""
+    pad = same_padding(module) if isinstance(module.padding, str) else tuple(module.padding)
+    transposed = isinstance(module, nn.ConvTranspose2d)
+    src, dst = (y, x) if transposed else (x, y)     # the convolution from src to dst
+    return LayerSpec(name, int(x.shape[0]), int(src.shape[1]), int(src.shape[2]),
+                     int(src.shape[3]), int(dst.shape[1]), *map(int, module.kernel_size),
+                     pad=pad, stride=tuple(module.stride), dilation=tuple(module.dilation),
+                     groups=module.groups, bwd_data=transposed or x.requires_grad,
+                     layout=layout_of(src, module.groups))

@@ -14,29 +14,12 @@ import logging
 import torch
 from torch import nn
 
-from .geometry import transposed_out_size
+from .geometry import same_padding, transposed_out_size
 from .ops import active
 
-__all__ = ["Conv2d", "Conv3d", "ConvTranspose2d", "ConvTranspose3d", "UCUDNN_MODULES",
-           "same_padding"]
+__all__ = ["Conv2d", "Conv3d", "ConvTranspose2d", "ConvTranspose3d", "UCUDNN_MODULES"]
 
 log = logging.getLogger("ucudnn")
-
-
-def same_padding(module) -> tuple:
-    """The symmetric padding of ``padding='same'`` (``'valid'``: zeros); ValueError where
-    PyTorch pads one side more (an even dilated kernel extent)."""
-    if module.padding == "valid":
-        return (0,) * len(module.kernel_size)
-    pads = []
-    for k, d in zip(module.kernel_size, module.dilation):
-        total = d * (k - 1)
-        if total % 2:
-            raise ValueError(f"padding='same' with kernel {tuple(module.kernel_size)} and "
-                             f"dilation {tuple(module.dilation)} pads one side more than the "
-                             "other; the core pads both sides alike")
-        pads.append(total // 2)
-    return tuple(pads)
 
 
 class _Runs:

@@ -31,8 +31,8 @@ from typing import Callable, Dict
 import torch
 
 from ..vocab import InputError
-from .geometry import conv_out_size
-from .runtime import layout_of, memory_format, run
+from .geometry import conv_out_size, layout_of, memory_format
+from .runtime import run
 
 __all__ = ["STYLES", "DEFAULT_STYLE", "STYLE_ENV", "Ops", "registered", "active"]
 

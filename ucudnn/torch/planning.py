@@ -33,8 +33,8 @@ from ..measure.sources import gather_net
 from ..plan.layers import LayerSpec
 from ..plan.network import NetworkPlan, plan_network
 from .convert import settings_from, why_kept
-from .modules import same_padding
-from .runtime import DTYPE_NAMES, layout_of
+from .geometry import layer_spec
+from .runtime import DTYPE_NAMES
 
 __all__ = ["plan", "PlanReport"]
 
@@ -64,18 +64,6 @@ class PlanReport:
             print(f"network {self.doc['network']}: no convolution to plan")
         for name, kind, why in self.kept:
             print(f"stays PyTorch's: {name} ({kind}): {why}")
-
-
-def _call_layer(name: str, module: nn.Module, x: torch.Tensor, y: torch.Tensor) -> LayerSpec:
-    """The layer of one call of a 2-D convolution module (input ``x``, output ``y``)."""
-    pad = same_padding(module) if isinstance(module.padding, str) else tuple(module.padding)
-    transposed = isinstance(module, nn.ConvTranspose2d)
-    src, dst = (y, x) if transposed else (x, y)     # the convolution from src to dst
-    return LayerSpec(name, int(x.shape[0]), int(src.shape[1]), int(src.shape[2]),
-                     int(src.shape[3]), int(dst.shape[1]), *map(int, module.kernel_size),
-                     pad=pad, stride=tuple(module.stride), dilation=tuple(module.dilation),
-                     groups=module.groups, bwd_data=transposed or x.requires_grad,
-                     layout=layout_of(src, module.groups))
 
 
 def _calls(model: nn.Module, inputs: Sequence) -> list:
@@ -119,7 +107,7 @@ def plan(model: nn.Module, example_inputs, *, limit=None, policy=None, optimizer
         if why is not None and why != "already converted":     # converted: it runs
             kept.append((layer_name, kind, why))
             continue
-        layers.append(_call_layer(layer_name, module, x, y))
+        layers.append(layer_spec(layer_name, module, x, y))
         settings[layer_name] = base.replace(dtype=DTYPE_NAMES[x.dtype])
     kept_doc = [{"layer": n, "module": k, "reason": r} for n, k, r in kept]
     if not layers:

@@ -38,8 +38,8 @@ from ..plan.settings import PlanSettings
 from ..vocab import InputError, UcudnnError
 from .geometry import conv_shape
 
-__all__ = ["CaptureError", "DTYPE_NAMES", "config_id", "settings_of", "kernel_for",
-           "layout_of", "memory_format", "run", "planned_kernels"]
+__all__ = ["CaptureError", "DTYPE_NAMES", "config_id", "settings_of", "kernel_for", "run",
+           "planned_kernels"]
 
 #: PyTorch dtype -> the core's dtype name
 DTYPE_NAMES: Dict[torch.dtype, str] = {torch.float32: "float32", torch.float64: "float64",
@@ -77,23 +77,6 @@ def settings_of(config: int) -> PlanSettings:
         raise InputError(f"config: {config} names no ucudnn.torch settings of this process "
                          f"({len(_configs)} registered)")
     return _configs[config]
-
-
-# ---------------------------------------------------------------------------------------------
-# layout
-# ---------------------------------------------------------------------------------------------
-
-def layout_of(t: torch.Tensor, groups: int) -> str:
-    """NHWC for a channels_last 4-D tensor of a convolution without groups, else NCHW (Note
-    [PyTorch convolutions in the core])."""
-    if (t.dim() == 4 and groups == 1 and not t.is_contiguous()
-            and t.is_contiguous(memory_format=torch.channels_last)):
-        return "NHWC"
-    return "NCHW"
-
-
-def memory_format(layout: str) -> torch.memory_format:
-    return torch.channels_last if layout == "NHWC" else torch.contiguous_format
 
 
 # ---------------------------------------------------------------------------------------------
