@@ -27,6 +27,7 @@ Note [No benchmark inside a capture]
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Dict, List, Sequence, Tuple
 
@@ -162,6 +163,10 @@ def run(op: str, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, x_size: Tu
                       out.dtype, device, config)
     need = kern.workspace_size
     ws = torch.empty(need, dtype=torch.uint8, device=device) if need else None
-    kern.run(_handle(device), a.data_ptr(), b.data_ptr(), out.data_ptr(),
-             ws.data_ptr() if ws is not None else 0, need)
+    # cuDNN runs on the current device: the tensors' (a dispatcher's Python kernel gets no
+    # device guard)
+    with (torch.cuda.device(device) if device.index != torch.cuda.current_device()
+          else contextlib.nullcontext()):
+        kern.run(_handle(device), a.data_ptr(), b.data_ptr(), out.data_ptr(),
+                 ws.data_ptr() if ws is not None else 0, need)
     return out
