@@ -2,6 +2,8 @@
 reason, parameters shared and state_dicts interchangeable, and PyTorch's own convolution for
 tensors off CUDA."""
 import logging
+import subprocess
+import sys
 
 import pytest
 
@@ -110,3 +112,22 @@ def test_bad_settings_name_the_field():
         ut.convert(Net(), limit="lots")
     with pytest.raises(InputError, match="shared"):
         ut.convert(Net(), optimizer="shared")
+
+
+def test_a_saved_model_keeps_its_settings_in_another_process(tmp_path):
+    model = nn.Sequential(nn.Conv2d(2, 3, 3), nn.ConvTranspose2d(3, 2, 2))
+    ut.convert(model, limit="4MiB", policy="all")
+    path = tmp_path / "model.pt"
+    torch.save(model, path)
+    # the other process has other settings registered first: the loaded modules' number
+    # names their own settings there
+    code = ("import sys, torch, ucudnn.torch; "
+            "from ucudnn.torch.convert import settings_from; "
+            "from ucudnn.torch.runtime import config_id, settings_of; "
+            "config_id(settings_from(limit='1MiB')); "
+            "m = torch.load(sys.argv[1], weights_only=False); "
+            "print([(settings_of(c.ucudnn_config).limit, settings_of(c.ucudnn_config).policy, "
+            "type(c).__name__) for c in m])")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == str([(4 << 20, "all", "Conv2d"), (4 << 20, "all", "ConvTranspose2d")])

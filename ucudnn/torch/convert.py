@@ -96,7 +96,7 @@ def convert(model: nn.Module, *, limit=None, policy=None, optimizer=None, engine
     benchmark cache; default ``$UCUDNN_CACHE`` or the user's). Returns the report; the model
     is ``report.model``."""
     settings = settings_from(limit, policy, optimizer, engines, math, sizes, cache)
-    config = config_id(settings)
+    config_id(settings)                 # refuses what the modules cannot plan, before any swap
     report = ConvertReport(settings)
     convs = tuple(UCUDNN_MODULES) + _OTHER_CONVS
 
@@ -105,7 +105,7 @@ def convert(model: nn.Module, *, limit=None, policy=None, optimizer=None, engine
         why = why_kept(module)
         if why is None:
             report.converted.append((name, kind))
-            return UCUDNN_MODULES[type(module)].from_torch(module, config)
+            return UCUDNN_MODULES[type(module)].from_torch(module, settings)
         if why != "already converted":
             report.kept.append((name, kind, why))
         return module

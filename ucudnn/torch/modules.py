@@ -3,7 +3,9 @@
 parameters and buffers (a state_dict loads unchanged either way), whose forward calls the
 operators of :mod:`.ops`.
 
-``from_torch(module, config)`` makes one from PyTorch's module, sharing its parameters.
+``from_torch(module, settings)`` makes one from PyTorch's module, sharing its parameters; the
+module keeps its :class:`~ucudnn.plan.settings.PlanSettings` and the number that names them in
+this process (:func:`.runtime.config_id`, given again to a module unpickled elsewhere).
 Tensors that are not on a CUDA device (CPU, say) run PyTorch's own forward, once logged per
 module; meta and fake tensors go through the operators' fake implementations.
 """
@@ -14,8 +16,10 @@ import logging
 import torch
 from torch import nn
 
+from ..plan.settings import PlanSettings
 from .geometry import same_padding, transposed_out_size
 from .ops import active
+from .runtime import config_id
 
 __all__ = ["Conv2d", "Conv3d", "ConvTranspose2d", "ConvTranspose3d", "UCUDNN_MODULES"]
 
@@ -23,11 +27,14 @@ log = logging.getLogger("ucudnn")
 
 
 class _Runs:
-    """What the four modules share: the settings id, the padding, the device check."""
+    """What the four modules share: the settings and their id, the padding, the device
+    check."""
+    ucudnn_settings: PlanSettings
     ucudnn_config: int
 
-    def _init_ucudnn(self, config: int) -> None:
-        self.ucudnn_config = config
+    def _init_ucudnn(self, settings: PlanSettings) -> None:
+        self.ucudnn_settings = settings
+        self.ucudnn_config = config_id(settings)
         self._pad = (list(same_padding(self)) if isinstance(self.padding, str)
                      else list(self.padding))
         self._logged_fallback = False
@@ -46,8 +53,12 @@ class _Runs:
             return y
         return y + self.bias.view((1, -1) + (1,) * (y.dim() - 2))
 
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self.ucudnn_config = config_id(self.ucudnn_settings)
+
     @classmethod
-    def from_torch(cls, module, config: int):
+    def from_torch(cls, module, settings: PlanSettings):
         """A module of this class with ``module``'s settings and its very parameters."""
         kw = dict(stride=module.stride, padding=module.padding, dilation=module.dilation,
                   groups=module.groups, bias=module.bias is not None,
@@ -59,7 +70,7 @@ class _Runs:
         new.weight = module.weight
         new.bias = module.bias
         new.train(module.training)
-        new._init_ucudnn(config)
+        new._init_ucudnn(settings)
         return new
 
 
