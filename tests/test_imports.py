@@ -25,6 +25,7 @@ LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("experiments", ("ucudnn.experiments",)),
     ("cli", ("ucudnn.cli",)),
     ("main", ("ucudnn.__main__",)),
+    ("torch", ("ucudnn.torch",)),
 )
 #: the compiled core, and the one function that imports it
 CORE = "ucudnn._core"

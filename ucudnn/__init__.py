@@ -17,7 +17,9 @@ The package, top-down (each folder's docstring says what it owns):
 * :mod:`ucudnn.paths` — where the package's files are: the nets, the shipped data, the
   checkout, the Caffe build;
 * :mod:`ucudnn.config` — compile and link flags for C/C++ hosts of the C API;
-* :mod:`ucudnn.__main__` — ``python -m ucudnn``.
+* :mod:`ucudnn.__main__` — ``python -m ucudnn``;
+* :mod:`ucudnn.torch` — the optional PyTorch integration (the ``torch`` extra): operators,
+  converted modules, planning a model; imported only by its users, never by ``import ucudnn``.
 
 The compiled core (``cython/``): ``ucudnn._core`` (Kernel over cuDNN, run and time without the
 GIL) and ``ucudnn._capi`` (the C API for C++ hosts such as Caffe, on top of
@@ -35,7 +37,9 @@ Note [Layers of the package]
        :mod:`ucudnn.measure.records`);
     4. :mod:`ucudnn.experiments`: imports layers 0-3;
     5. :mod:`ucudnn.cli`: imports layers 0-4;
-    6. :mod:`ucudnn.__main__`: imports layer 5.
+    6. :mod:`ucudnn.__main__`: imports layer 5;
+    7. :mod:`ucudnn.torch`: imports layers 0-5 (the CLI's plan printing among them); nothing
+       of the package imports it, so ``import ucudnn`` and the command never need torch.
 
     Within a layer the imports form no cycle. Imports of the package's own modules sit at the
     top of each module, so that the graph a reader sees is the graph Python runs; the one
@@ -46,7 +50,8 @@ Note [Layers of the package]
     are slow to import or optional stay inside the functions that use them, so that the
     command starts fast and the extras stay optional: protobuf (:mod:`ucudnn.caffe`), PuLP
     and its solver (:mod:`ucudnn.plan.ilp`), NVML, matplotlib, numpy, scikit-learn and pycaffe
-    (:mod:`ucudnn.experiments`). tests/test_imports.py checks these rules, reading the source
+    (:mod:`ucudnn.experiments`); torch is imported at the top of :mod:`ucudnn.torch`'s
+    modules, which only users of the extra import. tests/test_imports.py checks these rules, reading the source
     with ``ast``.
 """
 __version__ = "0.2.0"

@@ -135,13 +135,13 @@ def run(args) -> int:
         c.note(n)
     plan.notes[:0] = notes
     sizes = sorted({s.sizes for s in settings.values()} - {None})
-    doc = _plan_json(plan, label, got.source, layers, solve_s,
+    doc = plan_json(plan, label, got.source, layers, solve_s,
                      list(sizes[0]) if len(sizes) == 1 else None)
     doc.update(off)
     if args.json:
         print(strict_json(doc))
     else:
-        _print(doc, plan)
+        print_plan(doc, plan)
         _print_without_cudnn(off)
     return 0
 
@@ -215,7 +215,9 @@ def _chunk_json(op, ch) -> dict:
     return dict(d, algo_name=choice_name(op, ch.algo, 0, ch.engine))
 
 
-def _plan_json(plan, label, source, layers, solve_s, sizes) -> dict:
+def plan_json(plan, label, source, layers, solve_s, sizes) -> dict:
+    """The document of Note [plan --json] for ``plan`` of ``layers`` (``ucudnn.torch.plan``
+    makes the same)."""
     kernels = []
     for k in plan.kernels:
         chunks = [_chunk_json(k.op, ch) for ch in k.plan.chunks]
@@ -287,7 +289,8 @@ def _bytes(n: Optional[int]) -> str:
     return "per layer" if n is None else f"{format_size(n)} ({n} B)"
 
 
-def _print(doc, plan) -> None:
+def print_plan(doc, plan) -> None:
+    """The text ``ucudnn plan`` prints for ``plan`` and its document ``doc``."""
     rows = [("kernel", "micro-batches", "time(ms)", "workspace", "undivided(ms)", "speedup")]
     for label, k in _groups(plan):
         base = k.baseline.time_ms if k.baseline else None

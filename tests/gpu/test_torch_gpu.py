@@ -1,0 +1,183 @@
+"""ucudnn.torch on a GPU: the operators pass ``torch.library.opcheck``; converted models equal
+PyTorch's own convolutions, gradients included, undivided and micro-batched, in fp32, fp16 and
+bf16; ``torch.compile(fullgraph=True)`` and CUDA-graph capture run them; a shape new inside a
+capture raises the clear error; a second process plans from the cache without benchmarking.
+
+Benchmarks go to the session's own cache (tests/conftest.py); the kernels measure the legacy
+family unless a test says otherwise, to keep the tier short.
+"""
+import copy
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+torch = pytest.importorskip("torch", reason="ucudnn.torch needs PyTorch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device visible", allow_module_level=True)
+from torch import nn  # noqa: E402
+
+import ucudnn.torch as ut  # noqa: E402
+from ucudnn.plan.dp import Chunk, Plan  # noqa: E402
+from ucudnn.torch import ops, runtime  # noqa: E402
+from ucudnn.torch.convert import settings_from  # noqa: E402
+
+# max error relative to the reference's largest magnitude; fp32 convolutions run TF32 on both
+# sides (cuDNN's default math, PyTorch's default allow_tf32)
+TOLERANCE = {torch.float32: 5e-3, torch.float16: 2e-2, torch.bfloat16: 8e-2}
+
+
+def _model():
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(16, 16, 3, stride=2, dilation=2, padding=2, groups=4), nn.ReLU(),
+        nn.Conv2d(16, 8, 1, bias=False),
+        nn.ConvTranspose2d(8, 6, 3, stride=2, padding=1, output_padding=1), nn.ReLU(),
+        nn.ConvTranspose2d(6, 4, 2, stride=1, groups=2))
+
+
+def _err(a, b):
+    return (a.float() - b.float()).abs().max().item() / max(1e-6, b.float().abs().max().item())
+
+
+def _step(model, x):
+    """Output, input gradient and parameter gradients of one step on a fixed loss."""
+    model.zero_grad(set_to_none=True)
+    x = x.detach().requires_grad_(True)
+    y = model(x)
+    (y.float() * torch.linspace(-1, 1, y.numel(), device=y.device).view_as(y)).sum().backward()
+    return [y.detach(), x.grad] + [p.grad for p in model.parameters()]
+
+
+def _close(got, want, dtype, what):
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert g.shape == w.shape, (what, i)
+        err = _err(g, w)
+        assert err <= TOLERANCE[dtype], f"{what}: tensor {i}: relative error {err:.3g}"
+
+
+def _split_every_plan(keys):
+    """Give every kernel of ``keys`` a plan of two micro-batches (each half the fastest legacy
+    algorithm measured at that size)."""
+    for key in keys:
+        kern = runtime.planned_kernels()[key]
+        half = kern.n // 2
+        chunks = []
+        for b in (half, kern.n - half):
+            p = min((p for p in kern.bench[b] if not p.engine), key=lambda p: p.time_ms)
+            chunks.append(Chunk(b, p.algo, p.math, p.time_ms, p.ws_bytes))
+        kern.set_plan(Plan(kern.n, tuple(chunks)))
+        assert len(kern.plan.chunks) == 2
+
+
+@pytest.mark.parametrize("dtype,channels_last", [(torch.float32, False), (torch.float32, True),
+                                                 (torch.float16, False),
+                                                 (torch.bfloat16, False)])
+def test_converted_model_equals_pytorch(dtype, channels_last):
+    torch.manual_seed(0)
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    ref = _model().to("cuda", dtype).to(memory_format=fmt)
+    model = copy.deepcopy(ref)
+    report = ut.convert(model, limit="1MiB", engines="legacy")
+    assert len(report.converted) == 5 and not report.kept
+    x = torch.randn(8, 3, 20, 20, device="cuda", dtype=dtype).to(memory_format=fmt)
+    want = _step(ref, x)
+    before = set(runtime.planned_kernels())
+    _close(_step(model, x), want, dtype, "planned")
+    new = set(runtime.planned_kernels()) - before
+    assert {k[0] for k in new} == {"fwd", "bwd_data", "bwd_filter"}
+    if channels_last:
+        assert any(k[7] == "NHWC" for k in new)
+    _split_every_plan(new)
+    _close(_step(model, x), want, dtype, "micro-batched")
+
+
+def test_graph_engines_and_output_size():
+    torch.manual_seed(1)
+    ref = nn.ConvTranspose2d(8, 4, 3, stride=2, padding=1).cuda()
+    model = copy.deepcopy(ref)
+    ut.convert(model, limit="64MiB", policy="all")          # both families
+    x = torch.randn(6, 8, 9, 9, device="cuda")
+    for size in (None, [18, 18]):
+        got = model(x, output_size=size)
+        want = ref(x, output_size=size)
+        assert got.shape == want.shape and _err(got, want) <= TOLERANCE[torch.float32]
+
+
+@pytest.mark.parametrize("style", ops.STYLES)
+def test_opcheck(style):
+    o = ops.registered(style)
+    config = runtime.config_id(settings_from(limit="4MiB", engines="legacy"))
+    geo = ([2, 1], [1, 0], [1, 2], 2, config)
+    x = torch.randn(4, 6, 10, 9, device="cuda", requires_grad=True)
+    w = torch.randn(8, 3, 3, 3, device="cuda", requires_grad=True)
+    y = o.fwd(x, w, *geo)
+    dy = torch.randn_like(y, requires_grad=True)
+    torch.library.opcheck(o.fwd, (x, w) + geo)
+    torch.library.opcheck(o.bwd_data, (w, dy, list(x.shape)) + geo)
+    torch.library.opcheck(o.bwd_filter, (x.detach(), dy.detach(), list(w.shape)) + geo)
+
+
+def test_compile_fullgraph():
+    torch.manual_seed(2)
+    model = _model().cuda()
+    ut.convert(model, limit="8MiB", engines="legacy")
+    x = torch.randn(4, 3, 16, 16, device="cuda")
+    want = _step(model, x)
+    compiled = torch.compile(model, fullgraph=True)
+    _close(_step(compiled, x), want, torch.float32, "compiled")
+
+
+def test_cuda_graph_capture_and_a_new_shape_inside_it():
+    torch.manual_seed(3)
+    model = _model().cuda().eval()
+    ut.convert(model, limit="8MiB", engines="legacy")
+    static = torch.randn(4, 3, 16, 16, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.no_grad():          # warm-up: plans the shape
+        for _ in range(2):
+            model(static)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph), torch.no_grad():
+        out = model(static)
+    for seed in (4, 5):
+        torch.manual_seed(seed)
+        static.copy_(torch.randn_like(static))
+        graph.replay()
+        with torch.no_grad():
+            want = model(static)
+        torch.cuda.synchronize()
+        assert torch.equal(out, want)
+    with pytest.raises(ut.CaptureError, match="inside a CUDA-graph capture"):
+        with torch.cuda.graph(torch.cuda.CUDAGraph()), torch.no_grad():
+            fresh = static[:2, :, :12, :12] * 2             # the capture holds some work
+            model(fresh)
+
+
+def test_a_second_process_plans_from_the_cache(tmp_path):
+    script = textwrap.dedent("""
+        import sys, torch, ucudnn.torch as ut
+        from torch import nn
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 3)).cuda()
+        ut.convert(m, limit="2MiB", engines="legacy")
+        x = torch.randn(8, 3, 14, 14, device="cuda", requires_grad=True)
+        m(x).sum().backward()
+        torch.cuda.synchronize()
+    """)
+    records = [tmp_path / "first.jsonl", tmp_path / "second.jsonl"]
+    for path in records:
+        env = dict(os.environ, UCUDNN_RECORDS=str(path))
+        subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=120)
+    first, second = ([r for r in map(json.loads, p.read_text().splitlines())
+                      if r["kind"] == "bench"] for p in records)
+    assert len(first) == len(second) == 6               # 2 layers x 3 ops
+    assert sum(r["sizes_benchmarked"] for r in first) > 0
+    assert [r["sizes_benchmarked"] for r in second] == [0] * 6

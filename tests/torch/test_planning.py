@@ -1,0 +1,78 @@
+"""``ucudnn.torch.plan`` over the fake core: a model's convolutions found on fake tensors become
+the layers ``ucudnn plan`` plans, with the same plans, the same document and the same text."""
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="ucudnn.torch needs PyTorch "
+                            "(pip install 'ucudnn[torch]')")
+from torch import nn  # noqa: E402
+
+import ucudnn.torch as ut  # noqa: E402
+from ucudnn.cli import main  # noqa: E402
+from ucudnn.plan.layers import write_layers  # noqa: E402
+
+
+class Small(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, padding=1)
+        self.norm = nn.BatchNorm2d(16)
+        self.down = nn.Conv2d(16, 32, 3, stride=2, padding=1, groups=2)
+        self.up = nn.ConvTranspose2d(32, 8, 2, stride=2)
+        self.line = nn.Conv1d(8, 8, 3, padding=1)
+
+    def forward(self, x):
+        y = self.up(torch.relu(self.down(torch.relu(self.norm(self.stem(x))))))
+        n, c, h, w = y.shape
+        return self.line(y.flatten(2)).view(n, c, h, w) + self.stem(x)[:, :8]
+
+
+@pytest.mark.parametrize("convert", [False, True])
+def test_plan_lists_the_kernels_as_ucudnn_plan_does(fake_core, tmp_path, capsys, convert):
+    model = Small()
+    if convert:
+        ut.convert(model)
+    x = torch.randn(8, 3, 12, 12)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    report = ut.plan(model, x, limit="64MiB", policy="all", name="small")
+    after = model.state_dict()
+    assert all(torch.equal(after[k], v) for k, v in before.items())    # BatchNorm's too
+    doc = report.doc
+    by_layer = {}
+    for k in doc["kernels"]:
+        by_layer.setdefault(k["layer"], []).append(k["op"])
+    # the stem's input needs no gradient; it is called twice; the transposed convolution's
+    # forward is its layer's bwd_data
+    assert by_layer == {"stem": ["fwd", "bwd_filter"], "down": ["fwd", "bwd_data", "bwd_filter"],
+                        "up": ["fwd", "bwd_data", "bwd_filter"],
+                        "stem#2": ["fwd", "bwd_filter"]}
+    assert report.kept == [("line", "Conv1d", "1-D convolution: the core's kernels are 2-D")]
+    assert doc["kept_by_pytorch"][0]["layer"] == "line"
+    layers = {l.name: l for l in report.layers}
+    down, up = layers["down"], layers["up"]
+    assert (down.n, down.c, down.h, down.k, down.groups, down.stride) == (8, 16, 12, 32, 2, (2, 2))
+    # the transposed convolution is the convolution from its output (8 x 12 x 12) to its input
+    assert (up.c, up.h, up.w, up.k, up.r, up.stride) == (8, 12, 12, 32, 2, (2, 2))
+
+    # ucudnn plan of the same layers, from the same cache, gives the same plans
+    path = tmp_path / "layers.csv"
+    write_layers(path, report.layers)
+    capsys.readouterr()
+    assert main(["plan", "--layers", str(path), "--limit", "64MiB", "--policy", "all",
+                 "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert [(k["layer"], k["op"], k["plan"], k["time_ms"], k["ws_bytes"])
+            for k in cli["kernels"]] == \
+        [(k["layer"], k["op"], k["plan"], k["time_ms"], k["ws_bytes"]) for k in doc["kernels"]]
+    assert cli["totals"] == doc["totals"]
+    report.print()
+    text = capsys.readouterr().out
+    assert "network small, batch 8, policy all" in text
+    assert "stays PyTorch's: line (Conv1d)" in text
+    assert json.loads(report.json())["network"] == "small"
+
+
+def test_a_model_without_convolutions(fake_core):
+    report = ut.plan(nn.Linear(3, 2), torch.randn(4, 3))
+    assert report.plan is None and report.doc["kernels"] == []

@@ -1,0 +1,128 @@
+"""``ucudnn.torch.convert(model, ...)``: swap a model's convolution modules for the core's
+(:mod:`.modules`), in place, and say which stay PyTorch's and why (:class:`ConvertReport`).
+
+What is swapped: ``nn.Conv2d``, ``nn.ConvTranspose2d`` and, once the core takes three spatial
+axes (:data:`.geometry.SPATIAL_DIMS`), ``nn.Conv3d`` and ``nn.ConvTranspose3d``, with any
+stride, padding, dilation and groups, in float32, float16, bfloat16 or float64. What stays
+PyTorch's, each with its reason: 1-D convolutions, 3-D ones until then, ``padding_mode`` other
+than ``'zeros'``, ``padding='same'`` where PyTorch pads one side more, other dtypes (complex,
+integer), lazy modules not yet initialised, and subclasses of PyTorch's modules (their own
+forward). The module's device is not checked here: a model may move later, and a converted
+module called with tensors off CUDA runs PyTorch's convolution (:mod:`.modules`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Optional, Tuple
+
+from torch import nn
+
+from ..plan.settings import DEFAULTS, PlanSettings
+from .geometry import same_padding, unsupported
+from .modules import UCUDNN_MODULES
+from .runtime import DTYPE_NAMES, config_id
+
+__all__ = ["convert", "ConvertReport", "settings_from"]
+
+#: PyTorch's convolution modules that are not swapped whatever their settings
+_OTHER_CONVS = (nn.Conv1d, nn.ConvTranspose1d)
+
+
+@dataclass
+class ConvertReport:
+    """What :func:`convert` did: ``converted`` [(module name, PyTorch class name)], ``kept``
+    [(module name, class name, reason)], the settings the converted modules plan with, and
+    the model (itself, or the swapped module where the model was one convolution)."""
+    settings: PlanSettings
+    converted: List[Tuple[str, str]] = field(default_factory=list)
+    kept: List[Tuple[str, str, str]] = field(default_factory=list)
+    model: Optional[nn.Module] = field(default=None, repr=False)
+
+    def __str__(self) -> str:
+        s = self.settings
+        lines = [f"ucudnn.torch: {len(self.converted)} convolution module(s) converted "
+                 f"(policy {s.policy}, limit {s.limit} B per call, engines {s.engines}), "
+                 f"{len(self.kept)} kept as PyTorch's"]
+        lines += [f"  {name or '(model)'}  {kind}  stays PyTorch's: {why}"
+                  for name, kind, why in self.kept]
+        return "\n".join(lines)
+
+
+def settings_from(limit=None, policy=None, optimizer=None, engines=None, math=None,
+                  sizes=None, cache=None) -> PlanSettings:
+    """:class:`PlanSettings` with the given fields over the defaults (Note [Default
+    settings] in :mod:`ucudnn.plan.settings`), each checked with the field named."""
+    given = {"limit": limit, "policy": policy, "optimizer": optimizer, "engines": engines,
+             "math": math, "sizes": tuple(sizes) if sizes is not None else None,
+             "cache_path": str(cache) if cache is not None else None}
+    return DEFAULTS.replace(**{k: v for k, v in given.items() if v is not None})
+
+
+def why_kept(module: nn.Module) -> Optional[str]:
+    """Why ``module``, a convolution module, stays PyTorch's (None: it is swapped)."""
+    if isinstance(module, tuple(UCUDNN_MODULES.values())):
+        return "already converted"
+    if isinstance(module, _OTHER_CONVS):
+        return unsupported(1)
+    base = next((t for t in UCUDNN_MODULES if isinstance(module, t)), None)
+    if base is None:
+        return "not a convolution module"
+    if type(module) is not base:
+        if isinstance(module, nn.modules.lazy.LazyModuleMixin):
+            return "a lazy module not yet initialised (run it once first)"
+        return f"a subclass of {base.__name__} with its own forward"
+    why = unsupported(len(module.kernel_size))
+    if why is not None:
+        return why
+    if module.padding_mode != "zeros":
+        return f"padding_mode={module.padding_mode!r}: the core pads with zeros only"
+    if isinstance(module.padding, str):
+        try:
+            same_padding(module)
+        except ValueError as e:
+            return str(e)
+    if module.weight.dtype not in DTYPE_NAMES:
+        return f"dtype {module.weight.dtype}: the core takes {', '.join(map(str, DTYPE_NAMES))}"
+    return None
+
+
+def convert(model: nn.Module, *, limit=None, policy=None, optimizer=None, engines=None,
+            math=None, sizes=None, cache=None) -> ConvertReport:
+    """Swap ``model``'s convolution modules for the core's, in place (``model`` itself too,
+    where it is one), sharing their parameters, so that a state_dict loads unchanged either
+    way. Settings as ``ucudnn plan`` takes them: ``limit`` (bytes or text such as
+    ``"64MiB"``) per cuDNN call, ``policy``, ``optimizer`` (``dp``: each kernel is planned per
+    input shape), ``engines``, ``math``, ``sizes`` (micro-batch sizes), ``cache`` (the
+    benchmark cache; default ``$UCUDNN_CACHE`` or the user's). Returns the report; the model
+    is ``report.model``."""
+    settings = settings_from(limit, policy, optimizer, engines, math, sizes, cache)
+    config_id(settings)                 # refuses what the modules cannot plan, before any swap
+    report = ConvertReport(settings)
+    convs = tuple(UCUDNN_MODULES) + _OTHER_CONVS
+
+    def swap(name: str, module: nn.Module) -> nn.Module:
+        kind = type(module).__name__
+        why = why_kept(module)
+        if why is None:
+            report.converted.append((name, kind))
+            return UCUDNN_MODULES[type(module)].from_torch(module, settings)
+        if why != "already converted":
+            report.kept.append((name, kind, why))
+        return module
+
+    def walk(prefix: str, parent: nn.Module) -> None:
+        for child_name, child in list(parent.named_children()):
+            name = f"{prefix}{child_name}"
+            if isinstance(child, convs):
+                new = swap(name, child)
+                if new is not child:
+                    setattr(parent, child_name, new)
+            else:
+                walk(name + ".", child)
+
+    if isinstance(model, convs):
+        model = swap("", model)
+    else:
+        walk("", model)
+    report.model = model
+    return report

@@ -1,0 +1,119 @@
+"""The convolution modules that run through the core: :class:`Conv2d`, :class:`Conv3d`,
+:class:`ConvTranspose2d` and :class:`ConvTranspose3d`, subclasses of PyTorch's with the same
+parameters and buffers (a state_dict loads unchanged either way), whose forward calls the
+operators of :mod:`.ops`.
+
+``from_torch(module, settings)`` makes one from PyTorch's module, sharing its parameters; the
+module keeps its :class:`~ucudnn.plan.settings.PlanSettings` and the number that names them in
+this process (:func:`.runtime.config_id`, given again to a module unpickled elsewhere).
+Tensors that are not on a CUDA device (CPU, say) run PyTorch's own forward, once logged per
+module; meta and fake tensors go through the operators' fake implementations.
+"""
+from __future__ import annotations
+
+import logging
+
+import torch
+from torch import nn
+
+from ..plan.settings import PlanSettings
+from .geometry import same_padding, transposed_out_size
+from .ops import active
+from .runtime import config_id
+
+__all__ = ["Conv2d", "Conv3d", "ConvTranspose2d", "ConvTranspose3d", "UCUDNN_MODULES"]
+
+log = logging.getLogger("ucudnn")
+
+
+class _Runs:
+    """What the four modules share: the settings and their id, the padding, the device
+    check."""
+    ucudnn_settings: PlanSettings
+    ucudnn_config: int
+
+    def _init_ucudnn(self, settings: PlanSettings) -> None:
+        self.ucudnn_settings = settings
+        self.ucudnn_config = config_id(settings)
+        self._pad = (list(same_padding(self)) if isinstance(self.padding, str)
+                     else list(self.padding))
+        self._logged_fallback = False
+
+    def _on_core(self, x: torch.Tensor) -> bool:
+        if x.device.type in ("cuda", "meta"):
+            return True
+        if not self._logged_fallback:
+            self._logged_fallback = True
+            log.warning("ucudnn.torch: %s on %s tensors runs PyTorch's convolution (the core "
+                        "runs on CUDA devices)", type(self).__name__, x.device)
+        return False
+
+    def _bias(self, y: torch.Tensor) -> torch.Tensor:
+        if self.bias is None:
+            return y
+        return y + self.bias.view((1, -1) + (1,) * (y.dim() - 2))
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self.ucudnn_config = config_id(self.ucudnn_settings)
+
+    @classmethod
+    def from_torch(cls, module, settings: PlanSettings):
+        """A module of this class with ``module``'s settings and its very parameters."""
+        kw = dict(stride=module.stride, padding=module.padding, dilation=module.dilation,
+                  groups=module.groups, bias=module.bias is not None,
+                  padding_mode=module.padding_mode, device="meta",
+                  dtype=module.weight.dtype)
+        if module.transposed:
+            kw["output_padding"] = module.output_padding
+        new = cls(module.in_channels, module.out_channels, module.kernel_size, **kw)
+        new.weight = module.weight
+        new.bias = module.bias
+        new.train(module.training)
+        new._init_ucudnn(settings)
+        return new
+
+
+class _Conv(_Runs):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self._on_core(x):
+            return super().forward(x)
+        y = active().fwd(x, self.weight, list(self.stride), self._pad, list(self.dilation),
+                         self.groups, self.ucudnn_config)
+        return self._bias(y)
+
+
+class _ConvTranspose(_Runs):
+    def forward(self, x: torch.Tensor, output_size=None) -> torch.Tensor:
+        if not self._on_core(x):
+            return super().forward(x, output_size)
+        dims = len(self.kernel_size)
+        output_padding = self._output_padding(x, output_size, list(self.stride), self._pad,
+                                              list(self.kernel_size), dims,
+                                              list(self.dilation))
+        x_size = transposed_out_size(x.shape, self.weight.shape, self.stride, self._pad,
+                                     output_padding, self.dilation, self.groups)
+        y = active().bwd_data(self.weight, x, list(x_size), list(self.stride), self._pad,
+                              list(self.dilation), self.groups, self.ucudnn_config)
+        return self._bias(y)
+
+
+class Conv2d(_Conv, nn.Conv2d):
+    """``torch.nn.Conv2d`` through the core."""
+
+
+class Conv3d(_Conv, nn.Conv3d):
+    """``torch.nn.Conv3d`` through the core."""
+
+
+class ConvTranspose2d(_ConvTranspose, nn.ConvTranspose2d):
+    """``torch.nn.ConvTranspose2d`` through the core."""
+
+
+class ConvTranspose3d(_ConvTranspose, nn.ConvTranspose3d):
+    """``torch.nn.ConvTranspose3d`` through the core."""
+
+
+#: PyTorch's module class -> ours
+UCUDNN_MODULES = {nn.Conv2d: Conv2d, nn.Conv3d: Conv3d, nn.ConvTranspose2d: ConvTranspose2d,
+                  nn.ConvTranspose3d: ConvTranspose3d}

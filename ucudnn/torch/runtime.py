@@ -1,0 +1,172 @@
+"""Running a convolution through the compiled core from PyTorch: the settings a converted
+module plans with (:func:`config_id`), one planned core kernel per input shape
+(:func:`kernel_for`), and the call itself on PyTorch's stream with a workspace from PyTorch's
+allocator (:func:`run`).
+
+Note [Plans per input shape]
+    A core kernel is planned for one exact call: operation, input and weight sizes, stride,
+    padding, dilation, groups, layout, dtype, device and the module's settings. The first call
+    of a new shape benchmarks it through the benchmark cache that ``ucudnn plan`` and Caffe
+    use (:func:`ucudnn.measure.live.prepare_kernel`, the DP within the settings' ``limit``), so
+    a second process, or a second layer of the same shape, plans from the cache without
+    measuring. Layers of one shape share one kernel. Kernels live as long as the process.
+
+Note [Calls on PyTorch's stream]
+    Each call runs on ``torch.cuda.current_stream()``: the thread's cuDNN handle of the core
+    (one :class:`Handle` per thread and device, owned here) is pointed at that stream whenever
+    it changes, and the plan's workspace is a ``torch.uint8`` tensor from PyTorch's caching
+    allocator on that stream, freed back to it after the call (the allocator keeps it for the
+    stream's later work, and inside a CUDA-graph capture takes it from the graph's pool). The
+    core needs nothing else: ``Kernel.run`` takes a handle, device addresses and the workspace.
+
+Note [No benchmark inside a capture]
+    Benchmarking synchronises and allocates outside PyTorch's allocator, which a CUDA-graph
+    capture forbids. A shape first seen while the current stream captures raises
+    :class:`CaptureError`, naming the shape: run the model once with it before capturing (the
+    warm-up that capture needs anyway).
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Dict, List, Sequence, Tuple
+
+import torch
+
+from ..measure import bench
+from ..measure.live import prepare_kernel
+from ..plan.settings import PlanSettings
+from ..vocab import InputError, UcudnnError
+from .geometry import conv_shape
+
+__all__ = ["CaptureError", "DTYPE_NAMES", "config_id", "settings_of", "kernel_for", "run",
+           "planned_kernels"]
+
+#: PyTorch dtype -> the core's dtype name
+DTYPE_NAMES: Dict[torch.dtype, str] = {torch.float32: "float32", torch.float64: "float64",
+                                       torch.float16: "float16", torch.bfloat16: "bfloat16"}
+
+
+class CaptureError(UcudnnError, RuntimeError):
+    """A shape first seen inside a CUDA-graph capture (Note [No benchmark inside a
+    capture])."""
+
+
+# ---------------------------------------------------------------------------------------------
+# settings: an integer the operators carry
+# ---------------------------------------------------------------------------------------------
+
+_configs: List[PlanSettings] = []
+_config_lock = threading.Lock()
+
+
+def config_id(settings: PlanSettings) -> int:
+    """The integer that names ``settings`` in the operators' calls (equal settings, one id):
+    an operator's arguments are tensors and numbers, and a graph that ``torch.compile`` traced
+    keeps the number."""
+    if settings.optimizer != "dp":
+        raise InputError(f"optimizer: {settings.optimizer} plans a net's kernels together; "
+                         "ucudnn.torch plans each kernel per input shape with dp")
+    with _config_lock:
+        if settings not in _configs:
+            _configs.append(settings)
+        return _configs.index(settings)
+
+
+def settings_of(config: int) -> PlanSettings:
+    if not 0 <= config < len(_configs):
+        raise InputError(f"config: {config} names no ucudnn.torch settings of this process "
+                         f"({len(_configs)} registered)")
+    return _configs[config]
+
+
+# ---------------------------------------------------------------------------------------------
+# kernels per input shape (Note [Plans per input shape])
+# ---------------------------------------------------------------------------------------------
+
+_kernels: Dict[tuple, object] = {}
+_kernel_lock = threading.Lock()
+
+
+def planned_kernels() -> Dict[tuple, object]:
+    """The kernels planned in this process, by call key (a copy)."""
+    return dict(_kernels)
+
+
+def _name(op: str, x_size, w_size, stride, padding, dilation, groups, layout) -> str:
+    def t(v):
+        return "x".join(str(int(i)) for i in v)
+    g = f" g{groups}" if groups > 1 else ""
+    return (f"torch {op} x{t(x_size)} w{t(w_size)} s{t(stride)} p{t(padding)} d{t(dilation)}"
+            f"{g} {layout}")
+
+
+def kernel_for(key: tuple, op: str, x_size: Sequence[int], w_size: Sequence[int],
+               stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int],
+               groups: int, layout: str, dtype: torch.dtype, device: torch.device,
+               config: int):
+    """The planned core kernel of ``key`` (Note [Plans per input shape]); on a miss, benchmark
+    and plan it, unless the stream captures (Note [No benchmark inside a capture])."""
+    kern = _kernels.get(key)
+    if kern is not None:
+        return kern
+    name = _name(op, x_size, w_size, stride, padding, dilation, groups, layout)
+    if torch.cuda.is_current_stream_capturing():
+        raise CaptureError(f"ucudnn.torch: {name} {DTYPE_NAMES.get(dtype, dtype)}: a shape "
+                           "first seen inside a CUDA-graph capture cannot be benchmarked; run "
+                           "the model with this shape once before capturing")
+    try:
+        shape = conv_shape(x_size, w_size, stride, padding, dilation, groups, layout)
+    except ValueError as e:
+        raise InputError(f"ucudnn.torch: {name}: {e}") from None
+    settings = settings_of(config).replace(dtype=DTYPE_NAMES[dtype])
+    with _kernel_lock, torch.cuda.device(device):
+        kern = _kernels.get(key)
+        if kern is None:
+            kern = bench.core().Kernel(shape, op, int(x_size[0]), settings.dtype,
+                                       settings.math, name, 1)
+            prepare_kernel(kern, settings)
+            _kernels[key] = kern
+    return kern
+
+
+# ---------------------------------------------------------------------------------------------
+# the call (Note [Calls on PyTorch's stream])
+# ---------------------------------------------------------------------------------------------
+
+_local = threading.local()
+
+
+def _handle(device: torch.device):
+    handles = getattr(_local, "handles", None)
+    if handles is None:
+        handles = _local.handles = {}
+    stream = torch.cuda.current_stream(device).cuda_stream
+    h = handles.get(device.index)
+    if h is None:
+        with torch.cuda.device(device):
+            h = handles[device.index] = bench.core().Handle(stream)
+    elif h.stream != stream:
+        h.set_stream(stream)
+    return h
+
+
+def run(op: str, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, x_size: Tuple[int, ...],
+        w_size: Tuple[int, ...], stride, padding, dilation, groups: int, layout: str,
+        config: int) -> torch.Tensor:
+    """Run ``op`` of the core on CUDA tensors laid out as ``layout`` (fwd: a=x, b=w, out=y;
+    bwd_data: a=w, b=dy, out=dx; bwd_filter: a=x, b=dy, out=dw) and return ``out``."""
+    device = out.device
+    key = (op, x_size, w_size, tuple(stride), tuple(padding), tuple(dilation), groups, layout,
+           out.dtype, device.index, config)
+    kern = kernel_for(key, op, x_size, w_size, stride, padding, dilation, groups, layout,
+                      out.dtype, device, config)
+    need = kern.workspace_size
+    ws = torch.empty(need, dtype=torch.uint8, device=device) if need else None
+    # cuDNN runs on the current device: the tensors' (a dispatcher's Python kernel gets no
+    # device guard)
+    with (torch.cuda.device(device) if device.index != torch.cuda.current_device()
+          else contextlib.nullcontext()):
+        kern.run(_handle(device), a.data_ptr(), b.data_ptr(), out.data_ptr(),
+                 ws.data_ptr() if ws is not None else 0, need)
+    return out
