@@ -29,7 +29,11 @@ import platform
 import statistics
 import sys
 
-import torch
+try:
+    import torch
+except ImportError:
+    print("bench_torch.py: needs PyTorch (pip install 'ucudnn[torch]')", file=sys.stderr)
+    sys.exit(2)
 
 import ucudnn.torch  # noqa: F401  (registers the operators of the chosen style)
 from ucudnn.files import write_text
