@@ -151,6 +151,9 @@ BAD_ROWS = [
     ("perfs", "time_ms", "9e999", "field 'time_ms'"),
     ("perfs", "ws_bytes", "-1", "field 'ws_bytes'"),
     ("perfs", "ws_bytes", "1.5", "field 'ws_bytes'"),
+    # text that is not UTF-8 (a flipped bit): read as bytes, refused as a blob is
+    ("entries", "shape", "CAST(X'633d33ff2c' AS TEXT)", "cache key field 'shape': must be text"),
+    ("entries", "gpu", "CAST(X'4e56ff' AS TEXT)", "cache key field 'gpu'"),
 ]
 
 

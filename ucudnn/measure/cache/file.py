@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Union
 
 from .access import (HotJournal, connect_readonly, foreign_sidecars, in_wal_mode, is_locked,
-                     is_unwritable, roll_back, write_refusal)
+                     is_unwritable, roll_back, text_or_bytes, write_refusal)
 from .schema import (BWD_FILTER_BETA_1_SCHEMA, SCHEMA_1_AS_2, SCHEMA_VERSION, SQLITE_MAGIC,
                      CacheError, beta_0_where, check_ours, columns, initialise)
 
@@ -284,6 +284,7 @@ class CacheFile:
                 raise CacheError(f"{self._where}: cannot create its folder: {e}") from None
         self._conn = sqlite3.connect(str(self.path), timeout=0, isolation_level=None,
                                      check_same_thread=False)
+        self._conn.text_factory = text_or_bytes
         self._conn.execute("PRAGMA busy_timeout = 0")      # _retry waits
         self._conn.execute("PRAGMA foreign_keys = ON")
         self._set_journal_mode()
