@@ -7,61 +7,26 @@ same options through :func:`ucudnn.cli.main`, in process.
 The fuzz runs ``UCUDNN_FUZZ_CASES`` cases (:data:`DEFAULT_CASES` by default) from
 ``UCUDNN_FUZZ_SEED`` (:data:`SEED`); a failure names the seed, the case and its command line,
 and ``UCUDNN_FUZZ_SEED=S UCUDNN_FUZZ_FIRST=K UCUDNN_FUZZ_CASES=1`` replays case K alone."""
-import contextlib
-import io
 import json
 import os
 import random
-import signal
-import stat
 import time
 
 import pytest
 
+from cli_fuzz import CASE_LIMIT_S, fuzz_settings, one_line_error as _one_line_error
+from cli_fuzz import run_main as _run, snapshot as _snapshot
 from repo_paths import NETS, SHARED
 
 from ucudnn import files
 from ucudnn.caffe import proto as cp
 from ucudnn.caffe import protoc
-from ucudnn.cli import main
 from ucudnn.cli import plan as plan_cmd
 from ucudnn.cli.common import clean
 from ucudnn.vocab import SIZE_MAX, InputError, parse_size
 
 SEED = 48
 DEFAULT_CASES = 300
-#: seconds a case may take before it counts as a hang
-CASE_LIMIT_S = 30
-
-
-def _run(argv):
-    """(exit status, stdout, stderr) of ``ucudnn ARGV`` in process, under a watchdog."""
-    out, err = io.StringIO(), io.StringIO()
-
-    def hang(signum, frame):
-        raise TimeoutError(f"no answer within {CASE_LIMIT_S} s")
-    old = signal.signal(signal.SIGALRM, hang)
-    signal.alarm(CASE_LIMIT_S)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                rc = main([str(a) for a in argv])
-            except SystemExit as e:         # argparse
-                rc = e.code
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
-    return rc, out.getvalue(), err.getvalue()
-
-
-def _one_line_error(rc, err, argv):
-    assert rc == 2, (argv, rc, err)
-    assert "Traceback" not in err, (argv, err)
-    lines = err.rstrip("\n").split("\n")
-    errors = [ln for ln in lines if ": error: " in ln]
-    assert len(errors) == 1 and lines[-1] == errors[0], (argv, err)
-    assert errors[0].startswith("ucudnn"), (argv, err)
-    return errors[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -105,19 +70,6 @@ def kinds(tmp_path):
             "alexnet": str(NETS / "alexnet.prototxt"), "resnet18": str(NETS / "resnet18.prototxt"),
             "layers": str(SHARED / "layers_alexnet.csv"),
             "table": str(SHARED / "alexnet_default.csv")}
-
-
-def _snapshot(folder):
-    """What a case must not change: every entry's kind, size, mode and content time."""
-    out = {}
-    for root, dirs, names in os.walk(folder):
-        for n in dirs + names:
-            p = os.path.join(root, n)
-            st = os.lstat(p)
-            out[p] = (stat.S_IFMT(st.st_mode), st.st_size, st.st_mode, st.st_mtime_ns)
-    st = os.stat(os.devnull)
-    out[os.devnull] = (stat.S_IFMT(st.st_mode), stat.S_ISCHR(st.st_mode))
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -347,9 +299,7 @@ def test_fuzz_command_line(kinds):
     """Random values of the options and paths above: exit status 0 or 2, never a traceback
     or another exception, an error is one line (the last on stderr), no case takes longer
     than CASE_LIMIT_S, and no file in the inputs' folder (nor /dev/null) is changed."""
-    seed = int(os.environ.get("UCUDNN_FUZZ_SEED", SEED))
-    first = int(os.environ.get("UCUDNN_FUZZ_FIRST", 0))
-    cases = int(os.environ.get("UCUDNN_FUZZ_CASES", DEFAULT_CASES))
+    seed, first, cases = fuzz_settings(SEED, DEFAULT_CASES)
     folder = os.path.dirname(kinds["fifo"])
     before = _snapshot(folder)
     counts = {0: 0, 2: 0}
