@@ -16,7 +16,7 @@ import pytest
 
 from cli_fuzz import CASE_LIMIT_S, fuzz_settings, one_line_error as _one_line_error
 from cli_fuzz import run_main as _run, snapshot as _snapshot
-from repo_paths import NETS, SHARED
+from repo_paths import NETS, SHARED, SHIPPED
 
 from ucudnn import files
 from ucudnn.caffe import proto as cp
@@ -327,3 +327,22 @@ def test_fuzz_command_line(kinds):
         assert _snapshot(folder) == before, f"{where}: a file changed"
     print(f"fuzz: seed {seed}, {len(argvs)} cases, {counts[0]} planned, {counts[2]} refused "
           f"in one line, {time.monotonic() - t0:.1f} s")
+
+
+@pytest.mark.parametrize("count", [str(2**63), "1025"])
+def test_a_layer_list_counting_too_many_layers_is_refused_at_once(tmp_path, count):
+    """A row's ``count`` instantiates that many kernel plans: beyond MAX_COUNT, one line."""
+    from ucudnn.cli.common import MAX_COUNT
+    text = (SHIPPED / "alexnet_layers.csv").read_text().splitlines()
+    cells = text[2].split(",")
+    cells[-2] = count
+    p = tmp_path / "l.csv"
+    p.write_text("\n".join(text[:2] + [",".join(cells)] + text[3:]) + "\n")
+    t0 = time.monotonic()
+    rc, _, err = _run(["plan", "--layers", p])
+    assert (f"--layers: {p}: layer 'conv2': field 'count': {count} identical layers, more than "
+            f"the {MAX_COUNT} planned at most") in _one_line_error(rc, err, p)
+    assert time.monotonic() - t0 < 5
+    cells[-2] = str(MAX_COUNT)
+    p.write_text("\n".join(text[:2] + [",".join(cells)] + text[3:]) + "\n")
+    assert _run(["plan", "--layers", p])[0] == 0
