@@ -272,7 +272,8 @@ class CacheFile:
                                  f"({e})") from None
             raise CacheError(f"{where}: the database is corrupted or unreadable ({e}); "
                              "the file was left untouched") from None
-        except sqlite3.DatabaseError as e:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
+            # UnicodeDecodeError: SQLite's own message, about a damaged name, is not UTF-8
             raise CacheError(f"{where}: the database is corrupted or unreadable ({e}); "
                              "the file was left untouched") from None
 
@@ -397,7 +398,12 @@ class CacheFile:
         def attempt():
             with self._lock:
                 return conn.execute(sql, params).fetchall()
-        return self._retry(attempt)
+        try:
+            return self._retry(attempt)
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
+            # a page that the open's quick_check passed and a read finds damaged
+            raise CacheError(f"{self._where}: the database is corrupted or unreadable ({e}); "
+                             "the file was left untouched") from None
 
     # -- lifetime ----------------------------------------------------------------------------
     def close(self) -> None:
