@@ -10,6 +10,7 @@ and ``UCUDNN_FUZZ_SEED=S UCUDNN_FUZZ_FIRST=K UCUDNN_FUZZ_CASES=1`` replays case 
 import json
 import os
 import random
+import sys
 import time
 
 import pytest
@@ -346,3 +347,45 @@ def test_a_layer_list_counting_too_many_layers_is_refused_at_once(tmp_path, coun
     cells[-2] = str(MAX_COUNT)
     p.write_text("\n".join(text[:2] + [",".join(cells)] + text[3:]) + "\n")
     assert _run(["plan", "--layers", p])[0] == 0
+
+
+_OPENED = []
+
+
+def _audit(event, args):
+    if event == "open" and _OPENED and _OPENED[0] is not None and isinstance(args[0], str):
+        _OPENED[0].append(args[0])
+
+
+def _opens(argv):
+    """(exit status, the files ``ucudnn ARGV`` opened), seen by an audit hook."""
+    if not _OPENED:
+        sys.addaudithook(_audit)                # a hook stays: it records only while asked
+        _OPENED.append(None)
+    _OPENED[0] = []
+    try:
+        rc, _, err = _run(argv)
+    finally:
+        opened, _OPENED[0] = _OPENED[0], None
+    assert rc == 0, err
+    return opened
+
+
+@pytest.mark.parametrize("argv", [
+    ["plan", "--layers", "{layers}", "--table", "{table}"],
+    ["plan", "--net", "alexnet", "--table", "{table}", "--table", "{table}"],
+    ["cache", "import", "{table}", "--layers", "{layers}", "--cache", "{cache}",
+     "--gpu", "NVIDIA H200", "--cudnn-version", "91400"],
+])
+def test_a_named_table_or_layer_list_is_read_once(tmp_path, argv):
+    paths = {"layers": str(SHIPPED / "alexnet_layers.csv"),
+             "table": str(SHARED / "alexnet_default.csv"), "cache": str(tmp_path / "c.sqlite")}
+    argv = [a.format(**paths) for a in argv]
+    opened = _opens(argv)
+    for name in ("layers", "table"):
+        given = argv.count(paths[name])
+        if not given:
+            continue
+        # cache import opens its FILE once more first, for the 16 bytes that mark a cache
+        sniff = int(name == "table" and argv[:2] == ["cache", "import"])
+        assert opened.count(paths[name]) == given + sniff, (name, opened)

@@ -313,8 +313,8 @@ def load_layers(args, default_net: Optional[str]):
         return _bounded(list(args.prototxt_net.layers), "--prototxt",
                         args.prototxt), args.prototxt, None
     if args.layers:
-        text_file(args.layers, "--layers")
-        layers, label, net = read_layers(args.layers), args.layers, None
+        text = text_file(args.layers, "--layers")
+        layers, label, net = read_layers(args.layers, text), args.layers, None
     else:
         net = args.net or default_net
         if net is None:

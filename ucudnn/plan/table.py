@@ -121,7 +121,8 @@ def _check_row(where: str, row: BenchRow) -> None:
     if row.op not in OPS:
         raise TableError(f"{where}: field 'op': {row.op!r} is not one of {', '.join(OPS)}")
     if not 1 <= row.batch <= SIZE_MAX:
-        raise TableError(f"{where}: field 'batch': must be from 1 to {SIZE_MAX}, got {row.batch}")
+        raise TableError(f"{where}: field 'batch': must be from 1 to {SIZE_MAX}, got "
+                         f"{row.batch}")
     problem = perf_problem(row.algo, row.time_ms, row.ws_bytes, row.math, row.engine)
     if problem is not None:
         raise TableError(f"{where}: {problem}")
@@ -135,10 +136,13 @@ def read_text(path: str | os.PathLike, error=InputError, what: str = "text") -> 
     return files.read_text(path, error, what, line_limit=None)
 
 
-def read_table(path: str | os.PathLike) -> List[BenchRow]:
-    """Read a benchmark table; raise :class:`TableError` naming line and field on bad input."""
+def read_table(path: str | os.PathLike, text: Optional[str] = None) -> List[BenchRow]:
+    """Read a benchmark table; raise :class:`TableError` naming line and field on bad input.
+    ``text``: the file's text where the caller has read it already (else it is read here)."""
     path = os.fspath(path)
-    return parse_table(read_text(path, TableError, "a benchmark table"), source=path)
+    if text is None:
+        text = read_text(path, TableError, "a benchmark table")
+    return parse_table(text, source=path)
 
 
 def parse_table(text: str, source: str = "<table>") -> List[BenchRow]:
