@@ -286,6 +286,11 @@ def _from_tables(layers, tables: Sequence, texts: Mapping[str, str]) -> Gathered
     if missing:
         raise SourceError(f"--table: no measurements for layer(s) {missing} (the table has "
                           f"{names[:12]}{' ...' if len(names) > 12 else ''})")
+    # a layer the tables have is planned in every op it runs
+    partial = [f"{l.name} {op}" for l in layers for op in l.ops if (l.name, op) not in benches]
+    if partial:
+        raise SourceError(f"--table: no measurements for {_list(partial)} (a layer needs "
+                          "fwd and bwd_filter, and bwd_data unless it is the net's first)")
     return Gathered(benches, Source("table", ", ".join(map(str, tables))))
 
 
