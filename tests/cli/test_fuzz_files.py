@@ -336,7 +336,7 @@ def test_fuzz_tables_and_caches(seeds, tmp_path):
 #: (seed, case) of defects the fuzz found, replayed in every run: a cache's text printed with
 #: its escape codes, text that is not UTF-8, a table's integer beyond 64 bits, damaged pages
 #: that the open's check passes and a read finds, a layer list's count of 2^63 (a plan without
-#: end), a table lacking one op of a layer, a layer list's integer beyond 64 bits
+#: end), a table lacking one op of a layer
 FOUND = [(1, 140), (1, 380), (3, 216), (5, 4), (7, 255), (5, 44), (10, 302), (10, 9), (5, 313)]
 
 
