@@ -181,10 +181,82 @@ def test_dilation_with_engine_cudnn_is_planned_as_the_patched_factory_runs_it(tm
     assert net.off_cudnn == {}
 
 
-@pytest.mark.parametrize("net", sorted(p.name for p in NETS.glob("*.prototxt")))
+#: What each net in tests/data/nets/ gives: ("planned", convolutions on cuDNN, convolutions on
+#: im2col) or ("refused", "file:line:col" or "" where the reason has no line, a substring of
+#: Caffe's reason). A fork's net is refused by BVLC's schema; with that fork's caffe.proto
+#: (``--caffe-proto``) it may plan.
+OUTCOMES = {
+    "DenseNet_121": ("refused", "54:5", 'PoolingParameter" has no field named "ceil_mode"'),
+    "MobileNetSSD_deploy": ("refused", "1177:3", 'no field named "permute_param"'),
+    "ResNet-50-deploy": ("planned", 53, 0),
+    "SE-BN-Inception": ("planned", 89, 0),
+    "SE-ResNeXt-50": ("refused", "243:1", "Unknown layer type: Axpy"),
+    "SE-ResNet-50": ("refused", "242:1", "Unknown layer type: Axpy"),
+    "age_net_deploy": ("planned", 3, 0),
+    "bvlc_alexnet_v1_deploy": ("planned", 5, 0),
+    "c3d_resnet18_ucf101_feature_extraction": ("refused", "12:3",
+                                               'no field named "video_data_param"'),
+    "c3d_sport1m_feature_extractor_frm": ("refused", "4:9", "has no value named VIDEO_DATA"),
+    "cuhk_action_spatial_vgg_16_deploy": ("planned", 13, 0),
+    "dilation8_pascal_voc_deploy": ("planned", 16, 8),
+    "enet_deploy_final": ("refused", "65:3", 'no field named "bn_param"'),
+    "faster_rcnn_vgg16_test": ("refused", "483:3", 'no field named "roi_pooling_param"'),
+    "mobilenet_v1_deploy": ("planned", 15, 13),
+    "mobilenet_v2_deploy": ("planned", 37, 17),
+    "rcnn_batch_256_output_fc7": ("planned", 5, 0),
+    "segnet_inference": ("refused", "7:3", 'no field named "dense_image_data_param"'),
+    "shufflenet_1x_g3_deploy": ("refused", "320:3", 'no field named "shuffle_channel_param"'),
+    "squeezenet_v1.1_deploy": ("planned", 26, 0),
+    "tsn_bn_inception_rgb_deploy": ("refused", "19:3", 'no field named "bn_param"'),
+    "vnet_test_noPooling_ResNet_cinque": (
+        "refused", "", "layer 'conv_in128_chan16' (type Convolution): a 3-D convolution (bottom "
+        "(1, 1, 128, 128, 64)) with engine DEFAULT: CuDNNConvolution input must have 2 spatial "
+        "axes"),
+    "voc-fcn8s_deploy": ("planned", 18, 0),
+}
+
+
+def test_every_net_has_its_outcome_and_its_source():
+    names = sorted(p.name[:-len(".prototxt")] for p in NETS.glob("*.prototxt"))
+    assert names == sorted(OUTCOMES)
+    readme = (NETS / "README.md").read_text()
+    assert all(f"| `{n}.prototxt` |" in readme for n in names)
+
+
+@pytest.mark.parametrize("net", sorted(OUTCOMES))
 def test_every_net_is_planned_or_refused_in_one_line(fake_core, capsys, net):
-    status = main(["plan", "--prototxt", str(NETS / net), "--batch", "1", "--phase", "TEST"])
-    err = capsys.readouterr().err
-    assert status in (0, 2) and "Traceback" not in err
-    if status == 2:
-        assert err.count("ucudnn: error:") == 1 and err.endswith("\n")
+    path = NETS / f"{net}.prototxt"
+    outcome = OUTCOMES[net]
+    argv = ["plan", "--prototxt", str(path), "--batch", "1", "--phase", "TEST", "--json"]
+    if outcome[0] == "refused":
+        err = _one_line_refusal(capsys, argv)
+        where, reason = outcome[1:]
+        assert err.startswith(f"ucudnn: error: --prototxt: {path}:{where}" if where else
+                              f"ucudnn: error: --prototxt: {path}: layer "), err
+        assert reason in err, err
+        return
+    status = main(argv)
+    cap = capsys.readouterr()
+    assert status == 0 and "Traceback" not in cap.err, cap.err
+    cudnn, im2col = _convs(path)
+    assert (len(cudnn), len(im2col)) == outcome[1:]
+    doc = json.loads(cap.out)
+    assert [r["layer"] for r in doc.get("without_cudnn", [])] == im2col
+    ops = {}
+    for k in doc["kernels"]:
+        ops.setdefault(k["layer"], set()).add(k["op"])
+    assert sorted(ops) == sorted(cudnn)
+    # forward and backward-filter everywhere; backward-data where the bottom is not an input
+    assert all({"fwd", "bwd_filter"} <= o <= {"fwd", "bwd_filter", "bwd_data"}
+               for o in ops.values())
+
+
+def test_resnext_plans_its_group_convolutions_through_a_forks_layer():
+    path = NETS / "SE-ResNeXt-50.prototxt"
+    cudnn, im2col = _convs(path)
+    net = load_prototxt(path, "TEST", layer_shapes={"Axpy": 1})
+    assert [l.name for l in net.layers] == cudnn and not im2col
+    groups = {l.name: l.groups for l in net.layers}
+    pb2_groups = {l.name: l.convolution_param.group
+                  for l in read_net(load_caffe_pb2(), path).layer if l.type == "Convolution"}
+    assert groups == pb2_groups and max(groups.values()) == 32

@@ -388,3 +388,19 @@ def test_convolutions_run_in_the_nets_layout_grouped_ones_nchw():
     s = _specs("ucudnn_param { layout: NHWC }\n" + text)
     assert {n: l.layout for n, l in s.items()} == {"c1": "NHWC", "c2": "NCHW"}
     assert s["c1"].describe().endswith(", NHWC")
+
+
+@pytest.mark.parametrize("width", [2**54 + 2, 2**62 + 7])
+def test_pooling_sizes_are_integers_end_to_end(width):
+    """Caffe's output size, ceil or floor of (W + 2 pad - k) / stride, plus one: in integers,
+    exact where a float quotient would round (above 2^53)."""
+    text = (f'input: "d" input_shape {{ dim: 1 dim: 1 dim: 1 dim: {width} }}\n'
+            'layer { name: "a" type: "Pooling" bottom: "d" top: "a" '
+            'pooling_param { pool: MAX kernel_h: 1 kernel_w: 1 stride: 1 } }\n'
+            'layer { name: "c" type: "Pooling" bottom: "d" top: "c" '
+            'pooling_param { pool: MAX kernel_h: 1 kernel_w: 4 stride: 3 } }\n'
+            'layer { name: "f" type: "Pooling" bottom: "d" top: "f" '
+            'pooling_param { pool: MAX kernel_h: 1 kernel_w: 4 stride: 3 round_mode: FLOOR } }\n')
+    shapes = infer_shapes(parse_net_text(text), "TEST")
+    assert shapes["a"][3] == width
+    assert shapes["c"][3] == -(-(width - 4) // 3) + 1 and shapes["f"][3] == (width - 4) // 3 + 1

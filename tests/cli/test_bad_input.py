@@ -7,61 +7,27 @@ same options through :func:`ucudnn.cli.main`, in process.
 The fuzz runs ``UCUDNN_FUZZ_CASES`` cases (:data:`DEFAULT_CASES` by default) from
 ``UCUDNN_FUZZ_SEED`` (:data:`SEED`); a failure names the seed, the case and its command line,
 and ``UCUDNN_FUZZ_SEED=S UCUDNN_FUZZ_FIRST=K UCUDNN_FUZZ_CASES=1`` replays case K alone."""
-import contextlib
-import io
 import json
 import os
 import random
-import signal
-import stat
+import sys
 import time
 
 import pytest
 
-from repo_paths import NETS, SHARED
+from cli_fuzz import CASE_LIMIT_S, fuzz_settings, one_line_error as _one_line_error
+from cli_fuzz import run_main as _run, snapshot as _snapshot
+from repo_paths import NETS, SHARED, SHIPPED
 
 from ucudnn import files
 from ucudnn.caffe import proto as cp
 from ucudnn.caffe import protoc
-from ucudnn.cli import main
 from ucudnn.cli import plan as plan_cmd
 from ucudnn.cli.common import clean
 from ucudnn.vocab import SIZE_MAX, InputError, parse_size
 
 SEED = 48
 DEFAULT_CASES = 300
-#: seconds a case may take before it counts as a hang
-CASE_LIMIT_S = 30
-
-
-def _run(argv):
-    """(exit status, stdout, stderr) of ``ucudnn ARGV`` in process, under a watchdog."""
-    out, err = io.StringIO(), io.StringIO()
-
-    def hang(signum, frame):
-        raise TimeoutError(f"no answer within {CASE_LIMIT_S} s")
-    old = signal.signal(signal.SIGALRM, hang)
-    signal.alarm(CASE_LIMIT_S)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                rc = main([str(a) for a in argv])
-            except SystemExit as e:         # argparse
-                rc = e.code
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
-    return rc, out.getvalue(), err.getvalue()
-
-
-def _one_line_error(rc, err, argv):
-    assert rc == 2, (argv, rc, err)
-    assert "Traceback" not in err, (argv, err)
-    lines = err.rstrip("\n").split("\n")
-    errors = [ln for ln in lines if ": error: " in ln]
-    assert len(errors) == 1 and lines[-1] == errors[0], (argv, err)
-    assert errors[0].startswith("ucudnn"), (argv, err)
-    return errors[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -105,19 +71,6 @@ def kinds(tmp_path):
             "alexnet": str(NETS / "alexnet.prototxt"), "resnet18": str(NETS / "resnet18.prototxt"),
             "layers": str(SHARED / "layers_alexnet.csv"),
             "table": str(SHARED / "alexnet_default.csv")}
-
-
-def _snapshot(folder):
-    """What a case must not change: every entry's kind, size, mode and content time."""
-    out = {}
-    for root, dirs, names in os.walk(folder):
-        for n in dirs + names:
-            p = os.path.join(root, n)
-            st = os.lstat(p)
-            out[p] = (stat.S_IFMT(st.st_mode), st.st_size, st.st_mode, st.st_mtime_ns)
-    st = os.stat(os.devnull)
-    out[os.devnull] = (stat.S_IFMT(st.st_mode), stat.S_ISCHR(st.st_mode))
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -347,9 +300,7 @@ def test_fuzz_command_line(kinds):
     """Random values of the options and paths above: exit status 0 or 2, never a traceback
     or another exception, an error is one line (the last on stderr), no case takes longer
     than CASE_LIMIT_S, and no file in the inputs' folder (nor /dev/null) is changed."""
-    seed = int(os.environ.get("UCUDNN_FUZZ_SEED", SEED))
-    first = int(os.environ.get("UCUDNN_FUZZ_FIRST", 0))
-    cases = int(os.environ.get("UCUDNN_FUZZ_CASES", DEFAULT_CASES))
+    seed, first, cases = fuzz_settings(SEED, DEFAULT_CASES)
     folder = os.path.dirname(kinds["fifo"])
     before = _snapshot(folder)
     counts = {0: 0, 2: 0}
@@ -377,3 +328,64 @@ def test_fuzz_command_line(kinds):
         assert _snapshot(folder) == before, f"{where}: a file changed"
     print(f"fuzz: seed {seed}, {len(argvs)} cases, {counts[0]} planned, {counts[2]} refused "
           f"in one line, {time.monotonic() - t0:.1f} s")
+
+
+@pytest.mark.parametrize("count", [str(2**63), "1025"])
+def test_a_layer_list_counting_too_many_layers_is_refused_at_once(tmp_path, count):
+    """A row's ``count`` instantiates that many kernel plans: beyond MAX_COUNT, one line."""
+    from ucudnn.cli.common import MAX_COUNT
+    text = (SHIPPED / "alexnet_layers.csv").read_text().splitlines()
+    cells = text[2].split(",")
+    cells[-2] = count
+    p = tmp_path / "l.csv"
+    p.write_text("\n".join(text[:2] + [",".join(cells)] + text[3:]) + "\n")
+    t0 = time.monotonic()
+    rc, _, err = _run(["plan", "--layers", p])
+    assert (f"--layers: {p}: layer 'conv2': field 'count': {count} identical layers, more than "
+            f"the {MAX_COUNT} planned at most") in _one_line_error(rc, err, p)
+    assert time.monotonic() - t0 < 5
+    cells[-2] = str(MAX_COUNT)
+    p.write_text("\n".join(text[:2] + [",".join(cells)] + text[3:]) + "\n")
+    assert _run(["plan", "--layers", p])[0] == 0
+
+
+_OPENED = []
+
+
+def _audit(event, args):
+    if event == "open" and _OPENED and _OPENED[0] is not None and isinstance(args[0], str):
+        _OPENED[0].append(args[0])
+
+
+def _opens(argv):
+    """(exit status, the files ``ucudnn ARGV`` opened), seen by an audit hook."""
+    if not _OPENED:
+        sys.addaudithook(_audit)                # a hook stays: it records only while asked
+        _OPENED.append(None)
+    _OPENED[0] = []
+    try:
+        rc, _, err = _run(argv)
+    finally:
+        opened, _OPENED[0] = _OPENED[0], None
+    assert rc == 0, err
+    return opened
+
+
+@pytest.mark.parametrize("argv", [
+    ["plan", "--layers", "{layers}", "--table", "{table}"],
+    ["plan", "--net", "alexnet", "--table", "{table}", "--table", "{table}"],
+    ["cache", "import", "{table}", "--layers", "{layers}", "--cache", "{cache}",
+     "--gpu", "NVIDIA H200", "--cudnn-version", "91400"],
+])
+def test_a_named_table_or_layer_list_is_read_once(tmp_path, argv):
+    paths = {"layers": str(SHIPPED / "alexnet_layers.csv"),
+             "table": str(SHARED / "alexnet_default.csv"), "cache": str(tmp_path / "c.sqlite")}
+    argv = [a.format(**paths) for a in argv]
+    opened = _opens(argv)
+    for name in ("layers", "table"):
+        given = argv.count(paths[name])
+        if not given:
+            continue
+        # cache import opens its FILE once more first, for the 16 bytes that mark a cache
+        sniff = int(name == "table" and argv[:2] == ["cache", "import"])
+        assert opened.count(paths[name]) == given + sniff, (name, opened)

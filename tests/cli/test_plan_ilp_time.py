@@ -2,11 +2,16 @@
 of DenseNet-121 planned by the ILP within a short limit, its progress on stderr, a plan said to
 be not proven optimal, and no solver file left in the temp folder."""
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 import time
 
 import pytest
 
+import child_env
 import densenet_sized
 from cli_run import run, synthetic
 from ucudnn.cli import main
@@ -103,3 +108,46 @@ def test_the_option_is_documented(capsys):
     assert "--ilp-time-limit SECONDS" in text
     assert "0 or none: no limit (default: 60)" in text
     assert options.time_limit(None) == 60.0
+
+
+def test_sigterm_during_the_solve_leaves_no_solver_files(tmp_path):
+    """SIGTERM while CBC runs: CBC is killed, the solve's folder removed, and the process
+    ends by SIGTERM. (SIGINT, Python's KeyboardInterrupt, is tests/plan/test_ilp.py's.)"""
+    layers, table = densenet_sized.write(tmp_path)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, PYTHONPATH=child_env.python_path(), TMPDIR=str(tmp), TMP=str(tmp),
+               UCUDNN_CACHE=str(tmp_path / "default.sqlite"))
+    with subprocess.Popen([sys.executable, "-m", "ucudnn", "plan", "--layers", str(layers),
+                           "--table", str(table), "--policy", "undivided", "--budget", BUDGET,
+                           "--engines", "legacy", "--ilp-time-limit", "120"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          env=env, cwd=tmp_path) as p:
+        try:
+            assert p.stderr.readline().startswith("ILP: CBC chooses among 5028 plans")
+            deadline = time.monotonic() + 30          # CBC has started on its problem file
+            while not list(tmp.glob("ucudnn-ilp-*/*.mps")) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert list(tmp.glob("ucudnn-ilp-*/*.mps"))
+            time.sleep(0.5)
+            p.send_signal(signal.SIGTERM)
+            _, rest = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+    assert p.returncode == -signal.SIGTERM and "Traceback" not in rest, rest
+    assert list(tmp.iterdir()) == []
+    assert not _processes_naming(tmp)                   # CBC was killed
+
+
+def _processes_naming(folder):
+    """Processes whose command line names ``folder`` (CBC is given its problem file there)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if str(folder).encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found

@@ -153,6 +153,9 @@ BAD_ROWS = [
     ("perfs", "time_ms", "9e999", "field 'time_ms'"),
     ("perfs", "ws_bytes", "-1", "field 'ws_bytes'"),
     ("perfs", "ws_bytes", "1.5", "field 'ws_bytes'"),
+    # text that is not UTF-8 (a flipped bit): read as bytes, refused as a blob is
+    ("entries", "shape", "CAST(X'633d33ff2c' AS TEXT)", "cache key field 'shape': must be text"),
+    ("entries", "gpu", "CAST(X'4e56ff' AS TEXT)", "cache key field 'gpu'"),
 ]
 
 
@@ -287,3 +290,12 @@ def test_an_import_into_a_read_only_cache_names_the_cache(tmp_path, monkeypatch)
     assert str(e.value).startswith(f"benchmark cache {dest}: opened read-only (file ")
     assert f"nothing was imported from {src}" in str(e.value)
     assert _state(dest) == before
+
+
+def test_a_skipped_entrys_text_reaches_the_terminal_escaped(tmp_path):
+    cache = _alexnet_cache(tmp_path)
+    entry = _spoil(cache, "entries", "shape", "char(27) || '[31m' || char(10) || 'X'")
+    p = run(tmp_path, "cache", "list", "--cache", cache)
+    (line,) = [l for l in p.stderr.splitlines() if f"entry {entry} (" in l]
+    assert "|\\x1b[31m\\nX|" in line and "skipped" in line
+    assert "\x1b" not in p.stderr + p.stdout

@@ -27,6 +27,16 @@ def test_tables_by_layer_name(tmp_path):
         sources.gather(_renamed("alexnet"), tables=[SHIPPED / "alexnet_bench.csv"])
 
 
+def test_a_table_lacking_an_op_of_a_layer_is_refused(tmp_path):
+    layers = read_layers(SHIPPED / "alexnet_layers.csv")
+    text = (SHIPPED / "alexnet_bench.csv").read_text().splitlines(keepends=True)
+    table = tmp_path / "t.csv"
+    table.write_text("".join(l for l in text if not l.startswith("conv5,bwd_filter,")))
+    with pytest.raises(sources.SourceError, match=r"^--table: no measurements for conv5 "
+                                                  r"bwd_filter \(a layer needs fwd and "):
+        sources.gather(layers, tables=[table])
+
+
 def test_shipped_data_by_kernel_shape_without_printing(no_gpu, tmp_path, capsys):
     layers = _renamed("resnet18")
     got = sources.gather(layers, policy="powerOfTwo")

@@ -49,7 +49,12 @@ def test_shared_tables_parse():
     ("conv1,fwd,x,0,0.1,0,0", r"t.csv:2: field 'batch': cannot parse 'x'"),
     ("conv1,fwd,1,0,0.1,0", r"t.csv:2: 6 fields, header has 7"),
     ("conv1,fwdd,1,0,0.1,0,0", r"t.csv:2: field 'op': 'fwdd' is not one of"),
-    ("conv1,fwd,0,0,0.1,0,0", r"t.csv:2: field 'batch': must be >= 1"),
+    ("conv1,fwd,0,0,0.1,0,0", r"t.csv:2: field 'batch': must be from 1 to 9223372036854775807"),
+    # a cache's INTEGER columns hold 64 bits: larger values are refused where they are read
+    (f"conv1,fwd,{2**63},0,0.1,0,0", r"t.csv:2: field 'batch': must be from 1 to "),
+    (f"conv1,fwd,1,{2**63},0.1,0,0", r"t.csv:2: field 'algo': must be an integer of 64 bits"),
+    (f"conv1,fwd,1,0,0.1,{2**63},0", r"t.csv:2: field 'ws_bytes': must be an integer from 0 to "),
+    (f"conv1,fwd,1,0,0.1,0,{-2**63 - 1}", r"t.csv:2: field 'math': must be an integer of 64 "),
     ("conv1,fwd,1,-1,0.1,0,0", r"t.csv:2: field 'algo'"),
     ("conv1,fwd,1,0,nan,0,0", r"t.csv:2: field 'time_ms'"),
     ("conv1,fwd,1,0,-0.1,0,0", r"t.csv:2: field 'time_ms'"),

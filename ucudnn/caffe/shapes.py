@@ -624,10 +624,11 @@ class NetShapes:
         if ph >= kh or pw >= kw:
             raise ShapeError(f"{where}: field 'pooling_param.pad' must be smaller than the "
                              "kernel")
-        rnd = math.ceil if p.round_mode == p.CEIL else math.floor
+        ceil = p.round_mode == p.CEIL
 
         def out(x, k, pad, st):
-            o = int(rnd((x + 2 * pad - k) / st)) + 1
+            # integers throughout: a float quotient rounds sizes above 2^53
+            o = (-((k - x - 2 * pad) // st) if ceil else (x + 2 * pad - k) // st) + 1
             if pad and (o - 1) * st >= x + pad:     # the last window must start inside the image
                 o -= 1
             if o < 1:

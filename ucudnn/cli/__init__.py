@@ -42,6 +42,8 @@ traceback, exit status 1.
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import re
 import sys
@@ -131,11 +133,47 @@ def _no_empty_paths(args) -> None:
             raise CliError(f"{option}: an empty name (leave {option} out for its default)")
 
 
+class _Warnings(logging.Handler):
+    """The package's warnings on stderr as Python's last-resort handler writes them (the
+    message alone), :func:`clean`: a name a cache or a file holds reaches the terminal
+    escaped (Note [Text that reaches the terminal] in ucudnn/cli/common.py)."""
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(clean(record.getMessage()) + "\n")
+        except Exception:       # noqa: BLE001 - as logging's own handlers do
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def _warnings_cleaned():
+    """Within: :class:`_Warnings` on the ``ucudnn`` logger, unless a host gave it a handler
+    (``UCUDNN_LOG``)."""
+    log = logging.getLogger("ucudnn")
+    if log.handlers:
+        yield
+        return
+    handler = _Warnings()
+    log.addHandler(handler)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of ``ucudnn`` and ``python -m ucudnn``; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(_join_negative_values(argv))
     args.argv = argv[argv.index(args.cmd) + 1:] if args.cmd in argv else argv
+    with _warnings_cleaned():
+        return _run(args)
+
+
+def _run(args) -> int:
     try:
         _no_empty_paths(args)
         return args.func(args)

@@ -143,12 +143,13 @@ def run(args) -> int:
                          "--prototxt (a table of those layers)")
     c.need_layers(args, " (the layer shapes)")
     if args.command == "import":
-        c.text_file(args.table, "table")
+        text = c.text_file(args.table, "table")
         c.positive(args.repeats, "--repeats")
         layers, _, _ = c.load_layers(args, None)
         n, n_rows, path, gpu, ver = sources.import_table(
             args.table, layers, cache_path=args.cache, gpu=args.gpu,
-            cudnn_version=args.cudnn_version, dtype=dtype, math=math_mode, repeats=args.repeats)
+            cudnn_version=args.cudnn_version, dtype=dtype, math=math_mode, repeats=args.repeats,
+            text=text)
         c.say(f"imported {n} entries ({n_rows} rows) into {path} as {gpu}, "
               f"cuDNN {sources.format_cudnn(ver)}, {dtype}, math {math_mode}")
         return 0

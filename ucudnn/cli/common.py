@@ -163,6 +163,9 @@ INT32_MAX = 2**31 - 1
 #: the largest mini-batch: 2^20 samples (a per-GPU batch beyond it does not fit in a GPU's
 #: memory for any net of this kind, and policy ``all`` lists every size up to it)
 MAX_BATCH = 2**20
+#: the most identical layers a layer list's row may count: the plan holds one kernel plan per
+#: layer, and the deepest Caffe nets have about a thousand layers
+MAX_COUNT = 2**10
 
 
 def positive(value: Optional[int], field: str, hi: int = INT32_MAX) -> Optional[int]:
@@ -319,8 +322,8 @@ def load_layers(args, default_net: Optional[str]):
         return _bounded(list(args.prototxt_net.layers), "--prototxt",
                         args.prototxt), args.prototxt, None
     if args.layers:
-        text_file(args.layers, "--layers")
-        layers, label, net = read_layers(args.layers), args.layers, None
+        text = text_file(args.layers, "--layers")
+        layers, label, net = read_layers(args.layers, text), args.layers, None
     else:
         net = args.net or default_net
         if net is None:
@@ -335,14 +338,18 @@ def load_layers(args, default_net: Optional[str]):
 
 
 def _bounded(layers, option: str, path: str):
-    """``layers``, if no mini-batch is larger than :data:`MAX_BATCH` and no tensor of a
-    layer (input, output, filter) holds more than INT_MAX elements, which Caffe's
-    ``Blob::Reshape`` refuses ("blob size exceeds INT_MAX")."""
+    """``layers``, if no mini-batch is larger than :data:`MAX_BATCH`, no row counts more than
+    :data:`MAX_COUNT` layers and no tensor of a layer (input, output, filter) holds more than
+    INT_MAX elements, which Caffe's ``Blob::Reshape`` refuses ("blob size exceeds
+    INT_MAX")."""
     for l in layers:
         where = f"{option}: {path}: layer {clean(l.name)!r}"
         if l.n > MAX_BATCH:
             raise CliError(f"{where}: a mini-batch of {_short(l.n)}, more than the "
                            f"{MAX_BATCH} planned at most (--batch N sets another)")
+        if l.count > MAX_COUNT:
+            raise CliError(f"{where}: field 'count': {_short(l.count)} identical layers, more "
+                           f"than the {MAX_COUNT} planned at most")
         for what, count in (("input", l.n * l.c * prod(l.spatial)),
                             ("output", l.n * l.k * prod(l.out_spatial)),
                             ("filter", l.k * (l.c // l.groups) * prod(l.kernel))):

@@ -103,9 +103,7 @@ def run(args) -> int:
     given = options.settings_given(args)
     c.cudnn_version(args.cudnn_version)
     time_limit = options.time_limit(args.ilp_time_limit)
-    if args.table:
-        for path in args.table:
-            c.text_file(path, "--table")
+    texts = {path: c.text_file(path, "--table") for path in args.table or ()}
     layers, label, _ = c.load_layers(args, "alexnet")
     off = _without_cudnn(args)
     if not layers:
@@ -121,9 +119,9 @@ def run(args) -> int:
     options.check_sizes(given, [l.n for l in layers])
     settings, notes = _settings(args, layers, given)
     try:
-        got = gather_net(layers, settings, tables=args.table, cache_path=args.cache,
-                         gpu=args.gpu, cudnn_version=args.cudnn_version, strict=args.strict,
-                         progress=c.say)
+        got = gather_net(layers, settings, tables=args.table, texts=texts,
+                         cache_path=args.cache, gpu=args.gpu,
+                         cudnn_version=args.cudnn_version, strict=args.strict, progress=c.say)
     except TableError as e:
         raise c.CliError(f"--table: {e}") from None
     t0 = time.perf_counter()

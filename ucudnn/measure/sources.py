@@ -25,7 +25,7 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..plan.conv import ConvShape
 from ..plan.dp import WINOGRAD_ALGOS, without_algorithms
@@ -276,16 +276,21 @@ def _from_cache(cache, layers, keyfn, sizes_of) -> Tuple[Optional[Benches], bool
     return benches, complete
 
 
-def _from_tables(layers, tables: Sequence) -> Gathered:
+def _from_tables(layers, tables: Sequence, texts: Mapping[str, str]) -> Gathered:
     rows: List[BenchRow] = []
     for path in tables:
-        rows += read_table(path)
+        rows += read_table(path, texts.get(path))
     benches = group_by_kernel(rows)
     names = sorted({layer for layer, _ in benches})
     missing = [l.name for l in layers if not any((l.name, op) in benches for op in l.ops)]
     if missing:
         raise SourceError(f"--table: no measurements for layer(s) {missing} (the table has "
                           f"{names[:12]}{' ...' if len(names) > 12 else ''})")
+    # a layer the tables have is planned in every op it runs
+    partial = [f"{l.name} {op}" for l in layers for op in l.ops if (l.name, op) not in benches]
+    if partial:
+        raise SourceError(f"--table: no measurements for {_list(partial)} (a layer needs "
+                          "fwd and bwd_filter, and bwd_data unless it is the net's first)")
     return Gathered(benches, Source("table", ", ".join(map(str, tables))))
 
 
@@ -296,7 +301,8 @@ def _list(names: Sequence[str], most: int = 6) -> str:
 
 
 def gather(layers, *, policy: str = "powerOfTwo", sizes: Optional[Sequence[int]] = None,
-           tables: Optional[Sequence] = None, cache_path=None, gpu: Optional[str] = None,
+           tables: Optional[Sequence] = None, texts: Optional[Mapping[str, str]] = None,
+           cache_path=None, gpu: Optional[str] = None,
            cudnn_version: Optional[int] = None, math: str = "default", dtype: str = "float32",
            workspace_cap: Optional[int] = None, repeats: int = FIND_REPEATS,
            benchmark: bool = True, strict: bool = False, progress: Progress = None) -> Gathered:
@@ -305,6 +311,7 @@ def gather(layers, *, policy: str = "powerOfTwo", sizes: Optional[Sequence[int]]
     ``gpu``/``cudnn_version`` ask for data of that device (default: the visible GPU, or any in
     the cache or the shipped data); ``math``/``dtype`` for data measured so; ``workspace_cap``
     for measurements offered at least that much workspace (default: the core's 8 GiB).
+    ``texts``: {table path: its text} where the caller has read the ``tables`` already.
     ``benchmark=False`` never measures. ``strict``: the shipped data must hold every
     micro-batch size the policy names (else it answers with the sizes it has, noted and marked
     incomplete, as the planner then skips the others). Without benchmarking the cache is opened read-only,
@@ -312,7 +319,7 @@ def gather(layers, *, policy: str = "powerOfTwo", sizes: Optional[Sequence[int]]
     """
     sizes_of = lambda l: candidate_sizes(policy, l.n, sizes)        # noqa: E731
     if tables:
-        return _from_tables(layers, tables)
+        return _from_tables(layers, tables, texts or {})
 
     info, reason = device_status()
     use_gpu = benchmark and _matches(info, gpu, cudnn_version)
@@ -390,7 +397,8 @@ def gather(layers, *, policy: str = "powerOfTwo", sizes: Optional[Sequence[int]]
         "layers and plan with --cache (the cache matches layers by shape, not name)")
 
 
-def gather_net(layers, settings, *, tables: Optional[Sequence] = None, cache_path=None,
+def gather_net(layers, settings, *, tables: Optional[Sequence] = None,
+               texts: Optional[Mapping[str, str]] = None, cache_path=None,
                gpu: Optional[str] = None, cudnn_version: Optional[int] = None,
                benchmark: bool = True, strict: bool = False,
                progress: Progress = None) -> Gathered:
@@ -419,7 +427,8 @@ def gather_net(layers, settings, *, tables: Optional[Sequence] = None, cache_pat
     benches: Benches = {}
     sources, notes = [], []
     for (policy, sizes, math, dtype, repeats), group in groups.items():
-        got = gather(group, policy=policy, sizes=sizes, tables=tables, cache_path=cache_path,
+        got = gather(group, policy=policy, sizes=sizes, tables=tables, texts=texts,
+                     cache_path=cache_path,
                      gpu=gpu, cudnn_version=cudnn_version, math=math, dtype=dtype,
                      workspace_cap=min(max(need[l.name] for l in group), DEFAULT_WORKSPACE_CAP),
                      repeats=repeats, benchmark=benchmark, strict=strict, progress=progress)
@@ -477,11 +486,13 @@ def resolve_device(gpu: Optional[str], cudnn_version: Optional[int], *, cache=No
 
 def import_table(table, layers, *, cache_path=None, gpu: Optional[str] = None,
                  cudnn_version: Optional[int] = None, dtype: str = "float32",
-                 math: str = "default", repeats: int = 1) -> Tuple[int, int, str, str, int]:
-    """Store the table at ``table`` in the cache, keyed by the shapes of ``layers``.
+                 math: str = "default", repeats: int = 1,
+                 text: Optional[str] = None) -> Tuple[int, int, str, str, int]:
+    """Store the table at ``table`` in the cache, keyed by the shapes of ``layers``; ``text``:
+    its text where the caller has read it already.
 
     Returns (entries written, rows read, cache path, gpu, cudnn_version)."""
-    rows = read_table(table)
+    rows = read_table(table, text)
     names = {l.name for l in layers}
     unknown = sorted({r.layer for r in rows if r.layer not in names})
     if unknown:

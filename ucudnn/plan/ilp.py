@@ -63,14 +63,20 @@ Note [ILP time limit]
     temp folder by default, and leaves them there when CBC fails or the solve is interrupted.
     So each solve gives them, and CBC's log, a folder of its own that is removed whatever
     happens (success, time limit, failure, KeyboardInterrupt). An interrupted solve also kills
-    the CBC that PuLP started (:func:`_stop_cbc`): it would run on to its time limit.
+    the CBC that PuLP started (:func:`_stop_cbc`): it would run on to its time limit. SIGTERM
+    would end the process at once, past every ``finally``; while a solve runs in the main
+    thread of a process that keeps SIGTERM's default action, SIGTERM unwinds the solve as
+    SIGINT does (:func:`_sigterm_unwinds`), and once the folder is gone and CBC killed the
+    process ends by SIGTERM as it would have.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -322,6 +328,33 @@ def _stop_cbc(tb) -> None:
         tb = tb.tb_next
 
 
+class _Terminated(BaseException):
+    """SIGTERM arrived during a solve (Note [ILP time limit])."""
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds():
+    """Within: SIGTERM raises :class:`_Terminated`, so that the solve's clean-up runs; at
+    the end, the default action is back and a SIGTERM that came is sent again. Nothing
+    changes outside the main thread or where SIGTERM has a handler of its own."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        yield
+        return
+
+    def raise_terminated(signum, frame):
+        raise _Terminated()
+    signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    except _Terminated:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise                               # where the signal is blocked
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _remove(folder: str) -> None:
     """Remove the solve's folder; once more a moment later if CBC, interrupted, was still
     writing into it."""
@@ -421,11 +454,12 @@ def solve_workspace_division(fronts: Mapping[Hashable, Sequence[Plan]], budget: 
         combinations *= len(f)
     if method == "enumerate" or (method == "auto" and combinations <= ENUMERATE_MAX):
         return _enumerate(fronts, w, budget)
-    folder = tempfile.mkdtemp(prefix="ucudnn-ilp-")
-    try:
-        return _solve_cbc(fronts, w, budget, folder, msg, time_limit, progress)
-    finally:
-        _remove(folder)
+    with _sigterm_unwinds():
+        folder = tempfile.mkdtemp(prefix="ucudnn-ilp-")
+        try:
+            return _solve_cbc(fronts, w, budget, folder, msg, time_limit, progress)
+        finally:
+            _remove(folder)
 
 
 def _solve_cbc(fronts: Mapping[Hashable, Sequence[Plan]], w: Mapping[Hashable, int],

@@ -214,13 +214,15 @@ def _columns(cells: List[str]) -> List[str]:
     return out
 
 
-def read_layers(path: str | os.PathLike) -> List[LayerSpec]:
-    """Read a layer list CSV (Note [Layer list format])."""
+def read_layers(path: str | os.PathLike, text: Optional[str] = None) -> List[LayerSpec]:
+    """Read a layer list CSV (Note [Layer list format]); ``text``: the file's text where the
+    caller has read it already (else it is read here)."""
     path = os.fspath(path)
     header: Optional[List[str]] = None
     lineno_checked = None
     layers: List[LayerSpec] = []
-    text = read_text(path, LayerError, "a layer list")
+    if text is None:
+        text = read_text(path, LayerError, "a layer list")
     for lineno, rec in enumerate(csv.reader(io.StringIO(text, newline="")), start=1):
         rec = [x.strip() for x in rec]
         if not rec or not "".join(rec):

@@ -29,7 +29,7 @@ __all__ = [
 
 from .. import files
 from ..files import write_text
-from ..vocab import GRAPH_ALGO, OPS, InputError, parse_engine
+from ..vocab import GRAPH_ALGO, OPS, SIZE_MAX, InputError, parse_engine
 
 TABLE_COLUMNS = ("layer", "op", "batch", "algo", "time_ms", "ws_bytes", "math")
 ENGINE_COLUMN = "engine"
@@ -83,7 +83,9 @@ def _shown(value) -> str:
 
 
 def _integer(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    """An int that a cache's INTEGER column (64 bits, signed) holds."""
+    return (isinstance(value, int) and not isinstance(value, bool)
+            and -SIZE_MAX - 1 <= value <= SIZE_MAX)
 
 
 def perf_problem(algo, time_ms, ws_bytes, math=0, engine="") -> Optional[str]:
@@ -94,7 +96,7 @@ def perf_problem(algo, time_ms, ws_bytes, math=0, engine="") -> Optional[str]:
     if not isinstance(engine, str):
         return f"field 'engine': must be text, got {_shown(engine)}"
     if not _integer(algo):
-        return f"field 'algo': must be an integer, got {_shown(algo)}"
+        return f"field 'algo': must be an integer of 64 bits, got {_shown(algo)}"
     if engine:
         try:
             parse_engine(engine)
@@ -108,17 +110,19 @@ def perf_problem(algo, time_ms, ws_bytes, math=0, engine="") -> Optional[str]:
             and time_ms >= 0 and _math.isfinite(time_ms)):
         return f"field 'time_ms': must be a finite time >= 0, got {_shown(time_ms)}"
     if not _integer(ws_bytes) or ws_bytes < 0:
-        return f"field 'ws_bytes': must be an integer >= 0, got {_shown(ws_bytes)}"
+        return (f"field 'ws_bytes': must be an integer from 0 to {SIZE_MAX}, got "
+                f"{_shown(ws_bytes)}")
     if not _integer(math):
-        return f"field 'math': must be an integer, got {_shown(math)}"
+        return f"field 'math': must be an integer of 64 bits, got {_shown(math)}"
     return None
 
 
 def _check_row(where: str, row: BenchRow) -> None:
     if row.op not in OPS:
         raise TableError(f"{where}: field 'op': {row.op!r} is not one of {', '.join(OPS)}")
-    if row.batch < 1:
-        raise TableError(f"{where}: field 'batch': must be >= 1, got {row.batch}")
+    if not 1 <= row.batch <= SIZE_MAX:
+        raise TableError(f"{where}: field 'batch': must be from 1 to {SIZE_MAX}, got "
+                         f"{row.batch}")
     problem = perf_problem(row.algo, row.time_ms, row.ws_bytes, row.math, row.engine)
     if problem is not None:
         raise TableError(f"{where}: {problem}")
@@ -132,10 +136,13 @@ def read_text(path: str | os.PathLike, error=InputError, what: str = "text") -> 
     return files.read_text(path, error, what, line_limit=None)
 
 
-def read_table(path: str | os.PathLike) -> List[BenchRow]:
-    """Read a benchmark table; raise :class:`TableError` naming line and field on bad input."""
+def read_table(path: str | os.PathLike, text: Optional[str] = None) -> List[BenchRow]:
+    """Read a benchmark table; raise :class:`TableError` naming line and field on bad input.
+    ``text``: the file's text where the caller has read it already (else it is read here)."""
     path = os.fspath(path)
-    return parse_table(read_text(path, TableError, "a benchmark table"), source=path)
+    if text is None:
+        text = read_text(path, TableError, "a benchmark table")
+    return parse_table(text, source=path)
 
 
 def parse_table(text: str, source: str = "<table>") -> List[BenchRow]:

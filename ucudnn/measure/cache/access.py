@@ -45,7 +45,7 @@ from typing import Optional, Tuple
 
 from .schema import APPLICATION_ID, CacheError
 
-__all__ = ["write_refusal", "connect_readonly", "is_locked", "is_unwritable",
+__all__ = ["text_or_bytes", "write_refusal", "connect_readonly", "is_locked", "is_unwritable",
            "foreign_sidecars", "in_wal_mode", "HotJournal", "roll_back"]
 
 
@@ -113,6 +113,16 @@ def foreign_sidecars(path: Path) -> str:
             "process uses the cache)")
 
 
+def text_or_bytes(raw: bytes):
+    """A TEXT value as SQLite hands it over: ``str`` where it is UTF-8, else the bytes as
+    they are, which the checks of Note [Checked rows] in reads.py refuse as they refuse a
+    blob (a flipped bit in a file must skip an entry, not stop the read)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
+
+
 class HotJournal(CacheError):
     """A write was interrupted; the file must be rolled back by a process that can write it."""
 
@@ -169,6 +179,7 @@ def connect_readonly(path: Path, timeout: float, *, may_write: bool,
         try:
             conn = sqlite3.connect(base + query, uri=True, timeout=timeout,
                                    isolation_level=None, check_same_thread=False)
+            conn.text_factory = text_or_bytes
             conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             conn.execute("PRAGMA schema_version").fetchone()       # opens the journal or WAL
             return conn, "immutable" in query

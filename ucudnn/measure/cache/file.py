@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Union
 
 from .access import (HotJournal, connect_readonly, foreign_sidecars, in_wal_mode, is_locked,
-                     is_unwritable, roll_back, write_refusal)
+                     is_unwritable, roll_back, text_or_bytes, write_refusal)
 from .schema import (BWD_FILTER_BETA_1_SCHEMA, SCHEMA_1_AS_2, SCHEMA_VERSION, SQLITE_MAGIC,
                      CacheError, beta_0_where, check_ours, columns, initialise)
 
@@ -272,7 +272,8 @@ class CacheFile:
                                  f"({e})") from None
             raise CacheError(f"{where}: the database is corrupted or unreadable ({e}); "
                              "the file was left untouched") from None
-        except sqlite3.DatabaseError as e:
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
+            # UnicodeDecodeError: SQLite's own message, about a damaged name, is not UTF-8
             raise CacheError(f"{where}: the database is corrupted or unreadable ({e}); "
                              "the file was left untouched") from None
 
@@ -284,6 +285,7 @@ class CacheFile:
                 raise CacheError(f"{self._where}: cannot create its folder: {e}") from None
         self._conn = sqlite3.connect(str(self.path), timeout=0, isolation_level=None,
                                      check_same_thread=False)
+        self._conn.text_factory = text_or_bytes
         self._conn.execute("PRAGMA busy_timeout = 0")      # _retry waits
         self._conn.execute("PRAGMA foreign_keys = ON")
         self._set_journal_mode()
@@ -396,7 +398,12 @@ class CacheFile:
         def attempt():
             with self._lock:
                 return conn.execute(sql, params).fetchall()
-        return self._retry(attempt)
+        try:
+            return self._retry(attempt)
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
+            # a page that the open's quick_check passed and a read finds damaged
+            raise CacheError(f"{self._where}: the database is corrupted or unreadable ({e}); "
+                             "the file was left untouched") from None
 
     # -- lifetime ----------------------------------------------------------------------------
     def close(self) -> None:
