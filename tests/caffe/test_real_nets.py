@@ -186,32 +186,20 @@ def test_dilation_with_engine_cudnn_is_planned_as_the_patched_factory_runs_it(tm
 #: Caffe's reason). A fork's net is refused by BVLC's schema; with that fork's caffe.proto
 #: (``--caffe-proto``) it may plan.
 OUTCOMES = {
-    "DenseNet_121": ("refused", "54:5", 'PoolingParameter" has no field named "ceil_mode"'),
     "MobileNetSSD_deploy": ("refused", "1177:3", 'no field named "permute_param"'),
     "ResNet-50-deploy": ("planned", 53, 0),
     "SE-BN-Inception": ("planned", 89, 0),
     "SE-ResNeXt-50": ("refused", "243:1", "Unknown layer type: Axpy"),
     "SE-ResNet-50": ("refused", "242:1", "Unknown layer type: Axpy"),
-    "age_net_deploy": ("planned", 3, 0),
     "bvlc_alexnet_v1_deploy": ("planned", 5, 0),
-    "c3d_resnet18_ucf101_feature_extraction": ("refused", "12:3",
-                                               'no field named "video_data_param"'),
-    "c3d_sport1m_feature_extractor_frm": ("refused", "4:9", "has no value named VIDEO_DATA"),
     "cuhk_action_spatial_vgg_16_deploy": ("planned", 13, 0),
-    "dilation8_pascal_voc_deploy": ("planned", 16, 8),
-    "enet_deploy_final": ("refused", "65:3", 'no field named "bn_param"'),
+    "dilation8_pascal_voc_deploy": ("planned", 24, 0),
     "faster_rcnn_vgg16_test": ("refused", "483:3", 'no field named "roi_pooling_param"'),
     "mobilenet_v1_deploy": ("planned", 15, 13),
     "mobilenet_v2_deploy": ("planned", 37, 17),
     "rcnn_batch_256_output_fc7": ("planned", 5, 0),
-    "segnet_inference": ("refused", "7:3", 'no field named "dense_image_data_param"'),
-    "shufflenet_1x_g3_deploy": ("refused", "320:3", 'no field named "shuffle_channel_param"'),
     "squeezenet_v1.1_deploy": ("planned", 26, 0),
     "tsn_bn_inception_rgb_deploy": ("refused", "19:3", 'no field named "bn_param"'),
-    "vnet_test_noPooling_ResNet_cinque": (
-        "refused", "", "layer 'conv_in128_chan16' (type Convolution): a 3-D convolution (bottom "
-        "(1, 1, 128, 128, 64)) with engine DEFAULT: CuDNNConvolution input must have 2 spatial "
-        "axes"),
     "voc-fcn8s_deploy": ("planned", 18, 0),
 }
 
