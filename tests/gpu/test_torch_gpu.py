@@ -1,6 +1,7 @@
 """ucudnn.torch on a GPU: the operators pass ``torch.library.opcheck``; converted models equal
 PyTorch's own convolutions, gradients included, undivided and micro-batched, in fp32, fp16 and
-bf16; ``torch.compile(fullgraph=True)`` and CUDA-graph capture run them; a shape new inside a
+bf16, and 3-D ones (Conv3d, ConvTranspose3d) in fp32 and bf16, NCDHW and channels_last_3d;
+``torch.compile(fullgraph=True)`` and CUDA-graph capture run them; a shape new inside a
 capture raises the clear error; a second process plans from the cache without benchmarking.
 
 Benchmarks go to the session's own cache (tests/conftest.py); the kernels measure the legacy
@@ -93,6 +94,38 @@ def test_converted_model_equals_pytorch(dtype, channels_last):
     assert {k[0] for k in new} == {"fwd", "bwd_data", "bwd_filter"}
     if channels_last:
         assert any(k[7] == "NHWC" for k in new)
+    _split_every_plan(new)
+    _close(_step(model, x), want, dtype, "micro-batched")
+
+
+def _model3d():
+    return nn.Sequential(
+        nn.Conv3d(3, 8, 3, padding=1), nn.ReLU(),
+        nn.Conv3d(8, 8, 3, stride=(1, 2, 2), dilation=(2, 1, 1), padding=(2, 1, 1), groups=2),
+        nn.ReLU(),
+        nn.ConvTranspose3d(8, 4, (1, 2, 2), stride=(1, 2, 2), bias=False))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_converted_3d_model_equals_pytorch(dtype, channels_last):
+    torch.manual_seed(6)
+    fmt = torch.channels_last_3d if channels_last else torch.contiguous_format
+    ref = _model3d().to("cuda", dtype).to(memory_format=fmt)
+    model = copy.deepcopy(ref)
+    report = ut.convert(model, limit="1MiB", engines="legacy")
+    assert [k for _, k in report.converted] == ["Conv3d", "Conv3d", "ConvTranspose3d"]
+    x = torch.randn(4, 3, 4, 8, 8, device="cuda", dtype=dtype).to(memory_format=fmt)
+    want = _step(ref, x)
+    before = set(runtime.planned_kernels())
+    _close(_step(model, x), want, dtype, "planned")
+    new = set(runtime.planned_kernels()) - before
+    assert {k[0] for k in new} == {"fwd", "bwd_data", "bwd_filter"}
+    assert all(len(k[1]) == 5 for k in new)             # the core's 3-D kernels
+    # channels_last_3d runs NDHWC (the core's NHWC); the grouped convolution, and so what
+    # follows it, runs NCDHW (kernels an NCDHW case may have planned already)
+    layouts = {k[7] for k in new}
+    assert layouts >= {"NHWC"} if channels_last else layouts == {"NCHW"}
     _split_every_plan(new)
     _close(_step(model, x), want, dtype, "micro-batched")
 

@@ -34,15 +34,14 @@ class Net(nn.Module):
     def forward(self, x):
         y = self.circular(self.up(self.body(x)))      # even_same: listed, not run
         n, c, h, w = y.shape
-        return self.line(y.flatten(2)).view(n, c, h, w)
+        v = self.volume_up(self.volume(y.unsqueeze(1)))   # n x 1 x 2c x 2h x 2w
+        return self.line(y.flatten(2)).view(n, c, h, w) + v.mean()
 
 
 EXPECTED_KEPT = {
     "circular": "padding_mode='circular'",
     "even_same": "padding='same'",
     "line": "1-D",
-    "volume": "N-D core",
-    "volume_up": "N-D core",
     "complex": "dtype torch.complex64",
 }
 
@@ -52,19 +51,21 @@ def test_swaps_and_report():
     model = Net()
     params = {n: p for n, p in model.named_parameters()}
     report = ut.convert(model, limit="16MiB", policy="all", engines="legacy")
-    assert [n for n, _ in report.converted] == ["body.0", "body.1", "body.2", "up"]
+    assert [n for n, _ in report.converted] == ["body.0", "body.1", "body.2", "up", "volume",
+                                                "volume_up"]
     assert type(model.body[1]) is ut.Conv2d and type(model.up) is ut.ConvTranspose2d
+    assert type(model.volume) is ut.Conv3d and type(model.volume_up) is ut.ConvTranspose3d
+    assert isinstance(model.volume_up, nn.ConvTranspose3d)
     assert isinstance(model.body[1], nn.Conv2d)
     assert {n: k for n, k, _ in report.kept} == {n: type(getattr(model, n)).__name__
                                                  for n in EXPECTED_KEPT}
     for name, _, why in report.kept:
         assert EXPECTED_KEPT[name] in why, (name, why)
-        assert type(getattr(model, name)) in (nn.Conv1d, nn.Conv2d, nn.Conv3d,
-                                              nn.ConvTranspose3d)
+        assert type(getattr(model, name)) in (nn.Conv1d, nn.Conv2d)
     # the very parameters, and the settings as given
     assert all(p is params[n] for n, p in model.named_parameters())
     assert (report.settings.limit, report.settings.policy) == (16 << 20, "all")
-    assert "4 convolution module(s) converted" in str(report)
+    assert "6 convolution module(s) converted" in str(report)
     assert "circular" in str(report)
     # converting again changes nothing and reports nothing new
     again = ut.convert(model)
@@ -103,7 +104,7 @@ def test_cpu_tensors_run_pytorchs_convolution(caplog):
         model(x)
     assert torch.equal(got, want)
     warned = [r.getMessage() for r in caplog.records if "runs PyTorch's" in r.getMessage()]
-    assert len(warned) == 4         # once per converted module, not per call
+    assert len(warned) == 6         # once per converted module, not per call
     assert all("cpu" in m for m in warned)
 
 

@@ -24,7 +24,11 @@ CASES = [
     ((4, 6, 9, 9), (8, 3, 3, 3), [2, 2], [1, 1], [1, 1], 2),
     ((2, 5, 11, 7), (7, 5, 3, 2), [1, 3], [2, 0], [2, 1], 1),
     ((3, 8, 6, 6), (8, 1, 3, 3), [1, 1], [1, 1], [1, 1], 8),
+    ((2, 4, 5, 9, 8), (6, 4, 3, 3, 2), [1, 2, 2], [1, 0, 1], [1, 2, 1], 1),
+    ((2, 6, 4, 6, 6), (6, 2, 2, 3, 3), [2, 1, 1], [0, 1, 1], [1, 1, 1], 3),
 ]
+CONV = {4: F.conv2d, 5: F.conv3d}
+CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
 
 
 def _ucudnn_ops_in(graph):
@@ -38,21 +42,22 @@ def _ucudnn_ops_in(graph):
 def test_fake_sizes_and_formats_are_pytorchs(style, case, channels_last):
     xs, ws, stride, pad, dil, groups = case
     o = ops.registered(style)
-    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    last = CHANNELS_LAST[len(xs)]
+    fmt = last if channels_last else torch.contiguous_format
     with FakeTensorMode():
         x = torch.empty(xs, device="cuda").contiguous(memory_format=fmt)
         w = torch.empty(ws, device="cuda").contiguous(memory_format=fmt)
         y = o.fwd(x, w, stride, pad, dil, groups, CONFIG)
-        ref = F.conv2d(x, w, None, stride, pad, dil, groups)
+        ref = CONV[len(xs)](x, w, None, stride, pad, dil, groups)
         assert y.shape == ref.shape and y.device == x.device and y.dtype == x.dtype
-        # channels_last runs NHWC, except a grouped convolution (NCHW)
+        # channels_last runs NHWC (NDHWC), except a grouped convolution (NCHW)
         nhwc = channels_last and groups == 1
-        assert y.is_contiguous(memory_format=torch.channels_last if nhwc else
-                               torch.contiguous_format)
+        assert y.is_contiguous(memory_format=last if nhwc else torch.contiguous_format)
         dx = o.bwd_data(w, y, list(x.shape), stride, pad, dil, groups, CONFIG)
         dw = o.bwd_filter(x, y, list(w.shape), stride, pad, dil, groups, CONFIG)
         assert dx.shape == x.shape and dw.shape == w.shape
-        assert (dx.is_contiguous(memory_format=torch.channels_last) or not nhwc)
+        assert (dx.is_contiguous(memory_format=last) or not nhwc)
+        assert (dw.is_contiguous(memory_format=last) or not nhwc)
     meta = o.fwd(torch.empty(xs, device="meta"), torch.empty(ws, device="meta"), stride, pad,
                  dil, groups, CONFIG)
     assert meta.shape == ref.shape
@@ -71,10 +76,11 @@ def test_fake_refuses_mixed_dtypes_and_devices(style):
 
 
 @pytest.mark.parametrize("style", STYLES)
-def test_gradients_go_through_the_ucudnn_operators(style):
+@pytest.mark.parametrize("case", [CASES[0], CASES[3]])
+def test_gradients_go_through_the_ucudnn_operators(style, case):
     o = ops.registered(style)
     suffix = "" if style == ops.chosen_style() else f"_{style}"
-    xs, ws, stride, pad, dil, groups = CASES[0]
+    xs, ws, stride, pad, dil, groups = case
 
     def conv_grads(x, w):
         y = o.fwd(x, w, stride, pad, dil, groups, CONFIG)
@@ -90,7 +96,7 @@ def test_gradients_go_through_the_ucudnn_operators(style):
         dx = o.bwd_data(w, dy, list(xs), stride, pad, dil, groups, CONFIG)
         return torch.autograd.grad((dx * dx).sum(), (w, dy))
 
-    dy = torch.randn(F.conv2d(torch.empty(xs, device="meta"), torch.empty(ws, device="meta"),
+    dy = torch.randn(CONV[len(xs)](torch.empty(xs, device="meta"), torch.empty(ws, device="meta"),
                               None, stride, pad, dil, groups).shape, requires_grad=True)
     traced = _ucudnn_ops_in(make_fx(transposed_grads, tracing_mode="fake")(w, dy).graph)
     assert traced == [f"ucudnn.conv_bwd_data{suffix}.default",

@@ -47,7 +47,8 @@ def test_plan_lists_the_kernels_as_ucudnn_plan_does(fake_core, tmp_path, capsys,
     assert by_layer == {"stem": ["fwd", "bwd_filter"], "down": ["fwd", "bwd_data", "bwd_filter"],
                         "up": ["fwd", "bwd_data", "bwd_filter"],
                         "stem#2": ["fwd", "bwd_filter"]}
-    assert report.kept == [("line", "Conv1d", "1-D convolution: the core's kernels are 2-D")]
+    assert [(n, k) for n, k, _ in report.kept] == [("line", "Conv1d")]
+    assert "1-D convolution" in report.kept[0][2]
     assert doc["kept_by_pytorch"][0]["layer"] == "line"
     layers = {l.name: l for l in report.layers}
     down, up = layers["down"], layers["up"]
@@ -71,6 +72,55 @@ def test_plan_lists_the_kernels_as_ucudnn_plan_does(fake_core, tmp_path, capsys,
     assert "network small, batch 8, policy all" in text
     assert "stays PyTorch's: line (Conv1d)" in text
     assert json.loads(report.json())["network"] == "small"
+
+
+class Volume(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv3d(2, 8, 3, padding=1)
+        self.down = nn.Conv3d(8, 16, (1, 3, 3), stride=(1, 2, 2), padding=(0, 2, 2),
+                              dilation=(1, 2, 2), groups=2)
+        self.up = nn.ConvTranspose3d(16, 4, 2, stride=2)
+
+    def forward(self, x):
+        return self.up(torch.relu(self.down(torch.relu(self.stem(x)))))
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_plan_of_a_3d_model_is_ucudnn_plans(fake_core, tmp_path, capsys, channels_last):
+    model = Volume()
+    x = torch.randn(4, 2, 6, 10, 10)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last_3d)
+        x = x.contiguous(memory_format=torch.channels_last_3d)
+    ut.convert(model)
+    report = ut.plan(model, x, limit="32MiB", policy="all", name="volume")
+    layers = {l.name: l for l in report.layers}
+    assert set(layers) == {"stem", "down", "up"} and not report.kept
+    stem, down, up = layers["stem"], layers["down"], layers["up"]
+    assert (stem.n, stem.c, stem.spatial, stem.k, stem.kernel) == (4, 2, (6, 10, 10), 8, (3, 3, 3))
+    assert stem.layout == ("NHWC" if channels_last else "NCHW")
+    assert (down.groups, down.stride, down.pad, down.dilation) == (2, (1, 2, 2), (0, 2, 2),
+                                                                   (1, 2, 2))
+    assert down.layout == "NCHW"                    # a grouped convolution runs NCDHW
+    # the transposed convolution is the convolution from its output (4 x 12 x 10 x 10) to its
+    # input (16 channels), its forward that layer's bwd_data
+    assert (up.c, up.spatial, up.k, up.kernel, up.stride) == (4, (12, 10, 10), 16, (2, 2, 2),
+                                                              (2, 2, 2))
+    assert up.out_spatial == down.out_spatial
+    ops = {(k["layer"], k["op"]) for k in report.doc["kernels"]}
+    assert ("stem", "bwd_data") not in ops and ("up", "bwd_data") in ops
+
+    path = tmp_path / "layers.csv"
+    write_layers(path, report.layers)
+    capsys.readouterr()
+    assert main(["plan", "--layers", str(path), "--limit", "32MiB", "--policy", "all",
+                 "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert [(k["layer"], k["op"], k["plan"], k["time_ms"], k["ws_bytes"])
+            for k in cli["kernels"]] == \
+        [(k["layer"], k["op"], k["plan"], k["time_ms"], k["ws_bytes"])
+         for k in report.doc["kernels"]]
 
 
 def test_a_model_without_convolutions(fake_core):

@@ -1,14 +1,14 @@
 """``ucudnn.torch.convert(model, ...)``: swap a model's convolution modules for the core's
 (:mod:`.modules`), in place, and say which stay PyTorch's and why (:class:`ConvertReport`).
 
-What is swapped: ``nn.Conv2d``, ``nn.ConvTranspose2d`` and, once the core takes three spatial
-axes (:data:`.geometry.SPATIAL_DIMS`), ``nn.Conv3d`` and ``nn.ConvTranspose3d``, with any
-stride, padding, dilation and groups, in float32, float16, bfloat16 or float64. What stays
-PyTorch's, each with its reason: 1-D convolutions, 3-D ones until then, ``padding_mode`` other
-than ``'zeros'``, ``padding='same'`` where PyTorch pads one side more, other dtypes (complex,
-integer), lazy modules not yet initialised, and subclasses of PyTorch's modules (their own
-forward). The module's device is not checked here: a model may move later, and a converted
-module called with tensors off CUDA runs PyTorch's convolution (:mod:`.modules`).
+What is swapped: ``nn.Conv2d``, ``nn.ConvTranspose2d``, ``nn.Conv3d`` and ``nn.ConvTranspose3d``
+(the spatial axes the core takes, :data:`.geometry.SPATIAL_DIMS`), with any stride, padding,
+dilation and groups, in float32, float16, bfloat16 or float64. What stays PyTorch's, each with
+its reason: 1-D convolutions, ``padding_mode`` other than ``'zeros'``, ``padding='same'`` where
+PyTorch pads one side more, other dtypes (complex, integer), lazy modules not yet initialised,
+and subclasses of PyTorch's modules (their own forward). The module's device is not checked
+here: a model may move later, and a converted module called with tensors off CUDA runs PyTorch's
+convolution (:mod:`.modules`).
 """
 from __future__ import annotations
 

@@ -13,16 +13,21 @@ Note [PyTorch convolutions in the core]
     packed tensors (one cuDNN call per micro-batch, not Caffe's G calls on strided views: Note
     [Grouped layers] in ucudnn/plan/conv.py). The input's memory format picks the layout:
     channels_last input runs NHWC (filters KRSC, the channels_last weight), anything else NCHW;
-    a grouped convolution runs NCHW.
+    a grouped convolution runs NCHW. ``Conv3d`` is the same with a depth axis in front (input
+    N x C x D x H x W, weight K x C/G x T x R x S): the core's 3-D record
+    (:meth:`~ucudnn.plan.conv.ConvShape.nd`, Note [N-D geometry] in ucudnn/plan/conv.py), with
+    channels_last_3d input running NDHWC (filters KTRSC), which the core's ``layout`` names NHWC
+    as it names the channel position.
 
     A transposed convolution is backward-data used as its forward: ``ConvTranspose2d`` with
     input N x C_in x H x W and weight C_in x C_out/G x R x S is the backward-data of the
     convolution from its output (N x C_out x H' x W') to its input, whose weight (K = C_in
     output channels, C_out/G input channels per group) is exactly the transposed module's. Its
-    input gradient is that convolution's forward, its weight gradient its backward-filter.
+    input gradient is that convolution's forward, its weight gradient its backward-filter
+    (Note [Transposed convolutions] in ucudnn/plan/conv.py); ``ConvTranspose3d`` likewise.
 
-    The core is 2-D (:data:`SPATIAL_DIMS`); a 3-D call is refused here with the reason, so that
-    N-D support is a change of this module alone.
+    The core takes 2 and 3 spatial axes (:data:`SPATIAL_DIMS`); a 1-D call is refused here
+    with the reason.
 """
 from __future__ import annotations
 
@@ -38,16 +43,14 @@ __all__ = ["SPATIAL_DIMS", "conv_shape", "layer_spec", "conv_out_size", "transpo
            "same_padding", "layout_of", "memory_format", "unsupported"]
 
 #: the numbers of spatial axes the core's kernels take
-SPATIAL_DIMS: Tuple[int, ...] = (2,)
+SPATIAL_DIMS: Tuple[int, ...] = (2, 3)
 
 
 def unsupported(spatial: int) -> Optional[str]:
     """Why a convolution over ``spatial`` axes cannot run through the core (None: it can)."""
     if spatial in SPATIAL_DIMS:
         return None
-    if spatial == 3:
-        return "3-D convolution: waits for the N-D core (the core's kernels are 2-D)"
-    return f"{spatial}-D convolution: the core's kernels are 2-D"
+    return f"{spatial}-D convolution: the core's kernels are 2-D and 3-D"
 
 
 def conv_out_size(x_size: Sequence[int], w_size: Sequence[int], stride: Sequence[int],
@@ -88,10 +91,10 @@ def conv_shape(x_size: Sequence[int], w_size: Sequence[int], stride: Sequence[in
         raise ValueError(f"convolution field 'groups': weight {tuple(w_size)} with {groups} "
                          f"group(s) takes {w_size[1] * groups} input channels, the input has "
                          f"{x_size[1]}")
-    (h, w), (r, s) = x_size[2:], w_size[2:]
-    return ConvShape(int(x_size[1]), int(h), int(w), int(w_size[0]), int(r), int(s),
-                     int(padding[0]), int(padding[1]), int(stride[0]), int(stride[1]),
-                     int(dilation[0]), int(dilation[1]), int(groups), layout=layout)
+    def ints(v):
+        return tuple(int(i) for i in v)
+    return ConvShape.nd(int(x_size[1]), int(w_size[0]), ints(x_size[2:]), ints(w_size[2:]),
+                        ints(padding), ints(stride), ints(dilation), int(groups), layout)
 
 
 def same_padding(module) -> tuple:
@@ -110,28 +113,38 @@ def same_padding(module) -> tuple:
     return tuple(pads)
 
 
+_CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
+
+
 def layout_of(t: torch.Tensor, groups: int) -> str:
-    """NHWC for a channels_last 4-D tensor of a convolution without groups, else NCHW (Note
-    [PyTorch convolutions in the core])."""
-    if (t.dim() == 4 and groups == 1 and not t.is_contiguous()
-            and t.is_contiguous(memory_format=torch.channels_last)):
+    """NHWC for a channels_last 4-D or channels_last_3d 5-D tensor of a convolution without
+    groups, else NCHW (Note [PyTorch convolutions in the core])."""
+    fmt = _CHANNELS_LAST.get(t.dim())
+    if (fmt is not None and groups == 1 and not t.is_contiguous()
+            and t.is_contiguous(memory_format=fmt)):
         return "NHWC"
     return "NCHW"
 
 
-def memory_format(layout: str) -> torch.memory_format:
-    return torch.channels_last if layout == "NHWC" else torch.contiguous_format
+def memory_format(layout: str, dims: int) -> torch.memory_format:
+    """PyTorch's memory format of ``dims``-dimensional tensors laid out as ``layout``."""
+    if layout == "NHWC":
+        return _CHANNELS_LAST[dims]
+    return torch.contiguous_format
 
 
 def layer_spec(name: str, module: nn.Module, x: torch.Tensor, y: torch.Tensor) -> LayerSpec:
-    """The planner's layer of one call of a 2-D convolution module, input ``x`` and output
-    ``y``; a transposed module's layer is the convolution from ``y`` to ``x``, whose
+    """The planner's layer of one call of a 2-D or 3-D convolution module, input ``x`` and
+    output ``y``; a transposed module's layer is the convolution from ``y`` to ``x``, whose
     backward-data is its forward."""
     pad = same_padding(module) if isinstance(module.padding, str) else tuple(module.padding)
-    transposed = isinstance(module, nn.ConvTranspose2d)
+    transposed = bool(module.transposed)
     src, dst = (y, x) if transposed else (x, y)     # the convolution from src to dst
-    return LayerSpec(name, int(x.shape[0]), int(src.shape[1]), int(src.shape[2]),
-                     int(src.shape[3]), int(dst.shape[1]), *map(int, module.kernel_size),
-                     pad=pad, stride=tuple(module.stride), dilation=tuple(module.dilation),
+    spatial = tuple(int(v) for v in src.shape[2:])
+    kernel = tuple(int(v) for v in module.kernel_size)
+    depth = dict(d=spatial[0], t=kernel[0]) if len(spatial) == 3 else {}
+    return LayerSpec(name, int(x.shape[0]), int(src.shape[1]), *spatial[-2:],
+                     int(dst.shape[1]), *kernel[-2:], pad=tuple(map(int, pad)),
+                     stride=tuple(module.stride), dilation=tuple(module.dilation),
                      groups=module.groups, bwd_data=transposed or x.requires_grad,
-                     layout=layout_of(src, module.groups))
+                     layout=layout_of(src, module.groups), **depth)

@@ -75,13 +75,13 @@ def _check(what: str, a: torch.Tensor, b: torch.Tensor, fake: bool = False) -> N
 
 def _empty(size, like: torch.Tensor, layout: str) -> torch.Tensor:
     return torch.empty(tuple(size), dtype=like.dtype, device=like.device,
-                       memory_format=memory_format(layout))
+                       memory_format=memory_format(layout, len(size)))
 
 
 def _fwd(x, w, stride, padding, dilation, groups, config):
     _check("conv_fwd", x, w)
     layout = layout_of(x, groups)
-    fmt = memory_format(layout)
+    fmt = memory_format(layout, x.dim())
     x, w = x.contiguous(memory_format=fmt), w.contiguous(memory_format=fmt)
     y = _empty(conv_out_size(x.shape, w.shape, stride, padding, dilation), x, layout)
     if y.numel() == 0:
@@ -93,7 +93,7 @@ def _fwd(x, w, stride, padding, dilation, groups, config):
 def _bwd_data(w, dy, x_size, stride, padding, dilation, groups, config):
     _check("conv_bwd_data", w, dy)
     layout = layout_of(dy, groups)
-    fmt = memory_format(layout)
+    fmt = memory_format(layout, dy.dim())
     w, dy = w.contiguous(memory_format=fmt), dy.contiguous(memory_format=fmt)
     x_size, w_size = tuple(int(v) for v in x_size), tuple(w.shape)
     if conv_out_size(x_size, w_size, stride, padding, dilation) != tuple(dy.shape):
@@ -109,7 +109,7 @@ def _bwd_data(w, dy, x_size, stride, padding, dilation, groups, config):
 def _bwd_filter(x, dy, w_size, stride, padding, dilation, groups, config):
     _check("conv_bwd_filter", x, dy)
     layout = layout_of(x, groups)
-    fmt = memory_format(layout)
+    fmt = memory_format(layout, x.dim())
     x, dy = x.contiguous(memory_format=fmt), dy.contiguous(memory_format=fmt)
     w_size = tuple(int(v) for v in w_size)
     dw = _empty(w_size, dy, layout)

@@ -4,7 +4,7 @@ predicted times and workspaces, as ``ucudnn plan`` prints them for a prototxt.
 The convolutions are found by running the model once on fake tensors (``FakeTensorMode``:
 shapes only, nothing computed, whatever the model's device; its parameters and buffers are
 replaced by fakes for the call, so that the model is left as it was) with a forward hook on every
-convolution module, PyTorch's or converted. Each 2-D call becomes a
+convolution module, PyTorch's or converted. Each 2-D or 3-D call becomes a
 :class:`~ucudnn.plan.layers.LayerSpec` (a module called twice: two layers, the second named
 ``name#2``), its benchmark data comes from where ``ucudnn plan`` gets it
 (:func:`ucudnn.measure.sources.gather_net`: the cache, this GPU, the shipped data) and the one
