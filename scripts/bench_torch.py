@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
-"""ucudnn.torch on this GPU. Subcommand ``overhead``: what one operator call costs in each
-registration style (Note [Two registration styles] in ucudnn/torch/ops.py).
+"""ucudnn.torch on this GPU: the operators' overhead, the 3-D layer study, whole 3-D models and
+a second process's start (docs/torch.md, "The 3-D study").
 
     python scripts/bench_torch.py overhead --out /tmp/overhead.json
+    python scripts/bench_torch.py layers3d --out DIR [--quick]
+    python scripts/bench_torch.py models --out DIR [--quick]
+    python scripts/bench_torch.py startup --out DIR [--quick]
 
-A convolution so small that the GPU waits for the host (default N=1, 8 -> 8 channels, 8x8, 1x1
-filter) is called ``--calls`` times back to back, CUDA events around the batch: the time per
-call is the host's per call. Variants, in one process with one planned kernel (planned before
-timing, the same plan for all):
+``overhead``: what one operator call costs in each registration style (Note [Two registration
+styles] in ucudnn/torch/ops.py). A convolution so small that the GPU waits for the host
+(default N=1, 8 -> 8 channels, 8x8, 1x1 filter) is called ``--calls`` times back to back, CUDA
+events around the batch: the time per call is the host's per call. Variants, in one process
+with one planned kernel (planned before timing, the same plan for all):
 
     pytorch     torch.nn.functional.conv2d (cuDNN through PyTorch, cudnn.benchmark on)
     direct      the CUDA implementation called as a Python function (no dispatcher): the floor
@@ -19,29 +23,59 @@ through autograd (input and weight gradients: three operator calls). The variant
 interleaved: each of ``--reps`` repetitions times every variant once, in a rotated order, and
 the result is each variant's median over the repetitions, in microseconds per call, with its
 ratio to ``custom_op``. The cheaper of the two styles becomes DEFAULT_STYLE in ops.py.
-GPU only.
+
+``layers3d``, ``models`` and ``startup``: the 3-D study, its layers, rows and schedule in
+ucudnn/experiments/torch_study.py, its models in scripts/study3d_models.py; each subcommand's
+--help says what it measures and how long it takes. GPU only; bad arguments are refused in one
+line with exit status 2 before torch is imported.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import shlex
 import statistics
+import subprocess
 import sys
+import tempfile
+import time
+from pathlib import Path
 
-try:
-    import torch
-except ImportError:
-    print("bench_torch.py: needs PyTorch (pip install 'ucudnn[torch]')", file=sys.stderr)
-    sys.exit(2)
-
-import ucudnn.torch  # noqa: F401  (registers the operators of the chosen style)
+from ucudnn.experiments import torch_study as study
+from ucudnn.experiments.gpu_memory import PeakGpuMemory
+from ucudnn.experiments.nvml import versions as nvml_versions
 from ucudnn.files import write_text
-from ucudnn.torch import ops
-from ucudnn.torch.convert import settings_from
-from ucudnn.torch.runtime import config_id
+from ucudnn.vocab import InputError
+
+torch = ops = F = None      # bound by _load_torch() once the arguments are checked
+
+
+def _load_torch() -> None:
+    """Import torch and ucudnn.torch; without torch, one line and exit status 2."""
+    global torch, ops, F, settings_from, config_id, planned_kernels
+    try:
+        import torch as _torch
+    except ImportError:
+        print("bench_torch.py: needs PyTorch (pip install 'ucudnn[torch]')", file=sys.stderr)
+        sys.exit(2)
+    torch = _torch
+    import torch.nn.functional as _F
+    import ucudnn.torch  # noqa: F401  (registers the operators of the chosen style)
+    from ucudnn.torch import ops as _ops
+    from ucudnn.torch.convert import settings_from as _sf
+    from ucudnn.torch.runtime import config_id as _ci, planned_kernels as _pk
+    F, ops, settings_from, config_id, planned_kernels = _F, _ops, _sf, _ci, _pk
+
 
 VARIANTS = ("pytorch", "direct", "custom_op", "library")
+
+
+def _machine() -> dict:
+    return {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "cuda": torch.version.cuda, "torch_cudnn": torch.backends.cudnn.version(),
+            "python": platform.python_version()}
 
 
 def _callables(args):
@@ -117,8 +151,356 @@ def overhead(args) -> dict:
     }
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+# ------------------------------------------------------------------------------------ layers3d
+
+DIL = [1, 1, 1]
+
+
+def _is_oom(e: BaseException) -> bool:
+    return isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower()
+
+
+def _events_ms(step, calls: int, reps: int) -> float:
+    """Median over ``reps`` of the milliseconds per call of ``calls`` calls between events."""
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            step()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / calls)
+    return statistics.median(times)
+
+
+def _pytorch_call(op, layer, x, w, dy):
+    st, pad = list(layer.stride), list(layer.pad)
+    if op == "fwd":
+        return lambda: F.conv3d(x, w, None, st, pad)
+    mask = [op == "bwd_data", False, op == "bwd_filter"]
+    return lambda: torch.ops.aten.convolution_backward(dy, x, w, None, st, pad, DIL, False,
+                                                       [0, 0, 0], 1, mask)
+
+
+def _ucudnn_call(op, layer, x, w, dy, config):
+    st, pad = list(layer.stride), list(layer.pad)
+    impl = ops.IMPLS[f"conv_{op}"][0]
+    if op == "fwd":
+        return lambda: impl(x, w, st, pad, DIL, 1, config)
+    if op == "bwd_data":
+        return lambda: impl(w, dy, list(x.shape), st, pad, DIL, 1, config)
+    return lambda: impl(x, dy, list(w.shape), st, pad, DIL, 1, config)
+
+
+def _measure_pytorch(op, layer, x, w, dy, args) -> dict:
+    """cudnn.benchmark's choice: its time, and its workspace as the peak-memory delta of a
+    steady call less the result's bytes."""
+    step = _pytorch_call(op, layer, x, w, dy)
+    try:
+        step()                                  # cudnn.benchmark searches here
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        out = step()
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated() - base
+        got = [t for t in (out if isinstance(out, (tuple, list)) else (out,)) if t is not None]
+        result = sum(t.numel() * t.element_size() for t in got)
+        del out, got
+        ms = _events_ms(step, args.calls, args.reps)
+    except Exception as e:  # noqa: BLE001 - an OOM or a cuDNN error is the point's result
+        torch.cuda.empty_cache()
+        return {"pytorch_status": "oom" if _is_oom(e) else "failed",
+                "error": f"pytorch: {type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+    return {"pytorch_status": "ok", "pytorch_measured_ms": ms, "pytorch_peak_bytes": peak,
+            "pytorch_workspace_bytes": max(0, peak - result)}
+
+
+def _measure_ucudnn(side, op, layer, x, w, dy, family, cap, dtype, args) -> dict:
+    """The plan under ``cap`` (``side`` ucudnn: the policy's; undivided: the fastest single
+    algorithm): predicted by the core's benchmark, then run and timed."""
+    policy = "undivided" if side == "undivided" else args.policy
+    settings = settings_from(limit=cap if cap != "unlimited" else "unlimited", engines=family,
+                             policy=policy)
+    config = config_id(settings)
+    step = _ucudnn_call(op, layer, x, w, dy, config)
+    try:
+        step()                                  # benchmarks through the cache, plans
+        torch.cuda.synchronize()
+        key = (op, tuple(layer.x_size), tuple(layer.w_size), tuple(layer.stride),
+               tuple(layer.pad), tuple(DIL), 1, "NCHW", dtype, x.device.index, config)
+        kern = planned_kernels()[key]
+        ms = _events_ms(step, args.calls, args.reps)
+    except Exception as e:  # noqa: BLE001 - recorded as the point's result
+        torch.cuda.empty_cache()
+        return {f"{side}_status": "oom" if _is_oom(e) else "failed",
+                "error": f"{side}: {type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+    row = {f"{side}_status": "ok", f"{side}_predicted_ms": kern.plan.time_ms,
+           f"{side}_workspace_bytes": kern.workspace_size, f"{side}_measured_ms": ms}
+    if side == "ucudnn":
+        row["ucudnn_sizes"] = "+".join(map(str, kern.plan.micro_batches))
+    return row
+
+
+def _layer_rows(layer, dtype_name, families, caps, opsel, args):
+    """Every row of one layer in one dtype; a layer whose tensors do not fit is recorded."""
+    dtype = getattr(torch, dtype_name)
+    base = study.layer_columns(layer, dtype_name)
+    keys = [(fam, op, cap) for fam in families for op in opsel for cap, _ in caps]
+    try:
+        x = torch.randn(layer.x_size, device="cuda", dtype=dtype)
+        w = torch.randn(layer.w_size, device="cuda", dtype=dtype)
+        dy = torch.randn(layer.y_size, device="cuda", dtype=dtype)
+    except Exception as e:  # noqa: BLE001
+        torch.cuda.empty_cache()
+        status = "oom" if _is_oom(e) else "failed"
+        return [dict(base, family=f, dtype=dtype_name, op=o, cap=c,
+                     cap_bytes=study.cap_bytes(c), ucudnn_status=status,
+                     undivided_status=status, pytorch_status=status,
+                     error=f"tensors: {type(e).__name__}") for f, o, c in keys]
+    rows = []
+    for op in opsel:
+        torch.backends.cudnn.benchmark = True
+        theirs = _measure_pytorch(op, layer, x, w, dy, args)
+        for fam in families:
+            for cap, _ in caps:
+                row = dict(base, family=fam, dtype=dtype_name, op=op, cap=cap,
+                           cap_bytes=study.cap_bytes(cap), **theirs)
+                errors = [theirs.get("error")]
+                for side in ("ucudnn", "undivided"):
+                    got = _measure_ucudnn(side, op, layer, x, w, dy, fam, cap, dtype, args)
+                    errors.append(got.pop("error", None))
+                    row.update(got)
+                row["error"] = "; ".join(e for e in errors if e) or None
+                rows.append(row)
+                print(f"{layer.name} {fam} {dtype_name} {op} {cap}: ucudnn "
+                      f"{_ms(row, 'ucudnn')}, undivided {_ms(row, 'undivided')}, pytorch "
+                      f"{_ms(row, 'pytorch')}", flush=True)
+    del x, w, dy
+    torch.cuda.empty_cache()
+    return rows
+
+
+def _ms(row, side) -> str:
+    if row.get(f"{side}_status") != "ok":
+        return row.get(f"{side}_status", "?")
+    return f"{row[f'{side}_measured_ms']:.3f} ms"
+
+
+def layers3d(args) -> int:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    done = study.read_points(out / "points.csv") if (out / "points.csv").is_file() else []
+    have = {(r["layer"], r["family"], r["dtype"], r["op"], r["cap"]) for r in done}
+    rows = list(done)
+    for layer in args.layer_list:
+        for dt in args.dtype_list:
+            todo = [(f, o, c) for f in args.family_list for o in args.op_list
+                    for c, _ in args.cap_list if (layer.name, f, dt, o, c) not in have]
+            if not todo:                        # --out of an earlier run: kept
+                continue
+            rows = [r for r in rows if (r["layer"], r["dtype"]) != (layer.name, dt)]
+            rows += _layer_rows(layer, dt, args.family_list, args.cap_list, args.op_list, args)
+            study.write_points(out / "points.csv", rows)
+    study.write_points(out / "points.csv", rows)
+    write_text(out / "versions.json", json.dumps(_versions(args), indent=2) + "\n")
+    try:
+        n = study.plot_points(study.read_points(out / "points.csv"),
+                              str(out / "workspace_vs_time.png"))
+        print(f"{out / 'workspace_vs_time.png'}: {n} points")
+    except InputError as e:
+        print(f"bench_torch.py: no figure: {e}", file=sys.stderr)
+    print(f"{out / 'points.csv'}: {len(rows)} rows")
+    return 0
+
+
+def _versions(args) -> dict:
+    return dict(_machine(), driver=nvml_versions(), argv=sys.argv[1:],
+                command=shlex.join([sys.executable] + sys.argv))
+
+
+# ------------------------------------------------------------------------- models, startup
+
+def model_process(args) -> int:
+    """One process of ``models`` or ``startup`` (started by them): build the model, convert it
+    for side ucudnn, time its first step (wall clock, benchmarks included) and then
+    ``--iterations`` steps with CUDA events; the record goes to ``--json`` whatever happens."""
+    import study3d_models
+    rec = {"model": args.model, "dtype": args.dtype, "side": args.side, "cap": args.cap,
+           "status": "failed"}
+    try:
+        spec = (study.QUICK_MODELS if args.quick else study.MODELS)[args.model]
+        torch.manual_seed(0)
+        torch.backends.cudnn.benchmark = True
+        model, x, kind = study3d_models.build(args.model, spec)
+        dtype = getattr(torch, args.dtype)
+        model, x = model.cuda().to(dtype), x.cuda().to(dtype)
+        if args.side == "ucudnn":
+            report = ucudnn_convert(model, limit=args.cap, engines=args.engines,
+                                    cache=args.cache)
+            rec["converted"] = len(report.converted)
+            rec["kept"] = [list(k) for k in report.kept]
+
+        def step():
+            if kind == "train":
+                model.zero_grad(set_to_none=True)
+                model(x).float().mean().backward()
+            else:
+                with torch.no_grad():
+                    model(x)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        rec["first_iteration_ms"] = (time.perf_counter() - t0) * 1000.0
+        for _ in range(args.warmup):
+            step()
+        rec["iteration_ms"] = [_events_ms(step, 1, 1) for _ in range(args.iterations)]
+        rec["median_ms"] = statistics.median(rec["iteration_ms"])
+        rec["max_allocated_bytes"] = torch.cuda.max_memory_allocated()
+        rec.update(status="ok", step=kind)
+    except Exception as e:  # noqa: BLE001 - the process's result, recorded
+        rec.update(status="oom" if _is_oom(e) else "failed",
+                   error=f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}")
+    write_text(args.json, json.dumps(rec, indent=2) + "\n")
+    return 0
+
+
+def ucudnn_convert(model, **kw):
+    import ucudnn.torch as ut
+    return ut.convert(model, **kw)
+
+
+def _spawn(args, model, dtype, side, cap, order: int, cache: Path, label: str) -> dict:
+    """Run one model-process, its whole-process peak memory sampled by NVML here."""
+    out = Path(args.out) / "logs"
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"{order:03d}.{model}.{dtype}.{label}.{cap}"
+    cmd = [sys.executable, str(Path(__file__).resolve()), "model-process", "--model", model,
+           "--dtype", dtype, "--side", side, "--cap", cap, "--iterations",
+           str(args.iterations), "--warmup", str(args.warmup), "--engines", args.engines,
+           "--cache", str(cache), "--json", str(out / f"{stem}.json")] + ["--quick"] * args.quick
+    env = dict(os.environ)
+    if side == "wscap":
+        env["CUDNN_CONV_WSCAP_DBG"] = str(study.wscap_mib(cap))
+    t0 = time.perf_counter()
+    with PeakGpuMemory(interval=0.005, states=True) as mem, \
+            open(out / f"{stem}.log", "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        mem.watch(proc.pid)
+        try:
+            rc = proc.wait(timeout=args.timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = proc.wait()
+    try:
+        rec = json.loads((out / f"{stem}.json").read_text())
+    except (OSError, ValueError):
+        rec = {"model": model, "dtype": dtype, "side": side, "cap": cap, "status": "failed",
+               "error": f"exit status {rc}, no JSON (logs/{stem}.log)"}
+    rec.update(side=label, order=order, exit_status=rc, log=f"logs/{stem}.log",
+               wall_s=time.perf_counter() - t0, peak_gpu_memory_bytes=mem.peak_bytes,
+               nvml_error=mem.error, gpu_state=mem.states.record() if mem.states else None,
+               command=shlex.join(cmd))
+    print(f"{order:3d} {model} {dtype} {label}@{cap}: {rec['status']}"
+          + (f", {rec['median_ms']:.2f} ms, first {rec['first_iteration_ms']:.0f} ms"
+             if rec["status"] == "ok" else f" ({rec.get('error', '')})"), flush=True)
+    return rec
+
+
+def _write_runs(args, name: str, procs, rows, extra=None) -> None:
+    out = Path(args.out)
+    doc = {"subcommand": name, "versions": _versions(args), "summary": rows,
+           "processes": procs}
+    if extra:
+        doc.update(extra)
+    write_text(out / f"{name}.json", json.dumps(doc, indent=2) + "\n")
+    write_text(out / f"{name}.txt", study.summary_text(rows))
+
+
+def models(args) -> int:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    slots = study.schedule(args.model_list, args.dtype_list, [c for c, _ in args.cap_list],
+                           args.processes, wscap=not args.no_wscap)
+    procs = []
+    for i, s in enumerate(slots, 1):
+        procs.append(_spawn(args, s.model, s.dtype, s.side, s.cap, i,
+                            out / "ucudnn-cache.sqlite", s.side))
+        _write_runs(args, "models", procs, study.summarize(procs))
+    print(study.summary_text(study.summarize(procs)), end="")
+    return 0
+
+
+def startup(args) -> int:
+    """Per round a fresh ucudnn cache: a ucudnn process that fills it (cold), a second one
+    that plans from it (warm), and a PyTorch process with cudnn.benchmark, in an order that
+    alternates by round; their first steps compared."""
+    out = Path(args.out)
+    cap = args.cap_list[0][0]
+    procs, order = [], 0
+    caches = out / "startup-caches"
+    caches.mkdir(parents=True, exist_ok=True)
+    for model in args.model_list:
+        for dt in args.dtype_list:
+            for r in range(1, args.processes + 1):
+                cache = Path(tempfile.mkdtemp(prefix=f"{model}.{dt}.r{r}.", dir=caches))
+                runs = [("ucudnn", "ucudnn-cold"), ("ucudnn", "ucudnn-warm"),
+                        ("pytorch", "pytorch")]
+                if r % 2 == 0:
+                    runs = runs[2:] + runs[:2]
+                for side, label in runs:
+                    order += 1
+                    procs.append(_spawn(args, model, dt, side, cap, order,
+                                        cache / "cache.sqlite", label))
+                rows = study.summarize(procs)
+                _write_runs(args, "startup", procs, rows,
+                            {"warm_to_pytorch_first": study.startup_ratios(rows)})
+    for line in study.startup_lines(study.startup_ratios(study.summarize(procs))):
+        print(line)
+    return 0
+
+
+# ------------------------------------------------------------------------------ arguments
+
+class _Parser(argparse.ArgumentParser):
+    """Argument errors in one line, exit status 2."""
+
+    def error(self, message):
+        print(f"bench_torch.py {self.prog.split()[-1]}: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+LAYERS3D_HELP = """The 3-D layer study: for each layer of a 3-D UNet (nnU-Net) and a causal video
+VAE decoder (CogVideoX-like; Note [3-D layers of the study] in ucudnn/experiments/torch_study.py),
+each family, dtype, op and cap: ucudnn's plan under the cap (predicted and measured), the
+fastest undivided algorithm under the cap, and PyTorch's cudnn.benchmark choice (time, and
+workspace as a peak-memory delta); a point that runs out of memory is recorded as oom. Writes
+OUT/points.csv (one row per layer x family x dtype x op x cap), OUT/versions.json and
+OUT/workspace_vs_time.png; rows already in OUT/points.csv are kept and not measured again, so a
+run can be split with --layers. --quick: 5 small layers, caps 64MiB and unlimited, about 1-2
+minutes on one H100. The full study (53 layers, 2544 rows) is not timed yet: estimated 3-6 GPU
+hours on one H100, the largest VAE layers' benchmarks dominating; run it by --layers prefix
+(unet, vae.256p, vae.480p, vae.720p) in commands of under 10 minutes each."""
+MODELS_HELP = """Whole models: a small 3-D UNet (training step) and a CogVideoX-like causal
+decoder (decode), in fp32 and bf16 (model and input cast to bf16 on both sides), each in its own
+process: PyTorch with cudnn.benchmark (unlimited), PyTorch under CUDNN_CONV_WSCAP_DBG at each
+cap, and ucudnn.torch.convert(limit=cap) at each cap; --processes rounds, the variants' order
+rotated per round. Per process: its first step (wall clock), the median of --iterations CUDA-event
+timed steps, and its whole-process peak memory sampled by NVML from this process. Writes
+OUT/models.json (every process and the medians), OUT/models.txt and OUT/logs/. --quick: bf16,
+cap 256MiB, one round of small models, about 1-2 minutes. Full: 96 processes, estimated 1-2 GPU
+hours (not timed yet)."""
+STARTUP_HELP = """A second process's start: per round a fresh ucudnn cache, a ucudnn process that
+fills it (cold), a second that plans from it (warm), and a PyTorch process with cudnn.benchmark;
+the first step of each (wall clock, benchmarks included) and warm/PyTorch. Writes
+OUT/startup.json, OUT/startup.txt. --quick: the UNet, bf16, one round, about 1 minute. Full: 36
+processes, estimated 20-40 GPU minutes (not timed yet)."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog="bench_torch.py", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     o = sub.add_parser("overhead", help="per-call cost of each registration style")
     o.add_argument("--mode", choices=("forward", "train"), default="forward")
@@ -135,10 +517,96 @@ def main(argv=None) -> int:
     o.add_argument("--reps", type=int, default=31, help="interleaved repetitions")
     o.add_argument("--warmup", type=int, default=20)
     o.add_argument("--out", help="write the JSON here too")
-    args = ap.parse_args(argv)
+    dts = ",".join(study.DTYPES)
+    lay = sub.add_parser("layers3d", help="the 3-D layer study", description=LAYERS3D_HELP)
+    lay.add_argument("--out", required=True, help="folder for points.csv, versions, figure")
+    lay.add_argument("--quick", action="store_true")
+    lay.add_argument("--layers", help="comma-separated name prefixes (default: all)")
+    lay.add_argument("--families", default=",".join(study.FAMILIES))
+    lay.add_argument("--dtypes", default=dts)
+    lay.add_argument("--ops", default=",".join(study.OPS))
+    lay.add_argument("--caps", help=f"default {','.join(study.CAPS)}")
+    lay.add_argument("--policy", default="powerOfTwo", help="ucudnn's policy")
+    lay.add_argument("--calls", type=int, default=5, help="calls per timing")
+    lay.add_argument("--reps", type=int, default=5, help="timings (median)")
+    for name, text in (("models", MODELS_HELP), ("startup", STARTUP_HELP)):
+        m = sub.add_parser(name, help=text.splitlines()[0], description=text)
+        m.add_argument("--out", required=True)
+        m.add_argument("--quick", action="store_true")
+        m.add_argument("--models", default=",".join(study.MODELS))
+        m.add_argument("--dtypes", default=dts)
+        m.add_argument("--caps", help=f"default {','.join(study.CAPS)}" if name == "models"
+                       else "the one cap of ucudnn's processes (default 256MiB)")
+        m.add_argument("--processes", type=int, default=3, help="rounds")
+        m.add_argument("--iterations", type=int, default=20)
+        m.add_argument("--warmup", type=int, default=5)
+        m.add_argument("--engines", default="both")
+        m.add_argument("--timeout", type=float, default=900.0, help="per process (s)")
+        if name == "models":
+            m.add_argument("--no-wscap", action="store_true",
+                           help="leave out PyTorch under CUDNN_CONV_WSCAP_DBG")
+    p = sub.add_parser("model-process", help="one process of models/startup (internal)")
+    for flag in ("--model", "--dtype", "--side", "--cap", "--engines", "--cache", "--json"):
+        p.add_argument(flag, required=True)
+    p.add_argument("--iterations", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--quick", action="store_true")
+    return ap
+
+
+def _check(args) -> None:
+    """Turn the study's list arguments into lists; InputError naming the flag."""
+    for flag in ("calls", "reps", "processes", "iterations"):
+        if getattr(args, flag, 1) < 1:
+            raise InputError(f"--{flag}: must be at least 1, got {getattr(args, flag)}")
+    if getattr(args, "warmup", 0) < 0:
+        raise InputError(f"--warmup: must not be negative, got {args.warmup}")
+    if args.cmd in ("layers3d", "models", "startup") and Path(args.out).is_file():
+        raise InputError(f"--out: {args.out} is a file, not a folder")
+    if args.cmd == "layers3d":
+        args.layer_list = study.select(study.QUICK_LAYERS if args.quick
+                                       else study.study_layers(), args.layers)
+        args.family_list = study.parse_choice("families", args.families, study.FAMILIES)
+        args.op_list = study.parse_choice("ops", args.ops, study.OPS)
+    if args.cmd in ("layers3d", "models", "startup"):
+        quick = args.quick and not args.caps
+        caps = args.caps or {"layers3d": ",".join(study.QUICK_CAPS if quick else study.CAPS),
+                             "models": "256MiB" if quick else ",".join(study.CAPS),
+                             "startup": "256MiB"}[args.cmd]
+        args.cap_list = study.parse_caps(caps)
+        if args.cmd == "startup" and len(args.cap_list) != 1:
+            raise InputError(f"--caps: startup takes one cap, got {caps!r}")
+        if args.quick and args.cmd != "layers3d":
+            quick_dtypes = {"models": "bfloat16", "startup": "bfloat16"}[args.cmd]
+            if args.dtypes == ",".join(study.DTYPES):
+                args.dtypes = quick_dtypes
+            if args.cmd == "startup" and args.models == ",".join(study.MODELS):
+                args.models = "unet"
+            args.processes, args.iterations, args.warmup = 1, 3, 1
+        args.dtype_list = study.parse_choice("dtypes", args.dtypes, study.DTYPES)
+    if args.cmd in ("models", "startup"):
+        args.model_list = study.parse_choice("models", args.models, tuple(study.MODELS))
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        _check(args)
+    except InputError as e:
+        print(f"bench_torch.py {args.cmd}: {e}", file=sys.stderr)
+        return 2
+    _load_torch()
     if not torch.cuda.is_available():
         print("bench_torch.py: no CUDA device visible", file=sys.stderr)
         return 2
+    if args.cmd == "layers3d":
+        return layers3d(args)
+    if args.cmd == "models":
+        return models(args)
+    if args.cmd == "startup":
+        return startup(args)
+    if args.cmd == "model-process":
+        return model_process(args)
     doc = overhead(args)
     text = json.dumps(doc, indent=2) + "\n"
     if args.out:

@@ -15,6 +15,8 @@ the figures drawn from saved results only.
 * :mod:`.nvml` -- NVML: the GPU's clock, power and temperature while a process runs, versions;
 * :mod:`.deepbench` -- DeepBench's training convolutions: layers, the runner's JSON, summary;
 * :mod:`.plots` -- the figures;
+* :mod:`.torch_study` -- the 3-D study of scripts/bench_torch.py: its layers, models, rows,
+  process schedule and figure (no torch at import);
 * :mod:`.training` -- ``ucudnn training``: learning curves through pycaffe with and without
   micro-batching (a folder of its own).
 

@@ -1,0 +1,70 @@
+"""scripts/bench_torch.py's 3-D study on a GPU, smallest configurations: ``layers3d`` writes
+every row it was asked for with measured sides, plans within their caps and keeps an earlier
+run's rows; ``models`` and ``startup`` run their processes to completion. No timing is checked.
+
+Benchmarks go to the session's own cache (tests/conftest.py, inherited by the processes).
+"""
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+
+from repo_paths import REPO
+
+pytestmark = pytest.mark.gpu
+
+torch = pytest.importorskip("torch", reason="bench_torch.py needs PyTorch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device visible", allow_module_level=True)
+
+SCRIPT = REPO / "scripts" / "bench_torch.py"
+
+
+def _run(*args, timeout=600):
+    r = subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True,
+                       text=True, timeout=timeout)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return r
+
+
+def test_layers3d_rows_within_their_caps(tmp_path):
+    args = ("layers3d", "--quick", "--out", tmp_path, "--layers", "unet.enc0b", "--ops",
+            "fwd,bwd_filter", "--caps", "64MiB,unlimited", "--dtypes", "float32",
+            "--families", "legacy", "--calls", "2", "--reps", "2")
+    _run(*args)
+    with open(tmp_path / "points.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert sorted((r["op"], r["cap"]) for r in rows) == sorted(
+        (op, cap) for op in ("fwd", "bwd_filter") for cap in ("64MiB", "unlimited"))
+    for r in rows:
+        assert (r["ucudnn_status"], r["undivided_status"], r["pytorch_status"]) == ("ok",) * 3
+        for side in ("ucudnn", "undivided", "pytorch"):
+            assert float(r[f"{side}_measured_ms"]) > 0
+        if r["cap"] != "unlimited":
+            assert int(r["ucudnn_workspace_bytes"]) <= int(r["cap_bytes"])
+            assert int(r["undivided_workspace_bytes"]) <= int(r["cap_bytes"])
+        assert float(r["ucudnn_predicted_ms"]) <= float(r["undivided_predicted_ms"])
+        assert sum(map(int, r["ucudnn_sizes"].split("+"))) == int(r["n"])
+    versions = json.loads((tmp_path / "versions.json").read_text())
+    assert versions["torch"] == torch.__version__ and versions["torch_cudnn"]
+    assert (tmp_path / "workspace_vs_time.png").stat().st_size > 0
+    again = _run(*args)                 # the rows are there: nothing measured again
+    assert "ucudnn" not in again.stdout and f"{len(rows)} rows" in again.stdout
+
+
+def test_models_and_startup_processes_complete(tmp_path):
+    _run("models", "--quick", "--out", tmp_path / "m", "--models", "unet", timeout=900)
+    doc = json.loads((tmp_path / "m" / "models.json").read_text())
+    sides = {(p["side"], p["cap"]): p for p in doc["processes"]}
+    assert set(sides) == {("pytorch", "unlimited"), ("ucudnn", "256MiB"), ("wscap", "256MiB")}
+    assert all(p["status"] == "ok" for p in doc["processes"]), doc["processes"]
+    assert sides[("ucudnn", "256MiB")]["converted"] > 0
+    _run("startup", "--quick", "--out", tmp_path / "s", timeout=900)
+    doc = json.loads((tmp_path / "s" / "startup.json").read_text())
+    assert sorted(p["side"] for p in doc["processes"]) == ["pytorch", "ucudnn-cold",
+                                                         "ucudnn-warm"]
+    assert all(p["status"] == "ok" for p in doc["processes"]), doc["processes"]
+    (ratio,) = doc["warm_to_pytorch_first"]
+    assert ratio["warm_to_pytorch"] is not None

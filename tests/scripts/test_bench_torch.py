@@ -1,0 +1,73 @@
+"""scripts/bench_torch.py without a GPU: bad arguments refused in one line with exit status 2
+before torch is imported, a missing torch said in one line, and the study's models built on the
+CPU (where torch is installed)."""
+import subprocess
+import sys
+
+import pytest
+
+from repo_paths import REPO
+
+SCRIPT = REPO / "scripts" / "bench_torch.py"
+
+
+def _run(*args, env=None):
+    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True,
+                          text=True, timeout=60, env=env)
+
+
+@pytest.mark.parametrize("args, says", [
+    (("layers3d",), "--out"),
+    (("layers3d", "--out", "{tmp}", "--caps", "64Q"), "--caps: '64Q'"),
+    (("layers3d", "--out", "{tmp}", "--layers", "resnet"), "--layers: 'resnet'"),
+    (("layers3d", "--out", "{tmp}", "--families", "legacy,fast"), "--families: fast"),
+    (("layers3d", "--out", "{tmp}", "--reps", "0"), "--reps"),
+    (("models", "--out", "{tmp}", "--models", "unet,gan"), "--models: gan"),
+    (("models", "--out", "{tmp}", "--dtypes", "float64"), "--dtypes: float64"),
+    (("models", "--out", "{tmp}", "--processes", "0"), "--processes"),
+    (("startup", "--out", "{tmp}", "--caps", "64MiB,1GiB"), "one cap"),
+    (("startup", "--out", "{file}"), "is a file"),
+    (("nosuch",), "invalid choice"),
+])
+def test_bad_arguments_one_line_exit_2(tmp_path, args, says):
+    (tmp_path / "f").write_text("x")
+    args = [a.format(tmp=tmp_path / "out", file=tmp_path / "f") for a in args]
+    r = _run(*args)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0], r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "out").exists()
+
+
+def test_without_torch_one_line_exit_2(tmp_path):
+    fake = tmp_path / "site" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('no torch here')\n")
+    env = {"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"}
+    r = _run("layers3d", "--out", tmp_path / "out", "--quick", env=env)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        "bench_torch.py: needs PyTorch (pip install 'ucudnn[torch]')"]
+
+
+def test_quick_models_build_and_run_on_the_cpu():
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import study3d_models
+    finally:
+        sys.path.pop(0)
+    from ucudnn.experiments.torch_study import QUICK_MODELS
+    spec = QUICK_MODELS["unet"]
+    model, x, step = study3d_models.build("unet", spec)
+    assert step == "train"
+    y = model(x)
+    assert y.shape == (spec["batch"], spec["classes"]) + x.shape[2:]
+    spec = QUICK_MODELS["vae"]
+    model, z, step = study3d_models.build("vae", spec)
+    assert step == "decode"
+    with torch.no_grad():
+        y = model(z)
+    assert y.shape == (spec["batch"], 3, spec["frames"]) + tuple(spec["size"])
+    convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv3d)]
+    assert convs and all(m.kernel_size == (3, 3, 3) and m.padding == (0, 1, 1) for m in convs)
