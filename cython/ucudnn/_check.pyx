@@ -14,7 +14,7 @@ from libc.stdint cimport uintptr_t
 
 cimport cudnn as dnn
 cimport cudart as rt
-from ucudnn._conv cimport conv_call
+from ucudnn._conv cimport conv_call, set_conv_desc, set_filter_desc, set_tensor_desc
 from ucudnn._device cimport DeviceBuffer, Handle, check_cuda, check_cudnn
 from ucudnn._graph cimport GraphPlan
 from ucudnn._kernel cimport Kernel
@@ -206,11 +206,10 @@ cdef class _FloatCopies:
             wdim[i] = v
         for i in range(kern.nbdims - 2):
             pad[i], stride[i], dil[i] = s.pad[i], s.stride[i], s.dilation[i]
-        check_cudnn(dnn.cudnnSetFilterNdDescriptor(self.wd, f32, fmt, kern.nbdims, wdim),
+        check_cudnn(set_filter_desc(self.wd, f32, fmt, kern.nbdims, wdim),
                     "reference: filter")
-        check_cudnn(dnn.cudnnSetConvolutionNdDescriptor(
-            self.conv, kern.nbdims - 2, pad, stride, dil, dnn.CUDNN_CROSS_CORRELATION, f32),
-            "reference: convolution")
+        check_cudnn(set_conv_desc(self.conv, kern.nbdims - 2, pad, stride, dil, f32),
+                    "reference: convolution")
         check_cudnn(dnn.cudnnSetConvolutionMathType(self.conv, dnn.CUDNN_FMA_MATH),
                     "reference: math")
         check_cudnn(dnn.cudnnSetConvolutionGroupCount(self.conv, s.groups), "reference: groups")
@@ -260,7 +259,7 @@ cdef int _nd_tensor(dnn.cudnnTensorDescriptor_t d, dnn.cudnnDataType_t dt, dims,
     cdef int cs[5]
     for i in range(len(dims)):
         cd[i], cs[i] = dims[i], strides[i]
-    check_cudnn(dnn.cudnnSetTensorNdDescriptor(d, dt, len(dims), cd, cs), what)
+    check_cudnn(set_tensor_desc(d, dt, len(dims), cd, cs), what)
     return 0
 
 

@@ -18,6 +18,7 @@ from ucudnn cimport _bench, _check, _graph, _legacy
 from ucudnn._device cimport DeviceBuffer, Handle, check_cuda, check_cudnn
 from ucudnn._graph cimport GraphPlan
 from ucudnn._run cimport _run_error, run_kernel
+from ucudnn._conv cimport set_conv_desc, set_filter_desc, set_tensor_desc
 from ucudnn._types cimport UCUDNN_OK, ucudnn_chunk
 
 from ucudnn._device import _device_lock
@@ -168,15 +169,14 @@ cdef class Kernel:
         for i in range(nsp):
             pad[i], stride[i], dil[i] = shape.pad[i], shape.stride[i], shape.dilation[i]
         check_cudnn(dnn.cudnnCreateFilterDescriptor(&self.k.wdesc), "cudnnCreateFilterDescriptor")
-        check_cudnn(dnn.cudnnSetFilterNdDescriptor(
+        check_cudnn(set_filter_desc(
             self.k.wdesc, dt,
             dnn.CUDNN_TENSOR_NCHW if self.layout == "NCHW" else dnn.CUDNN_TENSOR_NHWC,
             self.nbdims, wdim), f"{self.name}: filter descriptor")
         for m in range(4):
             check_cudnn(dnn.cudnnCreateConvolutionDescriptor(&self.k.conv[m]),
                         "cudnnCreateConvolutionDescriptor")
-            check_cudnn(dnn.cudnnSetConvolutionNdDescriptor(
-                self.k.conv[m], nsp, pad, stride, dil, dnn.CUDNN_CROSS_CORRELATION, compute),
+            check_cudnn(set_conv_desc(self.k.conv[m], nsp, pad, stride, dil, compute),
                 f"{self.name}: convolution descriptor")
             check_cudnn(dnn.cudnnSetConvolutionMathType(self.k.conv[m], <dnn.cudnnMathType_t>m),
                         "cudnnSetConvolutionMathType")
@@ -221,7 +221,7 @@ cdef class Kernel:
         s = self.shape
         for i, v in enumerate(s.x_dims(b) if which == 0 else s.y_dims(b)):
             dims[i] = v
-        check_cudnn(dnn.cudnnSetTensorNdDescriptor(
+        check_cudnn(set_tensor_desc(
             d, <dnn.cudnnDataType_t>self.k.dtype, self.nbdims, dims, strides),
             f"{self.name}: {'input' if which == 0 else 'output'} tensor descriptor (batch {b})")
         return 0
