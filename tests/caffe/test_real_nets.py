@@ -9,7 +9,7 @@ import pytest
 
 from net_text import HEAD
 from ucudnn.caffe.proto import PrototxtError, load_caffe_pb2, read_net
-from ucudnn.caffe.prototxt import load_prototxt
+from ucudnn.caffe.prototxt import infer_shapes, load_prototxt
 from ucudnn.cli import main
 
 NETS = Path(__file__).resolve().parents[1] / "data" / "nets"
@@ -193,11 +193,20 @@ OUTCOMES = {
     "SE-ResNet-50": ("refused", "242:1", "Unknown layer type: Axpy"),
     "bvlc_alexnet_v1_deploy": ("planned", 5, 0),
     "cuhk_action_spatial_vgg_16_deploy": ("planned", 13, 0),
+    "deploy_dpn92": ("refused", "60:5", 'no field named "ceil_mode"'),
+    "deploy_inception-v3": ("planned", 94, 0),
+    "deploy_resnet152_places365": ("planned", 155, 0),
+    "deploy_xception": ("planned", 74, 0),
+    "deploy_xception-dw": ("refused", "119:1", "Unknown layer type: ConvolutionDepthwise"),
+    "hed_deploy": ("planned", 0, 19),
     "dilation8_pascal_voc_deploy": ("planned", 24, 0),
     "faster_rcnn_vgg16_test": ("refused", "483:3", 'no field named "roi_pooling_param"'),
     "mobilenet_v1_deploy": ("planned", 15, 13),
     "mobilenet_v2_deploy": ("planned", 37, 17),
+    "open_nsfw_resnet_50_1by2_deploy": ("planned", 53, 0),
     "rcnn_batch_256_output_fc7": ("planned", 5, 0),
+    "rfcn_resnet50_test": ("refused", "3618:5", 'no field named "psroi_pooling_param"'),
+    "sphereface_deploy": ("planned", 20, 0),
     "squeezenet_v1.1_deploy": ("planned", 26, 0),
     "tsn_bn_inception_rgb_deploy": ("refused", "19:3", 'no field named "bn_param"'),
     "voc-fcn8s_deploy": ("planned", 18, 0),
@@ -248,3 +257,50 @@ def test_resnext_plans_its_group_convolutions_through_a_forks_layer():
     pb2_groups = {l.name: l.convolution_param.group
                   for l in read_net(load_caffe_pb2(), path).layer if l.type == "Convolution"}
     assert groups == pb2_groups and max(groups.values()) == 32
+
+
+def test_inception_v3_plans_its_asymmetric_kernels_per_axis():
+    path = NETS / "deploy_inception-v3.prototxt"
+
+    def per_axis(p, name):
+        hw = (getattr(p, f"{name}_h"), getattr(p, f"{name}_w"))
+        given = list(getattr(p, "kernel_size" if name == "kernel" else name))
+        return hw if any(hw) else tuple(given * 2) if given else (
+            (0, 0) if name == "pad" else (1, 1))
+    fields = {l.name: (per_axis(l.convolution_param, "kernel"),
+                       per_axis(l.convolution_param, "pad"),
+                       per_axis(l.convolution_param, "stride"))
+              for l in read_net(load_caffe_pb2(), path).layer if l.type == "Convolution"}
+    assert {(1, 7), (7, 1), (1, 3), (3, 1)} <= {k for k, _, _ in fields.values()}
+    net = load_prototxt(path, "TEST")
+    assert {l.name: ((l.r, l.s), l.pad, l.stride) for l in net.layers} == fields
+    # a 1x7 and a 7x1 layer with pads (0, 3) and (3, 0) keep the 17x17 grid
+    assert {(l.h, l.w) for l in net.layers if (l.r, l.s) in ((1, 7), (7, 1))} == {(17, 17)}
+
+
+def test_xception_runs_its_depthwise_convolutions_on_cudnn_one_group_per_channel():
+    path = NETS / "deploy_xception.prototxt"
+    net = load_prototxt(path, "TEST")
+    assert net.off_cudnn == {}
+    grouped = {l.name for l in read_net(load_caffe_pb2(), path).layer
+               if l.type == "Convolution" and l.convolution_param.group > 1}
+    depthwise = [l for l in net.layers if l.groups > 1]
+    assert grouped and {l.name for l in depthwise} == grouped
+    assert all(l.groups == l.c == l.k for l in depthwise)
+
+
+def test_hed_upsamples_with_deconvolution_and_crops_back_to_the_input():
+    """HED's side outputs: 1-channel maps up-sampled by Deconvolution (stride * (x - 1) +
+    kernel), cut to the input's size by Crop, concatenated and fused by a 1x1 convolution."""
+    path = NETS / "hed_deploy.prototxt"
+    net = read_net(load_caffe_pb2(), path)
+    shapes = infer_shapes(net, "TEST")
+    data = shapes["data"]
+    for i, stride in enumerate((2, 4, 8, 16), start=2):
+        n, c, h, w = shapes[f"score-dsn{i}"]
+        assert shapes[f"score-dsn{i}-up"] == (n, c, stride * (h - 1) + 2 * stride,
+                                              stride * (w - 1) + 2 * stride)
+    assert all(shapes[f"upscore-dsn{i}"] == data[:1] + (1,) + data[2:] for i in range(1, 6))
+    assert shapes["upscore-fuse"] == data[:1] + (1,) + data[2:]
+    plan = load_prototxt(path, "TEST")
+    assert plan.layers == [] and list(plan.off_cudnn) == _convs(path)[1]

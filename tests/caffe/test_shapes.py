@@ -404,3 +404,54 @@ def test_pooling_sizes_are_integers_end_to_end(width):
     shapes = infer_shapes(parse_net_text(text), "TEST")
     assert shapes["a"][3] == width
     assert shapes["c"][3] == -(-(width - 4) // 3) + 1 and shapes["f"][3] == (width - 4) // 3 + 1
+
+
+def _deconv(name, bottom, num, k, extra=""):
+    return (f'layer {{ name: "{name}" type: "Deconvolution" bottom: "{bottom}" top: "{name}" '
+            f'convolution_param {{ num_output: {num} kernel_size: {k} {extra} }} }}\n')
+
+
+def _crop(name, bottom, like, extra=""):
+    return (f'layer {{ name: "{name}" type: "Crop" bottom: "{bottom}" bottom: "{like}" '
+            f'top: "{name}" {extra} }}\n')
+
+
+def test_deconvolution_and_crop_follow_caffes_shape_rules():
+    text = (HEAD + _deconv("up", "data", 4, 4, "stride: 2 pad: 1")
+            + _deconv("up3", "data", 2, 3, "stride: 3 dilation: 2 group: 2")
+            + _crop("cut", "up", "data") + _crop("cut1", "up", "data",
+                                                   "crop_param { axis: -1 offset: 2 }")
+            + _crop("cut2", "up", "data", "crop_param { offset: 0 offset: 13 }")
+            + 'layer { name: "cat" type: "Concat" bottom: "cut" bottom: "data" top: "cat" }\n'
+            + _conv("c", "cat", 4, 3))
+    shapes = infer_shapes(parse_net_text(text))
+    # stride * (13 - 1) + dilation * (kernel - 1) + 1 - 2 * pad
+    assert shapes["up"] == (8, 4, 2 * 12 + 3 + 1 - 2, 26)
+    assert shapes["up3"] == (8, 2, 3 * 12 + 2 * 2 + 1, 41)
+    # the first bottom cut to the second's size from crop_param.axis (2 unless given) on
+    assert shapes["cut"] == shapes["cut2"] == (8, 4, 13, 13)
+    assert shapes["cut1"] == (8, 4, 26, 13)
+    assert _specs(text)["c"] == LayerSpec("c", 8, 10, 13, 13, 4, 3, 3, bwd_data=True)
+
+
+@pytest.mark.parametrize("layer, match", [
+    (_crop("cut", "up", "data", "crop_param { offset: 14 }"),
+     r"'cut'.*the crop for dimension 2 is out-of-bounds with size 13 and offset 14"),
+    (_crop("cut", "up", "data", "crop_param { offset: 1 offset: 2 offset: 3 }"),
+     r"'cut'.*number of offset values specified must be equal to the number of dimensions "
+     r"following axis"),
+    (_crop("cut", "data", "up"), r"'cut'.*dimension 2 is out-of-bounds with size 26 and "
+     r"offset 0"),
+    ('layer { name: "cut" type: "Crop" bottom: "up" top: "cut" }',
+     r"'cut'.*expects 2 bottom blob\(s\), got 1"),
+    # 1 * (13 - 1) + 3 - 2 * 8 = -1
+    (_deconv("d", "data", 4, 3, "pad: 8"), r"'d'.*pad \(8, 8\) leaves an output of size "
+     r"\(-1, -1\)"),
+    (_deconv("d", "data", 4, 3, "group: 4"), r"'d'.*group': 4 does not divide input channels 6"),
+    (_deconv("d", "data", 4, 3, "dilation: 2 engine: CUDNN"),
+     r"'d'.*CuDNN doesn't support the dilated deconvolution at Layer d"),
+])
+def test_deconvolution_and_crop_refuse_what_caffe_refuses(layer, match):
+    text = HEAD + _deconv("up", "data", 4, 4, "stride: 2 pad: 1") + layer
+    with pytest.raises(ShapeError, match=match):
+        infer_shapes(parse_net_text(text))

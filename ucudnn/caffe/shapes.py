@@ -401,7 +401,9 @@ class NetShapes:
             need(1, None)
             return self.convolution(layer, name, where, bottoms, tops)
         if None in bottoms:                 # below: rules that need known bottoms
-            return None, ltype in ("InnerProduct", "Scale", "Bias", "PReLU")
+            return None, ltype in ("InnerProduct", "Scale", "Bias", "PReLU", "Deconvolution")
+        if ltype in _RULES:
+            return _RULES[ltype](layer, where, bottoms, tops)
         if ltype == "Pooling":
             need(1)
             return [self.pooling(layer, where, bottoms[0])] * len(tops), False
@@ -657,6 +659,64 @@ class NetShapes:
         return [s[:axis] + (k,) + s[axis + 1:] for k in sizes]
 
 
+def _crop(layer, where, bottoms, tops):
+    """Caffe's CropLayer: the first bottom cut to the second's size on the axes from
+    ``crop_param.axis`` on, at the offsets given (one for all, or one per axis)."""
+    if len(bottoms) != 2:
+        raise ShapeError(f"{where}: expects 2 bottom blob(s), got {len(bottoms)}")
+    p, (s, like) = layer.crop_param, bottoms
+    axis = _canon_axis(p.axis, len(s), where, "crop_param.axis")
+    offsets = list(p.offset)
+    if len(like) != len(s):
+        raise ShapeError(f"{where}: bottoms have {len(s)} and {len(like)} axes: {s}, {like}")
+    if len(offsets) > 1 and len(offsets) != len(s) - axis:
+        raise ShapeError(f"{where}: field 'crop_param.offset': number of offset values "
+                         "specified must be equal to the number of dimensions following axis.")
+    out = list(s)
+    for i in range(axis, len(s)):
+        off = offsets[0] if len(offsets) == 1 else offsets[i - axis] if offsets else 0
+        if s[i] - off < like[i]:
+            raise ShapeError(f"{where}: the crop for dimension {i} is out-of-bounds with size "
+                             f"{like[i]} and offset {off} (bottom {s})")
+        out[i] = like[i]
+    return [tuple(out)], False
+
+
+def _deconvolution(layer, where, bottoms, tops):
+    """A Deconvolution's tops: each spatial axis ``stride * (x - 1) + dilation * (kernel -
+    1) + 1 - 2 * pad``. Not planned: Caffe's factory gives it to its own cuDNN
+    deconvolution layer (undilated, engine DEFAULT or CUDNN) or to im2col, not to
+    ucudnn."""
+    p, field = layer.convolution_param, "convolution_param"
+    if not p.HasField("num_output"):
+        raise ShapeError(f"{where}: field 'convolution_param.num_output' is missing")
+    num = _positive(p.num_output, where, "convolution_param.num_output")
+    group = _positive(p.group, where, "convolution_param.group")
+    if not bottoms:
+        raise ShapeError(f"{where}: expects at least 1 bottom blob(s), got 0")
+    s0 = bottoms[0]
+    if p.axis != 1:
+        raise ShapeError(f"{where}: field 'convolution_param.axis': only 1 is supported")
+    if len(bottoms) != len(tops) or any(s != s0 for s in bottoms):
+        raise ShapeError(f"{where}: expects as many tops as bottoms, all of one shape: "
+                         f"{bottoms}")
+    axes = len(s0) - 2
+    geometry = [_spatial(p, f, where, field, default, axes, s0) for f, default in
+                (("kernel", None), ("pad", 0), ("stride", 1), ("dilation", 1))]
+    if s0[1] % group or num % group:
+        raise ShapeError(f"{where}: field 'convolution_param.group': {group} does not "
+                         f"divide input channels {s0[1]} and num_output {num}")
+    if p.engine == p.CUDNN and max(geometry[3]) > 1:
+        raise ShapeError(f"{where}: field 'convolution_param.dilation': CuDNN doesn't "
+                         f"support the dilated deconvolution at Layer {layer.name} "
+                         "(Caffe's layer factory; engine: CAFFE runs it)")
+    out = tuple(st * (x - 1) + dl * (k - 1) + 1 - 2 * pd
+                for x, k, pd, st, dl in zip(s0[2:], *geometry))
+    if min(out, default=1) < 1:
+        raise ShapeError(f"{where}: pad {geometry[1]} leaves an output of size {out}")
+    return [(s0[0], num) + out] * len(tops), _learnable(layer, 2 if p.bias_term else 1)
+
+
 def _reshape(layer, where, s):
     """Caffe's Reshape layer: the top's shape for bottom shape ``s``."""
     p = layer.reshape_param
@@ -684,3 +744,8 @@ def _reshape(layer, where, s):
     if math.prod(mid) != total:
         raise ShapeError(f"{where}: reshape {dims} does not keep the count of {s}")
     return tuple(s[:axis]) + tuple(mid) + tuple(s[end:])
+
+
+#: shape rules of layers that only need their bottoms' shapes: type -> (layer, where, bottom
+#: shapes, top names) -> (top shapes, whether it has learnable parameters)
+_RULES = {"Deconvolution": _deconvolution, "Crop": _crop}
