@@ -22,6 +22,7 @@ torch = pytest.importorskip("torch", reason="the GPU tests use PyTorch for buffe
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device visible", allow_module_level=True)
 from ucudnn import _core  # noqa: E402  (a GPU host builds the core)
+from gpu_kernels import run_kernel as _run  # noqa: E402
 from ucudnn.measure.bench import _perfs  # noqa: E402
 
 F = torch.nn.functional
@@ -40,15 +41,6 @@ TORCH_DTYPE = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 TOLERANCE = {"float32": 5e-3, "bfloat16": 8 * 2.0 ** -8}
 
 
-def _handle():
-    return _core.Handle(torch.cuda.current_stream().cuda_stream)
-
-
-def _run(kern, a, b, out, beta=0.0):
-    ws = torch.empty(max(1, kern.workspace_size), dtype=torch.uint8, device="cuda")
-    kern.run(_handle(), a.data_ptr(), b.data_ptr(), out.data_ptr(), ws.data_ptr(),
-             kern.workspace_size, 1.0, beta)
-    torch.cuda.synchronize()
 
 
 def _layout(t, layout):

@@ -19,14 +19,12 @@ torch = pytest.importorskip("torch", reason="the GPU tests use PyTorch for buffe
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device visible", allow_module_level=True)
 from ucudnn import _core  # noqa: E402  (a GPU host builds the core)
+from gpu_kernels import handle as _handle, run_kernel as _run  # noqa: E402
 
 F = torch.nn.functional
 torch.backends.cudnn.allow_tf32 = False
 torch.backends.cuda.matmul.allow_tf32 = False
 
-
-def _handle():
-    return _core.Handle(torch.cuda.current_stream().cuda_stream)
 
 
 def _rel_err(a, b):
@@ -80,12 +78,6 @@ def _bench(kern, sizes):
 def _undivided_algo0(kern):
     kern.set_plan(Plan(kern.n, (Chunk(kern.n, 0, 3, 0.0, 0),)))
 
-
-def _run(kern, a, b, out, alpha=1.0, beta=0.0):
-    ws = torch.empty(max(1, kern.workspace_size), dtype=torch.uint8, device="cuda")
-    kern.run(_handle(), a.data_ptr(), b.data_ptr(), out.data_ptr(), ws.data_ptr(),
-             kern.workspace_size, alpha, beta)
-    torch.cuda.synchronize()
 
 
 SHAPES = {
