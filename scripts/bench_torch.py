@@ -112,13 +112,7 @@ def _callables(args):
 
 def _time(step, calls: int) -> float:
     """Microseconds per call of ``calls`` calls back to back between two CUDA events."""
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(calls):
-        step()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1000.0 / calls
+    return _events_ms(step, calls, 1) * 1000.0
 
 
 def overhead(args) -> dict:
