@@ -156,6 +156,8 @@ def test_opcheck(style):
     torch.library.opcheck(o.bwd_filter, (x.detach(), dy.detach(), list(w.shape)) + geo)
 
 
+# Inductor imports torch.jit code that warns of its own deprecation
+@pytest.mark.filterwarnings("ignore:.torch.jit.script_method. is deprecated:DeprecationWarning")
 def test_compile_fullgraph():
     torch.manual_seed(2)
     model = _model().cuda()
@@ -180,6 +182,7 @@ def test_cuda_graph_capture_and_a_new_shape_inside_it():
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph), torch.no_grad():
         out = model(static)
+    before = None
     for seed in (4, 5):
         torch.manual_seed(seed)
         static.copy_(torch.randn_like(static))
@@ -187,7 +190,11 @@ def test_cuda_graph_capture_and_a_new_shape_inside_it():
         with torch.no_grad():
             want = model(static)
         torch.cuda.synchronize()
-        assert torch.equal(out, want)
+        # the same plan, but not always the same bits: a ConvTranspose's forward runs
+        # backward-data, whose legacy algorithm 0 accumulates with atomics
+        _close([out], [want], torch.float32, f"replayed (seed {seed})")
+        assert before is None or not torch.equal(out, before)   # the replay wrote new values
+        before = out.clone()
     with pytest.raises(ut.CaptureError, match="inside a CUDA-graph capture"):
         with torch.cuda.graph(torch.cuda.CUDAGraph()), torch.no_grad():
             fresh = static[:2, :, :12, :12] * 2             # the capture holds some work
@@ -208,7 +215,8 @@ def test_a_second_process_plans_from_the_cache(tmp_path):
     records = [tmp_path / "first.jsonl", tmp_path / "second.jsonl"]
     for path in records:
         env = dict(os.environ, UCUDNN_RECORDS=str(path))
-        subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=120)
+        # -P: the installed package, not a source tree in the working directory
+        subprocess.run([sys.executable, "-P", "-c", script], env=env, check=True, timeout=120)
     first, second = ([r for r in map(json.loads, p.read_text().splitlines())
                       if r["kind"] == "bench"] for p in records)
     assert len(first) == len(second) == 6               # 2 layers x 3 ops

@@ -6,6 +6,7 @@ the figures drawn from saved results only.
   processes interleaved; :mod:`.baseline_report` its CSV files and README;
 * :mod:`.pytorch_modes` -- the PyTorch modes a comparison times, and its baseline among them;
 * :mod:`.caffe_input` -- a net's DummyData drawn once (a Python layer), the input both sides get;
+  :mod:`.caffe_input_layer` that layer, which imports pycaffe (Caffe imports it, nothing here);
 * :mod:`.grid` -- the points of the grid, their names and order;
 * :mod:`.caffe_run` -- one ``caffe time`` process of a point, with plan records;
 * :mod:`.predict` -- a point planned from the shipped data (no GPU, no Caffe);

@@ -8,7 +8,8 @@ Note [Inputs drawn once]
     every sample of the batch is then the same, and the activations are degenerate (a
     ``caffe train`` of such a net reaches a loss near 0 within 10 iterations). To give Caffe
     the input PyTorch gets, :func:`fill_inputs_once` replaces each DummyData layer by a
-    Python layer (:func:`FilledOnce`, run in the ``caffe`` tool's embedded interpreter) with
+    Python layer (``FilledOnce`` of :mod:`.caffe_input_layer`, run in the ``caffe`` tool's
+    embedded interpreter or in pycaffe) with
     the same tops, shapes and fillers that draws its blobs once, at its first reshape, and
     then does nothing: a forward pass costs two calls into Python (reshape and forward, a few
     microseconds), no copy. Gaussian values come from :func:`gaussian`, numpy's PCG64 seeded
@@ -22,8 +23,9 @@ from typing import List, Sequence
 
 #: the seed of every input drawn for a comparison, on both sides
 SEED = 0
-#: the Python layer that stands for a DummyData layer (python_param.module / .layer)
-MODULE, LAYER = __name__, "FilledOnce"
+#: the Python layer that stands for a DummyData layer (python_param.module / .layer); the
+#: module imports pycaffe, so nothing in the package imports it
+MODULE, LAYER = __package__ + ".caffe_input_layer", "FilledOnce"
 
 
 def gaussian(shape: Sequence[int], mean: float = 0.0, std: float = 1.0, seed: int = SEED):
@@ -54,7 +56,7 @@ def _fillers(layer, where: str) -> List[dict]:
 
 
 def fill_inputs_once(net, source) -> None:
-    """Replace every DummyData layer of ``net`` (a NetParameter) by a :func:`FilledOnce`
+    """Replace every DummyData layer of ``net`` (a NetParameter) by a ``FilledOnce``
     layer with the same tops, shapes and fillers (Note [Inputs drawn once]); ValueError
     naming ``source`` and the layer for what it cannot draw."""
     for layer in net.layer:
@@ -83,35 +85,3 @@ def values(shape: Sequence[int], filler: dict, seed: int):
         return np.full(tuple(shape), filler["value"], dtype=np.float32)
     return gaussian(shape, filler.get("mean", 0.0), filler.get("std", 1.0), seed)
 
-
-def FilledOnce(param):  # noqa: N802 - the name python_param.layer gives Caffe
-    """The Python layer of Note [Inputs drawn once]; Caffe calls it with the LayerParameter.
-    pycaffe is imported here, in Caffe's interpreter, and nowhere else."""
-    import caffe
-
-    class _FilledOnce(caffe.Layer):
-        def setup(self, bottom, top):
-            if bottom:
-                raise ValueError("FilledOnce takes no bottom")
-            spec = json.loads(self.param_str)
-            self.shapes, self.fillers = spec["shapes"], spec["fillers"]
-            if len(self.shapes) != len(top) or len(self.fillers) != len(top):
-                raise ValueError(f"FilledOnce: {len(top)} tops, {len(self.shapes)} shapes, "
-                                 f"{len(self.fillers)} fillers")
-            self.seed, self.filled = spec.get("seed", SEED), False
-
-        def reshape(self, bottom, top):
-            if self.filled:         # Caffe reshapes before every forward pass: once is enough
-                return
-            for i, (blob, shape, filler) in enumerate(zip(top, self.shapes, self.fillers)):
-                blob.reshape(*shape)
-                blob.data[...] = values(shape, filler, self.seed + i)
-            self.filled = True
-
-        def forward(self, bottom, top):
-            pass
-
-        def backward(self, top, propagate_down, bottom):
-            pass
-
-    return _FilledOnce(param)
