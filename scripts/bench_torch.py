@@ -37,14 +37,13 @@ import os
 import platform
 import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from ucudnn.experiments import torch_study as study
-from ucudnn.experiments.gpu_memory import PeakGpuMemory
+from ucudnn.experiments.gpu_memory import run_watched
 from ucudnn.experiments.nvml import versions as nvml_versions
 from ucudnn.files import write_text
 from ucudnn.vocab import InputError
@@ -378,25 +377,16 @@ def _spawn(args, model, dtype, side, cap, order: int, cache: Path, label: str) -
     env = dict(os.environ)
     if side == "wscap":
         env["CUDNN_CONV_WSCAP_DBG"] = str(study.wscap_mib(cap))
-    t0 = time.perf_counter()
-    with PeakGpuMemory(interval=0.005, states=True) as mem, \
-            open(out / f"{stem}.log", "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-        mem.watch(proc.pid)
-        try:
-            rc = proc.wait(timeout=args.timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            rc = proc.wait()
+    run = run_watched(cmd, timeout=args.timeout, env=env, log_path=out / f"{stem}.log",
+                      interval=0.005, states=True)
     try:
         rec = json.loads((out / f"{stem}.json").read_text())
     except (OSError, ValueError):
         rec = {"model": model, "dtype": dtype, "side": side, "cap": cap, "status": "failed",
-               "error": f"exit status {rc}, no JSON (logs/{stem}.log)"}
-    rec.update(side=label, order=order, exit_status=rc, log=f"logs/{stem}.log",
-               wall_s=time.perf_counter() - t0, peak_gpu_memory_bytes=mem.peak_bytes,
-               nvml_error=mem.error, gpu_state=mem.states.record() if mem.states else None,
-               command=shlex.join(cmd))
+               "error": f"exit status {run.rc}, no JSON (logs/{stem}.log)"}
+    rec.update(side=label, order=order, exit_status=run.rc, log=f"logs/{stem}.log",
+               wall_s=run.wall_s, peak_gpu_memory_bytes=run.peak_gpu_memory_bytes,
+               nvml_error=run.nvml_error, gpu_state=run.gpu_state, command=shlex.join(cmd))
     print(f"{order:3d} {model} {dtype} {label}@{cap}: {rec['status']}"
           + (f", {rec['median_ms']:.2f} ms, first {rec['first_iteration_ms']:.0f} ms"
              if rec["status"] == "ok" else f" ({rec.get('error', '')})"), flush=True)

@@ -264,12 +264,6 @@ def error_text(e, limit=1500):
 # ---------------------------------------------------------------------------------------------
 # The parent: workers, their memory, the results
 
-def _peak_gpu_memory():
-    """:class:`ucudnn.experiments.gpu_memory.PeakGpuMemory`, the sampler that measures Caffe's
-    processes, so that both sides are measured alike, with the GPU's state."""
-    return _ucudnn("experiments.gpu_memory").PeakGpuMemory(interval=NVML_INTERVAL, states=True)
-
-
 def process_memory(nvml_peak, nvml_error, reserved, cuda=True):
     """(peak_gpu_memory_bytes, memory_method) of one process: NVML's whole-process peak, else
     the worker's torch.cuda.max_memory_reserved (and why), else None."""
@@ -302,41 +296,30 @@ def run_worker(args, net, mode, task, tmp, tag):
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=cache + ".inductor",
                TRITON_CACHE_DIR=cache + ".triton")
     cuda = not args.device.startswith("cpu")
-    measure = cuda and task == "time"                      # a profiled process's memory: no
-    cmd = worker_command(args, net, mode, task, out)
-    timed_out, t0 = False, time.perf_counter()
-    with open(base + ".log", "w+") as log, \
-            (_peak_gpu_memory() if measure else contextlib.nullcontext()) as mem:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, env=env)
-        if mem is not None:
-            mem.watch(proc.pid)
-        try:
-            rc = proc.wait(timeout=args.timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            rc = proc.wait()
-            timed_out = True
-        log.seek(0)
-        log_tail = log.read()[-3000:]
+    # the sampler that measures Caffe's processes, so that both sides are measured alike, with
+    # the GPU's state; a profiled process's memory: not measured
+    run = _ucudnn("experiments.gpu_memory").run_watched(
+        worker_command(args, net, mode, task, out), timeout=args.timeout, env=env,
+        log_path=base + ".log", interval=NVML_INTERVAL, states=True,
+        memory=cuda and task == "time")
     try:
         with open(out) as f:
             result = json.load(f)
     except (OSError, ValueError):
         result = {}
-    result.setdefault("pid", proc.pid)
-    result["wall_s"] = time.perf_counter() - t0            # the whole process, start to exit
-    if timed_out:
+    result.setdefault("pid", run.pid)
+    result["wall_s"] = run.wall_s                          # the whole process, start to exit
+    if run.timed_out:
         result["error"] = f"timed out after {args.timeout:g} s"
-    elif "error" not in result and (rc != 0 or not result):
-        result["error"] = f"worker exited with status {rc} and no result"
+    elif "error" not in result and (run.rc != 0 or not result):
+        result["error"] = f"worker exited with status {run.rc} and no result"
     if "error" in result:
-        result["log_tail"] = log_tail
+        result["log_tail"] = run.log_text()[-3000:]
     if task == "time":
         result["peak_gpu_memory_bytes"], result["memory_method"] = process_memory(
-            mem and mem.peak_bytes, mem and mem.error, result.get("max_memory_reserved_bytes"),
+            run.peak_gpu_memory_bytes, run.nvml_error, result.get("max_memory_reserved_bytes"),
             cuda)
-        result["gpu_state"] = mem.states.record() if mem is not None else None
+        result["gpu_state"] = run.gpu_state
     return result
 
 

@@ -1,8 +1,7 @@
 """`ucudnn baseline` without a GPU: PyTorch's modes and the choice of the baseline, the order of
 the interleaved processes, the bf16 and control modes chosen as the run goes, the rows of
-points.csv and the README written from them, the inputs drawn once in Caffe's prototxt, and
-NVML's absence said in one line. Nothing here is timed."""
-import builtins
+points.csv and the README written from them and the inputs drawn once in Caffe's
+prototxt. Nothing here is timed."""
 import csv
 import io
 import json
@@ -15,9 +14,8 @@ from ucudnn.__main__ import main as cli_main
 from ucudnn.caffe.proto import load_caffe_pb2, read_net
 from ucudnn.experiments import baseline as bl
 from ucudnn.experiments import baseline_report as report
-from ucudnn.experiments import caffe_input, nvml
+from ucudnn.experiments import caffe_input
 from ucudnn.experiments.caffe_run import variant_prototxt
-from ucudnn.experiments.gpu_memory import PeakGpuMemory
 from ucudnn.experiments.grid import Point
 from ucudnn.experiments.pytorch_modes import (BF16_MODES, FP32_MODES, MODES, bf16_of,
                                               fastest)
@@ -238,44 +236,6 @@ def test_gaussian_is_the_same_numbers_each_time():
     assert abs(float(a.mean())) < 0.2 and 0.8 < float(a.std()) < 1.2
     assert np.array_equal(caffe_input.values((2, 2), {"type": "constant", "value": 0.0}, 0),
                           np.zeros((2, 2), np.float32))
-
-
-# -- NVML --------------------------------------------------------------------------------------
-
-@pytest.fixture
-def no_pynvml(monkeypatch):
-    real = builtins.__import__
-
-    def imp(name, *a, **k):
-        if name == "pynvml":
-            raise ImportError("no pynvml here")
-        return real(name, *a, **k)
-    monkeypatch.setattr(builtins, "__import__", imp)
-
-
-def test_without_nvml_one_line_says_why(no_pynvml):
-    with pytest.raises(nvml.NvmlMissing) as e:
-        nvml.load()
-    line = str(e.value)
-    assert "\n" not in line and "no pynvml here" in line and "nvidia-ml-py" in line
-    assert nvml.versions() == {"error": line}
-    with PeakGpuMemory(states=True) as m:
-        m.watch(1)
-    assert m.error == line and m.peak_bytes is None and m.states.record() is None
-
-
-def test_state_log():
-    log = nvml.StateLog()
-    assert log.record() is None
-    states = [{"sm_clock_mhz": 1980, "power_w": 300.0, "temperature_c": 40},
-              {"sm_clock_mhz": 1755, "power_w": 650.5, "temperature_c": 61},
-              {"sm_clock_mhz": None, "power_w": 500.0, "temperature_c": 58}]
-    for s in states:
-        log.add(s)
-    rec = log.record()
-    assert rec["start"] == states[0] and rec["end"] == states[-1] and rec["samples"] == 3
-    assert rec["sm_clock_min_mhz"] == 1755 and rec["power_max_w"] == 650.5
-    assert rec["temperature_max_c"] == 61
 
 
 # -- the command ---------------------------------------------------------------------------------

@@ -15,7 +15,6 @@ from ucudnn.vocab import UNLIMITED, parse_size
 from ucudnn import cli
 from ucudnn.caffe.proto import load_caffe_pb2, read_net
 from ucudnn.cli import reproduce as reproduce_cli
-from ucudnn.experiments.gpu_memory import PeakGpuMemory
 from ucudnn.experiments.plots import layer_type_bars
 from ucudnn.experiments.predict import predict_point
 from ucudnn.experiments.summary import format_summary, write_csv
@@ -485,20 +484,6 @@ def test_stock_workspace_from_peak_memory():
     assert why is None and q.limit == ws and q.key == p.key == "resnet18/shared_stock/-/cudnn-bn"
     # a stock peak below the net's own memory is refused, not turned into a budget
     assert results.stock_workspace(doc, "resnet18", "caffe")[0] is None
-
-
-def test_peak_gpu_memory_without_nvml_is_none(monkeypatch):
-    import builtins
-    real = builtins.__import__
-
-    def no_nvml(name, *a, **k):
-        if name == "pynvml":
-            raise ImportError("no pynvml here")
-        return real(name, *a, **k)
-    monkeypatch.setattr(builtins, "__import__", no_nvml)
-    with PeakGpuMemory() as m:
-        m.watch(os.getpid())
-    assert m.peak_bytes is None and "NVML unavailable" in m.error
 
 
 # -- families of convolution choices in the grid ----------------------------------------------

@@ -1,6 +1,7 @@
 """scripts/bench_torch.py's 3-D study on a GPU, smallest configurations: ``layers3d`` writes
 every row it was asked for with measured sides, plans within their caps and keeps an earlier
-run's rows; ``models`` and ``startup`` run their processes to completion. No timing is checked.
+run's rows; ``models`` and ``startup`` run their processes to completion, ``models``'s each
+with its whole-process peak memory and GPU state from NVML. No timing is checked.
 
 Benchmarks go to the session's own cache (tests/conftest.py, inherited by the processes).
 """
@@ -61,6 +62,9 @@ def test_models_and_startup_processes_complete(tmp_path):
     assert set(sides) == {("pytorch", "unlimited"), ("ucudnn", "256MiB"), ("wscap", "256MiB")}
     assert all(p["status"] == "ok" for p in doc["processes"]), doc["processes"]
     assert sides[("ucudnn", "256MiB")]["converted"] > 0
+    for p in doc["processes"]:          # NVML (the gpu extra) watched every process
+        assert p["nvml_error"] is None and p["peak_gpu_memory_bytes"] > 0, p
+        assert p["gpu_state"]["samples"] >= 1 and p["exit_status"] == 0
     _run("startup", "--quick", "--out", tmp_path / "s", timeout=900)
     doc = json.loads((tmp_path / "s" / "startup.json").read_text())
     assert sorted(p["side"] for p in doc["processes"]) == ["pytorch", "ucudnn-cold",

@@ -1,12 +1,14 @@
 """scripts/bench_torch.py without a GPU: bad arguments refused in one line with exit status 2
 before torch is imported, a missing torch said in one line, and the study's models built on the
 CPU (where torch is installed)."""
+import argparse
+import signal
 import subprocess
 import sys
 
 import pytest
 
-from repo_paths import REPO
+from repo_paths import REPO, load_script
 
 SCRIPT = REPO / "scripts" / "bench_torch.py"
 
@@ -71,3 +73,25 @@ def test_quick_models_build_and_run_on_the_cpu():
     assert y.shape == (spec["batch"], 3, spec["frames"]) + tuple(spec["size"])
     convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv3d)]
     assert convs and all(m.kernel_size == (3, 3, 3) and m.padding == (0, 1, 1) for m in convs)
+
+
+def test_a_model_process_that_fails_or_times_out_is_recorded(tmp_path):
+    """Real model processes: one of a model the study lacks (no JSON without torch or a GPU, a
+    failed record where they are) and one killed at its timeout, with the fields models.json
+    keeps of every process."""
+    bt = load_script("bench_torch")
+    args = argparse.Namespace(out=tmp_path, iterations=1, warmup=0, engines="both", quick=True,
+                              timeout=120.0)
+    keys = {"model", "dtype", "side", "cap", "status", "error", "order", "exit_status", "log",
+            "wall_s", "peak_gpu_memory_bytes", "nvml_error", "gpu_state", "command"}
+    rec = bt._spawn(args, "no_such_model", "float32", "pytorch", "unlimited", 1,
+                    tmp_path / "cache.sqlite", "pytorch")
+    assert set(rec) == keys and rec["status"] == "failed" and rec["order"] == 1
+    assert (tmp_path / rec["log"]).is_file() and 0 < rec["wall_s"] < 120
+    assert rec["peak_gpu_memory_bytes"] is None and rec["gpu_state"] is None
+    assert "model-process --model no_such_model" in rec["command"]
+    args.timeout = 0.001
+    rec = bt._spawn(args, "unet", "float32", "ucudnn", "64MiB", 2, tmp_path / "cache.sqlite",
+                    "ucudnn")
+    assert set(rec) == keys and rec["exit_status"] == -signal.SIGKILL
+    assert rec["error"] == "exit status -9, no JSON (logs/002.unet.float32.ucudnn.64MiB.log)"

@@ -160,6 +160,26 @@ def test_process_memory(tp):
     assert tp.process_memory(None, None, None, cuda=False) == (None, "none: not a CUDA device")
 
 
+def test_run_worker_records_a_worker_that_fails_or_times_out(tp, tmp_path):
+    """Real worker processes: one refused by its own arguments (exit status 2, no JSON, the
+    same with or without torch or a GPU) and one killed at its timeout, each recorded with its
+    log's tail and, for a CUDA device, the reason it has no peak memory."""
+    args = tp.parse_args(["--timeout", "120"])
+    r = tp.run_worker(args, "cifar10", "no_such_mode", "time", str(tmp_path), 1)
+    assert set(r) == {"pid", "wall_s", "error", "log_tail", "peak_gpu_memory_bytes",
+                      "memory_method", "gpu_state"}
+    assert r["error"] == "worker exited with status 2 and no result"
+    assert "invalid choice: 'no_such_mode'" in r["log_tail"]
+    assert r["pid"] != os.getpid() and 0 < r["wall_s"] < 120
+    assert r["peak_gpu_memory_bytes"] is None and r["gpu_state"] is None
+    assert r["memory_method"].startswith("none (")     # NVML's reason, or never listed
+    slow = tp.parse_args(["--timeout", "0.001", "--device", "cpu"])
+    r = tp.run_worker(slow, "cifar10", "eager", "time", str(tmp_path), 2)
+    assert r["error"] == "timed out after 0.001 s" and "log_tail" in r
+    assert (r["peak_gpu_memory_bytes"], r["memory_method"]) == (None,
+                                                                "none: not a CUDA device")
+
+
 def test_net_record_and_summary(tp):
     gib = 1 << 30
     eager = tp.summarize_mode([_process(47.0, 3.0, 10 * gib), _process(47.6, 2.0, 11 * gib),

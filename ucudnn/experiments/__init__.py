@@ -12,7 +12,7 @@ the figures drawn from saved results only.
 * :mod:`.predict` -- a point planned from the shipped data (no GPU, no Caffe);
 * :mod:`.results` -- the results document (schema 2, schema 1 read);
 * :mod:`.summary` -- its CSV files and the text table;
-* :mod:`.gpu_memory` -- a process's peak GPU memory, from NVML;
+* :mod:`.gpu_memory` -- a child process run with a timeout, its peak GPU memory from NVML;
 * :mod:`.nvml` -- NVML: the GPU's clock, power and temperature while a process runs, versions;
 * :mod:`.deepbench` -- DeepBench's training convolutions: layers, the runner's JSON, summary;
 * :mod:`.plots` -- the figures;

@@ -12,9 +12,9 @@ Note [Interleaved baseline]
     both sides alike (:func:`schedule`). The bf16 mode is bf16 autocast under the fastest fp32
     compile mode, and the control is the fastest fp32 mode on a constant input; both are
     chosen from the processes that ran before them and then kept for the net (:func:`resolve`).
-    Every process is sampled by the same NVML code in this process (:class:`.gpu_memory.
-    PeakGpuMemory`: whole-process peak memory, and Note [GPU state of a process]) and written
-    to ``baseline.json`` as it ends; ``processes.csv``, ``points.csv``, ``versions.json`` and
+    Every process is run and sampled by the same NVML code (:func:`.gpu_memory.run_watched`,
+    here for Caffe's and in scripts/time_pytorch.py for its worker: whole-process peak memory,
+    and Note [GPU state of a process]) and written to ``baseline.json`` as it ends; ``processes.csv``, ``points.csv``, ``versions.json`` and
     the README (:mod:`.baseline_report`) are written from it after every process. Caffe's input
     is the net's DummyData drawn once (Note [Inputs drawn once]), the numbers PyTorch's
     ``--input gaussian`` draws.

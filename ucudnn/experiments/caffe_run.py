@@ -10,9 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
-import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
@@ -23,7 +21,7 @@ from ..caffe.records import ENV as RECORDS_ENV
 from ..caffe.records import RecordError, read_records, summarize
 from ..paths import PACKAGE
 from .caffe_input import fill_inputs_once
-from .gpu_memory import PeakGpuMemory
+from .gpu_memory import run_watched
 from .grid import FUSIONS, STOCK_SETTINGS, Point, parse_net
 
 #: The folder holding the ``ucudnn`` package: Caffe's embedded interpreter imports the same.
@@ -150,31 +148,19 @@ def run_caffe_time(caffe: str, model: Path, iterations: int, gpu: int, log_path:
     e.update({"GLOG_logtostderr": "1", "UCUDNN_LOG": "INFO"})
     e.update(env or {})
     e[RECORDS_ENV] = str(records_path)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
     records_path.parent.mkdir(parents=True, exist_ok=True)
     if records_path.exists():
         records_path.unlink()            # a retried point's earlier process
-    t0 = time.perf_counter()
-    with PeakGpuMemory(interval=memory_interval, states=gpu_states) as memory:
-        # Note [Measured memory]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, env=e)
-        memory.watch(proc.pid)
-        try:
-            text, _ = proc.communicate(timeout=timeout)
-            rc = proc.returncode
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            text, _ = proc.communicate()
-            rc = None
-    wall = time.perf_counter() - t0
-    log_path.write_text(text, encoding="utf-8")
-    rec = {"command": " ".join(shlex.quote(c) for c in cmd), "wall_s": round(wall, 3),
-           "log": log_path.name, "peak_gpu_memory_bytes": memory.peak_bytes}
-    if memory.error:
-        rec["peak_gpu_memory_error"] = memory.error
+    run = run_watched(cmd, timeout=timeout, env=e, log_path=log_path,  # Note [Measured memory]
+                      interval=memory_interval, states=gpu_states)
+    text = run.log_text()
+    rc = None if run.timed_out else run.rc
+    rec = {"command": " ".join(shlex.quote(c) for c in cmd), "wall_s": round(run.wall_s, 3),
+           "log": log_path.name, "peak_gpu_memory_bytes": run.peak_gpu_memory_bytes}
+    if run.nvml_error:
+        rec["peak_gpu_memory_error"] = run.nvml_error
     if gpu_states:
-        rec["gpu_state"] = memory.states.record()
+        rec["gpu_state"] = run.gpu_state
     if records_path.exists():
         rec["records"] = records_path.name
     if rc != 0:

@@ -1,5 +1,6 @@
-"""Peak GPU memory of a process, sampled from NVML while it runs (``peak_gpu_memory_bytes`` of a
-reproduce point, Note [Measured memory]).
+"""A child process run with a timeout while NVML samples its peak GPU memory
+(:func:`run_watched`: ``caffe time`` of a reproduce or baseline point, a PyTorch worker of
+scripts/time_pytorch.py, a model process of scripts/bench_torch.py; Note [Measured memory]).
 
 Note [Measured memory]
     A point's ``workspace_bytes`` is what its plans say the net holds (plan records); the
@@ -13,12 +14,19 @@ Note [Measured memory]
     the benchmarking buffers of the core for seconds. NVML comes from ``nvidia-ml-py``
     (``pip install ucudnn[gpu]``); without it, or without a GPU, the peak is None. With
     ``states`` the same samples log the GPU's clock, power and temperature (Note [GPU state
-    of a process] in :mod:`.nvml`).
+    of a process] in :mod:`.nvml`). Every process that a comparison times is run by
+    :func:`run_watched`, so that Caffe's and PyTorch's processes are measured by the same code.
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import os
+import subprocess
 import threading
-from typing import Optional
+import time
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 from .nvml import NvmlMissing, StateLog, load, read_state
 
@@ -91,3 +99,58 @@ class PeakGpuMemory:
                 self._nvml.nvmlShutdown()
             except Exception:  # noqa: BLE001
                 pass
+
+
+@dataclasses.dataclass(frozen=True)
+class WatchedRun:
+    """What :func:`run_watched` saw of a process: ``rc`` its exit status (a process killed at
+    its timeout: the kill's, -9 on POSIX), ``wall_s`` from its start to its exit,
+    ``peak_gpu_memory_bytes`` and ``nvml_error`` as :class:`PeakGpuMemory` has them (both None
+    where memory was not watched), ``gpu_state`` the GPU's state over its samples (``states``
+    only; Note [GPU state of a process]); its output, stdout and stderr together, is in
+    ``log_path``."""
+    rc: int
+    timed_out: bool
+    wall_s: float
+    pid: int
+    log_path: Path
+    peak_gpu_memory_bytes: Optional[int]
+    nvml_error: Optional[str]
+    gpu_state: Optional[Dict[str, Any]]
+
+    def log_text(self) -> str:
+        """The process's output (bytes that are not UTF-8 replaced)."""
+        return self.log_path.read_bytes().decode("utf-8", errors="replace")
+
+
+def run_watched(cmd: Sequence[str], *, timeout: Optional[float],
+                log_path: Union[str, os.PathLike], env: Optional[Mapping[str, str]] = None,
+                interval: float = 0.02, states: bool = False,
+                memory: bool = True) -> WatchedRun:
+    """Run ``cmd`` (no stdin; stdout and stderr into ``log_path``, its folder made) until it
+    exits or ``timeout`` seconds have passed (then it is killed), its whole-process GPU memory
+    sampled by NVML every ``interval`` seconds (Note [Measured memory]); ``states``: the same
+    samples log the GPU's state; ``memory`` False: NVML is not asked at all. A command that
+    cannot be started raises OSError."""
+    log_path = Path(log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    timed_out = False
+    with open(log_path, "wb") as log, (PeakGpuMemory(interval=interval, states=states)
+                                       if memory else contextlib.nullcontext()) as mem:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(list(cmd), stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, env=None if env is None else dict(env))
+        if mem is not None:
+            mem.watch(proc.pid)
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = proc.wait()
+            timed_out = True
+        wall = time.perf_counter() - t0
+    return WatchedRun(
+        rc=rc, timed_out=timed_out, wall_s=wall, pid=proc.pid, log_path=log_path,
+        peak_gpu_memory_bytes=None if mem is None else mem.peak_bytes,
+        nvml_error=None if mem is None else mem.error,
+        gpu_state=None if mem is None or mem.states is None else mem.states.record())

@@ -4,7 +4,7 @@ while a process runs (Note [GPU state of a process]), and the driver's versions.
 Note [GPU state of a process]
     A kernel's time follows the SM clock, and the clock follows power and temperature. So that
     a run can say whether the GPU was in the same state for the Caffe and the PyTorch
-    processes it compares, each process's sampler (:class:`.gpu_memory.PeakGpuMemory` with
+    processes it compares, each process's sampler (:func:`.gpu_memory.run_watched` with
     ``states``, which also measures its peak memory) reads the SM clock, the power draw and
     the temperature of the GPU the process runs on at every sample where NVML lists the
     process: ``start`` is the first such sample, ``end`` the last, and the lowest clock, the
