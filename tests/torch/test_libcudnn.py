@@ -1,8 +1,8 @@
 """One libcudnn in the process (Note [One cuDNN with PyTorch] in ucudnn/torch/libcudnn.py): the
 memory map is read for cuDNN's main library, two files raise, a core built against another file
 of the same major version is a warning naming the fix, another major version raises; and in a
-real process importing ucudnn.torch finds PyTorch's cuDNN, while a second copy loaded by its path
-is refused."""
+real process importing ucudnn.torch finds PyTorch's cuDNN, the core loaded after it runs on that
+one, and a second copy loaded by its path is refused."""
 import os
 import shutil
 import subprocess
@@ -91,6 +91,12 @@ def test_a_real_process_has_pytorchs_cudnn_and_refuses_a_second(tmp_path):
         import ucudnn.torch
         facts = ucudnn.torch.check_process()
         print(facts.mapped[0])
+        try:                            # the core, loaded now, runs on PyTorch's cuDNN
+            from ucudnn import _core
+            print(_core.cudnn_version() == torch.backends.cudnn.version(),
+                  len(ucudnn.torch.libcudnn.mapped_cudnn()))
+        except ImportError:             # no core built
+            print(True, 1)
         ctypes.CDLL({str(copy)!r})
         try:
             ucudnn.torch.check_process()
@@ -98,6 +104,6 @@ def test_a_real_process_has_pytorchs_cudnn_and_refuses_a_second(tmp_path):
             print("refused:", e)
     """, tmp_path)
     assert got.returncode == 0, got.stderr
-    first, refused = got.stdout.splitlines()
-    assert first == files[0]
+    first, core, refused = got.stdout.splitlines()
+    assert first == files[0] and core == "True 1"
     assert refused.startswith("refused: ") and str(copy) in refused and files[0] in refused

@@ -21,7 +21,6 @@ import logging
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
-import torch
 from torch import nn
 
 from ..plan.settings import DEFAULTS, PlanSettings

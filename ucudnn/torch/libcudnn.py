@@ -2,12 +2,16 @@
 against, and the check that importing :mod:`ucudnn.torch` makes (:func:`check_process`).
 
 Note [One cuDNN with PyTorch]
-    The dynamic linker loads a library once per soname: whichever of PyTorch and the core
-    loads ``libcudnn.so.9`` first serves the other. A CUDA build of PyTorch loads its own cuDNN
-    (the nvidia-cudnn wheel's, through its RPATH) when it is imported, and importing
-    :mod:`ucudnn.torch` imports torch before the core, so the core then runs on PyTorch's
-    cuDNN, whichever it was built against. Two things can still go wrong, and importing
-    :mod:`ucudnn.torch` checks both in the process's memory map (``/proc/self/maps``):
+    A CUDA build of PyTorch loads its own cuDNN (the nvidia-cudnn wheel's) when it is
+    imported. The dynamic linker serves a library's ``libcudnn.so.9`` dependency with one
+    already loaded under that soname, so a core loaded after torch (importing
+    :mod:`ucudnn.torch` imports torch first, and the core only when it is used) runs on
+    PyTorch's cuDNN, whichever it was built against. The other order is not safe: PyTorch
+    2.15 loads its cuDNN by path, so a core loaded first from another file (a GPU probe that
+    imports ``ucudnn._core`` before torch, as the tests' conftest does) leaves two libcudnn
+    files in the process. Building the core against PyTorch's cuDNN makes both orders one
+    file (docs/torch.md). Importing :mod:`ucudnn.torch` checks the process's memory map
+    (``/proc/self/maps``) for:
 
     * two libcudnn files mapped at once (a copy loaded by its path, such as ``ctypes.CDLL``
       of another cuDNN): two cuDNNs whose handles and descriptors must never meet.

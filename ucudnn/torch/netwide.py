@@ -4,15 +4,16 @@ optimizer="ilp" | "shared", example_inputs=...)``), through the one network plan
 Note [Whole-model plans]
     ``dp`` plans each call alone, when its shape first runs (Note [Plans per input shape] in
     :mod:`.runtime`). ``ilp`` and ``shared`` divide one budget among the model's kernels, so
-    they need every kernel before any runs: :func:`model_calls` runs the converted model once
-    on fake CUDA tensors with the example inputs, through the operators' fake implementations
+    they need every kernel before any runs: :func:`model_calls` runs the converted model once on
+    fake CUDA tensors with the example inputs, through the operators' fake implementations
     (under the caller's autocast, if any), and :class:`ModelPlan` keeps one layer per
-    convolution call, each with the key its operator calls will have. On the first call of a device the
-    whole model is benchmarked and planned there by :func:`ucudnn.measure.live.plan_net`
-    (:func:`ucudnn.plan.network.plan_network`: the ILP of :mod:`ucudnn.plan.ilp`, or the shared
-    arena's division per pass), with the core kernels that ``ucudnn.torch`` runs: a grouped
-    convolution is one grouped cuDNN call, so its layer is planned as one call per pass
-    (``groups`` 1 in the planner's record, the grouped kernel's own benchmark).
+    convolution call, each with the key its operator calls will have. On the first call of a
+    device the whole model is benchmarked and planned there by
+    :func:`ucudnn.measure.live.plan_net` (:func:`ucudnn.plan.network.plan_network`: the ILP of
+    :mod:`ucudnn.plan.ilp`, or the shared arena's division per pass), with the core kernels that
+    ``ucudnn.torch`` runs: a grouped convolution is one grouped cuDNN call, so its layer is
+    planned as one call per pass (``groups`` 1 in the planner's record, the grouped kernel's own
+    benchmark).
 
     Workspace: ``ilp`` kernels take their planned workspace from PyTorch's caching allocator
     per call, as ``dp`` ones do. ``shared`` kernels use slices of one arena of the plan's
