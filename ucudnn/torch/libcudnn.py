@@ -111,7 +111,7 @@ def judge(facts: CudnnFacts) -> Optional[str]:
         return None
     loaded = facts.mapped[0]
     fix = (f"build the core against it: CUDNN_ROOT={os.path.dirname(os.path.dirname(loaded))} "
-           "pip install --no-build-isolation --force-reinstall --no-deps . (docs/torch.md)")
+           "pip install --force-reinstall --no-deps . (docs/torch.md)")
     built_major = _major(facts.built_version) or _file_major(facts.built)
     loaded_major = _file_major(loaded)
     if built_major and loaded_major and built_major != loaded_major:

@@ -61,14 +61,14 @@ class PlanReport:
 
 
 def plan(model: nn.Module, example_inputs, *, limit=None, policy=None, optimizer=None,
-         engines=None, math=None, sizes=None, cache=None, name: Optional[str] = None,
-         show: bool = False) -> PlanReport:
+         engines=None, math=None, sizes=None, cache=None, budget=None,
+         name: Optional[str] = None, show: bool = False) -> PlanReport:
     """Plan ``model``'s convolutions for ``example_inputs`` (a tensor or a tuple of the
     forward's arguments) with the settings ``ucudnn plan`` takes (as for
-    :func:`ucudnn.torch.convert`; ``optimizer`` may also be ``ilp`` or ``shared`` here, which
-    plan the whole net's kernels together). ``show``: print it too."""
+    :func:`ucudnn.torch.convert`: ``ilp`` and ``shared`` plan the whole net's kernels
+    together, here with grouped convolutions as Caffe runs them). ``show``: print it too."""
     inputs = example_inputs if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
-    base = settings_from(limit, policy, optimizer, engines, math, sizes, cache)
+    base = settings_from(limit, policy, optimizer, engines, math, sizes, cache, budget)
     label = name or type(model).__name__
     layers, settings, kept, seen = [], {}, [], {}
     for call_name, module, x, y in model_calls(model, inputs):
