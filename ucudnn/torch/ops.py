@@ -1,6 +1,8 @@
 """The operators ``ucudnn::conv_fwd``, ``ucudnn::conv_bwd_data`` and ``ucudnn::conv_bwd_filter``:
-their CUDA implementation (the core, through :mod:`.runtime`), their fake implementation
-(shapes only, for ``torch.compile``, ``FakeTensorMode`` and meta tensors) and their autograd.
+their CUDA implementation (the core, through :mod:`.runtime`; on CPU tensors the same checks
+refuse the call with one error), their fake implementation (shapes only, for
+``torch.compile``, ``FakeTensorMode`` and meta tensors), their autograd and their autocast
+(Note [Autocast]).
 
 Schemas, in the convolution's own terms (Note [PyTorch convolutions in the core] in
 :mod:`.geometry`; ``config`` names the module's settings, :func:`.runtime.config_id`)::
