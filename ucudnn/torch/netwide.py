@@ -18,7 +18,8 @@ Note [Whole-model plans]
     Workspace: ``ilp`` kernels take their planned workspace from PyTorch's caching allocator
     per call, as ``dp`` ones do. ``shared`` kernels use slices of one arena of the plan's
     ``arena_bytes``, a tensor from PyTorch's caching allocator taken once per model and device
-    and kept as long as the model: each kernel at its slot's offset (the slots of a layer's
+    and kept as long as the process, as its kernels are (Note [Plans per input shape] in
+    :mod:`.runtime`): each kernel at its slot's offset (the slots of a layer's
     passes overlap, and the calls of one model run one after another on PyTorch's stream).
 
     A call whose key is not among the planned ones (another input shape or dtype) is planned
