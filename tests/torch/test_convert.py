@@ -108,6 +108,28 @@ def test_cpu_tensors_run_pytorchs_convolution(caplog):
     assert all("cpu" in m for m in warned)
 
 
+def test_each_module_kept_is_logged_with_its_reason(caplog):
+    with caplog.at_level(logging.INFO, logger="ucudnn"):
+        report = ut.convert(Net())
+    logged = [r.getMessage() for r in caplog.records if "stays PyTorch's" in r.getMessage()]
+    assert len(logged) == len(report.kept) == len(EXPECTED_KEPT)
+    for (name, kind, why), line in zip(report.kept, logged):
+        assert line == f"ucudnn.torch: {name} ({kind}) stays PyTorch's: {why}"
+    assert any("padding_mode='circular'" in line for line in logged)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+def test_padding_modes_other_than_zeros_stay_pytorchs(mode):
+    model = nn.Sequential(nn.Conv2d(2, 2, 3, padding=1, padding_mode=mode),
+                          nn.Conv3d(2, 2, 3, padding=1, padding_mode=mode))
+    x = torch.randn(1, 2, 5, 5)
+    want = model[0](x)
+    report = ut.convert(model)
+    assert report.converted == [] and [n for n, _, _ in report.kept] == ["0", "1"]
+    assert all(f"padding_mode={mode!r}" in why for _, _, why in report.kept)
+    assert type(model[0]) is nn.Conv2d and torch.equal(model[0](x), want)
+
+
 def test_bad_settings_name_the_field():
     with pytest.raises(InputError, match="limit"):
         ut.convert(Net(), limit="lots")

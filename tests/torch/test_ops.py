@@ -76,6 +76,20 @@ def test_fake_refuses_mixed_dtypes_and_devices(style):
 
 
 @pytest.mark.parametrize("style", STYLES)
+def test_cpu_tensors_and_mixed_dtypes_raise_one_clear_error(style):
+    o = ops.registered(style)
+    x, w = torch.randn(1, 2, 4, 4), torch.randn(2, 2, 1, 1)
+    with pytest.raises(InputError, match=r"conv_fwd: tensors on cpu and cpu; the core runs "
+                       "on one CUDA device"):
+        o.fwd(x, w, [1, 1], [0, 0], [1, 1], 1, CONFIG)
+    with pytest.raises(InputError, match="conv_bwd_filter: tensors of torch.float32 and "
+                       "torch.float16"):
+        o.bwd_filter(x, x.half(), list(w.shape), [1, 1], [0, 0], [1, 1], 1, CONFIG)
+    with pytest.raises(InputError, match="conv_bwd_data: tensors on cpu"):
+        o.bwd_data(w, x, list(x.shape), [1, 1], [0, 0], [1, 1], 1, CONFIG)
+
+
+@pytest.mark.parametrize("style", STYLES)
 @pytest.mark.parametrize("case", [CASES[0], CASES[3]])
 def test_gradients_go_through_the_ucudnn_operators(style, case):
     o = ops.registered(style)

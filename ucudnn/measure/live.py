@@ -235,10 +235,13 @@ class LiveNet:
 
 
 def plan_net(layers: Sequence[LayerSpec], settings: Mapping[str, PlanSettings], *,
-             cap: Optional[int] = None, name: str = "net") -> LiveNet:
+             cap: Optional[int] = None, name: str = "net",
+             kernels: Optional[Dict[Tuple[str, str], object]] = None) -> LiveNet:
     """Create, benchmark, plan (Note [One network planner] in :mod:`ucudnn.plan.network`) and
     resolve the kernels of ``layers`` on the current GPU; ``cap``: plan within that many bytes
-    in all (after a host could not allocate the previous plan's)."""
+    in all (after a host could not allocate the previous plan's). ``kernels``: the core
+    kernels of every ``(layer, op)``, created by the caller (ucudnn.torch: one grouped call);
+    default Caffe's (Note [Grouped layers] in :mod:`ucudnn.plan.conv`)."""
     Kernel = bench.core().Kernel
     settings = {l.name: _within_batch(settings[l.name], l.n, l.name) for l in layers}
     memory = bench.device_info()["memory_total"]
@@ -251,9 +254,11 @@ def plan_net(layers: Sequence[LayerSpec], settings: Mapping[str, PlanSettings], 
         if l.count != 1:
             raise InputError(f"layer {l.name!r}: field 'count': a live net describes each "
                              f"layer once, got {l.count}")
-    kernels = {(l.name, op): Kernel(ConvShape.from_layer(l), op, l.n, settings[l.name].dtype,
-                                    settings[l.name].math, l.name, l.groups)
-               for l in layers for op in l.ops}
+    if kernels is None:
+        kernels = {(l.name, op): Kernel(ConvShape.from_layer(l), op, l.n,
+                                        settings[l.name].dtype, settings[l.name].math, l.name,
+                                        l.groups)
+                   for l in layers for op in l.ops}
     measured = measure_net(kernels, settings, layers)
     t0 = time.perf_counter()
     while True:

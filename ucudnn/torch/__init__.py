@@ -11,21 +11,26 @@ docs/torch.md.
   CUDA, fake and autograd implementations, in two registration styles;
 * :mod:`.runtime` -- the settings ids, one planned kernel per input shape, the call on
   PyTorch's stream with PyTorch's memory;
-* :mod:`.geometry` -- the one bridge from a PyTorch convolution to the core's geometry.
+* :mod:`.netwide` -- a converted model's kernels planned together (``ilp``, ``shared``);
+* :mod:`.geometry` -- the one bridge from a PyTorch convolution to the core's geometry;
+* :mod:`.libcudnn` -- one libcudnn in the process (Note [One cuDNN with PyTorch]).
 
-Within the folder: geometry < runtime < ops < modules < convert < planning. Importing it
-registers the operators; ``import ucudnn`` never imports it.
+Within the folder: libcudnn, geometry < netwide < runtime < ops < modules < convert < planning.
+Importing it checks that PyTorch and the core share one cuDNN (:func:`.libcudnn.check_process`)
+and registers the operators; ``import ucudnn`` never imports it.
 Imports every other layer of the package (the plan printing of :mod:`ucudnn.cli.plan`, the
 planning and measuring packages), and torch; never :mod:`ucudnn.__main__` (Note [Layers of
 the package] in :mod:`ucudnn`).
 """
 from .convert import ConvertReport, convert
+from .libcudnn import CudnnMismatch, check_process
 from .modules import Conv2d, Conv3d, ConvTranspose2d, ConvTranspose3d
 from .ops import active
 from .planning import PlanReport, plan
 from .runtime import CaptureError
 
-__all__ = ["convert", "plan", "ConvertReport", "PlanReport", "CaptureError", "Conv2d",
-           "Conv3d", "ConvTranspose2d", "ConvTranspose3d"]
+__all__ = ["convert", "plan", "ConvertReport", "PlanReport", "CaptureError", "CudnnMismatch",
+           "Conv2d", "Conv3d", "ConvTranspose2d", "ConvTranspose3d"]
 
+check_process()
 active()

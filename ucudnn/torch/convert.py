@@ -8,19 +8,29 @@ its reason: 1-D convolutions, ``padding_mode`` other than ``'zeros'``, ``padding
 PyTorch pads one side more, other dtypes (complex, integer), lazy modules not yet initialised,
 and subclasses of PyTorch's modules (their own forward). The module's device is not checked
 here: a model may move later, and a converted module called with tensors off CUDA runs PyTorch's
-convolution (:mod:`.modules`).
+convolution (:mod:`.modules`). Each module kept is logged with its reason (logger ``ucudnn``,
+INFO).
+
+``optimizer``: ``dp`` (the default) plans each call alone when its shape first runs; ``ilp``
+and ``shared`` plan the model's kernels together, from one forward of ``example_inputs``
+(Note [Whole-model plans] in :mod:`.netwide`).
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
 from torch import nn
 
 from ..plan.settings import DEFAULTS, PlanSettings
-from .geometry import same_padding, unsupported
+from ..vocab import InputError
+from .geometry import DTYPE_NAMES, same_padding, unsupported
 from .modules import UCUDNN_MODULES
-from .runtime import DTYPE_NAMES, config_id
+from .netwide import ModelPlan, model_calls
+from .runtime import config_id
+
+log = logging.getLogger("ucudnn")
 
 __all__ = ["convert", "ConvertReport", "settings_from"]
 
@@ -37,24 +47,26 @@ class ConvertReport:
     converted: List[Tuple[str, str]] = field(default_factory=list)
     kept: List[Tuple[str, str, str]] = field(default_factory=list)
     model: Optional[nn.Module] = field(default=None, repr=False)
+    #: the model's kernels planned together (``ilp``, ``shared``; None for ``dp``)
+    plan: Optional[ModelPlan] = field(default=None, repr=False)
 
     def __str__(self) -> str:
         s = self.settings
         lines = [f"ucudnn.torch: {len(self.converted)} convolution module(s) converted "
-                 f"(policy {s.policy}, limit {s.limit} B per call, engines {s.engines}), "
-                 f"{len(self.kept)} kept as PyTorch's"]
+                 f"(optimizer {s.optimizer}, policy {s.policy}, limit {s.limit} B per call, "
+                 f"engines {s.engines}), {len(self.kept)} kept as PyTorch's"]
         lines += [f"  {name or '(model)'}  {kind}  stays PyTorch's: {why}"
                   for name, kind, why in self.kept]
         return "\n".join(lines)
 
 
 def settings_from(limit=None, policy=None, optimizer=None, engines=None, math=None,
-                  sizes=None, cache=None) -> PlanSettings:
+                  sizes=None, cache=None, budget=None) -> PlanSettings:
     """:class:`PlanSettings` with the given fields over the defaults (Note [Default
     settings] in :mod:`ucudnn.plan.settings`), each checked with the field named."""
     given = {"limit": limit, "policy": policy, "optimizer": optimizer, "engines": engines,
              "math": math, "sizes": tuple(sizes) if sizes is not None else None,
-             "cache_path": str(cache) if cache is not None else None}
+             "cache_path": str(cache) if cache is not None else None, "budget": budget}
     return DEFAULTS.replace(**{k: v for k, v in given.items() if v is not None})
 
 
@@ -87,17 +99,29 @@ def why_kept(module: nn.Module) -> Optional[str]:
 
 
 def convert(model: nn.Module, *, limit=None, policy=None, optimizer=None, engines=None,
-            math=None, sizes=None, cache=None) -> ConvertReport:
+            math=None, sizes=None, cache=None, budget=None, example_inputs=None,
+            name: Optional[str] = None) -> ConvertReport:
     """Swap ``model``'s convolution modules for the core's, in place (``model`` itself too,
     where it is one), sharing their parameters, so that a state_dict loads unchanged either
     way. Settings as ``ucudnn plan`` takes them: ``limit`` (bytes or text such as
-    ``"64MiB"``) per cuDNN call, ``policy``, ``optimizer`` (``dp``: each kernel is planned per
-    input shape), ``engines``, ``math``, ``sizes`` (micro-batch sizes), ``cache`` (the
-    benchmark cache; default ``$UCUDNN_CACHE`` or the user's). Returns the report; the model
-    is ``report.model``."""
-    settings = settings_from(limit, policy, optimizer, engines, math, sizes, cache)
-    config_id(settings)                 # refuses what the modules cannot plan, before any swap
-    report = ConvertReport(settings)
+    ``"64MiB"``) per cuDNN call, ``policy``, ``optimizer``, ``engines``, ``math``, ``sizes``
+    (micro-batch sizes), ``cache`` (the benchmark cache; default ``$UCUDNN_CACHE`` or the
+    user's), ``budget`` (bytes for ``ilp`` and ``shared``; default ``limit`` per call).
+    ``optimizer`` ``dp`` plans each call alone when its shape first runs; ``ilp`` and
+    ``shared`` plan the model's kernels together from one forward of ``example_inputs`` (a
+    tensor or a tuple of the forward's arguments, as the model will be called; Note
+    [Whole-model plans] in :mod:`.netwide`). Returns the report; the model is
+    ``report.model``."""
+    settings = settings_from(limit, policy, optimizer, engines, math, sizes, cache, budget)
+    plan = None
+    if settings.netwide:
+        if example_inputs is None:
+            raise InputError(f"optimizer: {settings.optimizer} plans the model's kernels "
+                             "together; convert() needs example_inputs (the forward's "
+                             "arguments) to find them")
+        plan = ModelPlan(settings, name or type(model).__name__)
+    config_id(settings, plan)           # refuses what the modules cannot plan, before any swap
+    report = ConvertReport(settings, plan=plan)
     convs = tuple(UCUDNN_MODULES) + _OTHER_CONVS
 
     def swap(name: str, module: nn.Module) -> nn.Module:
@@ -105,9 +129,10 @@ def convert(model: nn.Module, *, limit=None, policy=None, optimizer=None, engine
         why = why_kept(module)
         if why is None:
             report.converted.append((name, kind))
-            return UCUDNN_MODULES[type(module)].from_torch(module, settings)
+            return UCUDNN_MODULES[type(module)].from_torch(module, settings, plan)
         if why != "already converted":
             report.kept.append((name, kind, why))
+            log.info("ucudnn.torch: %s (%s) stays PyTorch's: %s", name or "(model)", kind, why)
         return module
 
     def walk(prefix: str, parent: nn.Module) -> None:
@@ -125,4 +150,10 @@ def convert(model: nn.Module, *, limit=None, policy=None, optimizer=None, engine
     else:
         walk("", model)
     report.model = model
+    if plan is not None:
+        inputs = (example_inputs if isinstance(example_inputs, (tuple, list))
+                  else (example_inputs,))
+        calls = [c for c in model_calls(model, inputs, device="cuda")
+                 if getattr(c[1], "ucudnn_model", None) is plan]
+        plan.add_calls(calls)
     return report

@@ -31,7 +31,7 @@ Note [PyTorch convolutions in the core]
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -39,8 +39,12 @@ from torch import nn
 from ..plan.conv import ConvShape, out_size
 from ..plan.layers import LayerSpec
 
-__all__ = ["SPATIAL_DIMS", "conv_shape", "layer_spec", "conv_out_size", "transposed_out_size",
-           "same_padding", "layout_of", "memory_format", "unsupported"]
+__all__ = ["DTYPE_NAMES", "SPATIAL_DIMS", "conv_shape", "layer_spec", "conv_out_size",
+           "transposed_out_size", "same_padding", "layout_of", "memory_format", "unsupported"]
+
+#: PyTorch dtype -> the core's dtype name
+DTYPE_NAMES: Dict[torch.dtype, str] = {torch.float32: "float32", torch.float64: "float64",
+                                       torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
 #: the numbers of spatial axes the core's kernels take
 SPATIAL_DIMS: Tuple[int, ...] = (2, 3)

@@ -4,20 +4,23 @@ parameters and buffers (a state_dict loads unchanged either way), whose forward 
 operators of :mod:`.ops`.
 
 ``from_torch(module, settings)`` makes one from PyTorch's module, sharing its parameters; the
-module keeps its :class:`~ucudnn.plan.settings.PlanSettings` and the number that names them in
-this process (:func:`.runtime.config_id`, given again to a module unpickled elsewhere).
+module keeps its :class:`~ucudnn.plan.settings.PlanSettings` (and for ``ilp`` and ``shared`` its
+model's :class:`~.netwide.ModelPlan`) and the number that names them in this process
+(:func:`.runtime.config_id`, given again to a module unpickled elsewhere).
 Tensors that are not on a CUDA device (CPU, say) run PyTorch's own forward, once logged per
 module; meta and fake tensors go through the operators' fake implementations.
 """
 from __future__ import annotations
 
 import logging
+from typing import Optional
 
 import torch
 from torch import nn
 
 from ..plan.settings import PlanSettings
 from .geometry import same_padding, transposed_out_size
+from .netwide import ModelPlan
 from .ops import active
 from .runtime import config_id
 
@@ -30,11 +33,13 @@ class _Runs:
     """What the four modules share: the settings and their id, the padding, the device
     check."""
     ucudnn_settings: PlanSettings
+    ucudnn_model: Optional[ModelPlan] = None
     ucudnn_config: int
 
-    def _init_ucudnn(self, settings: PlanSettings) -> None:
+    def _init_ucudnn(self, settings: PlanSettings, model: Optional[ModelPlan] = None) -> None:
         self.ucudnn_settings = settings
-        self.ucudnn_config = config_id(settings)
+        self.ucudnn_model = model
+        self.ucudnn_config = config_id(settings, model)
         self._pad = (list(same_padding(self)) if isinstance(self.padding, str)
                      else list(self.padding))
         self._logged_fallback = False
@@ -51,15 +56,18 @@ class _Runs:
     def _bias(self, y: torch.Tensor) -> torch.Tensor:
         if self.bias is None:
             return y
-        return y + self.bias.view((1, -1) + (1,) * (y.dim() - 2))
+        # under autocast y has the autocast dtype, and the bias is cast to it as PyTorch's
+        # convolution casts it (Note [Autocast] in ucudnn/torch/ops.py)
+        return y + self.bias.to(y.dtype).view((1, -1) + (1,) * (y.dim() - 2))
 
     def __setstate__(self, state):
         super().__setstate__(state)
-        self.ucudnn_config = config_id(self.ucudnn_settings)
+        self.ucudnn_config = config_id(self.ucudnn_settings, self.ucudnn_model)
 
     @classmethod
-    def from_torch(cls, module, settings: PlanSettings):
-        """A module of this class with ``module``'s settings and its very parameters."""
+    def from_torch(cls, module, settings: PlanSettings, model: Optional[ModelPlan] = None):
+        """A module of this class with ``module``'s settings and its very parameters;
+        ``model``: the plan of the converted model for ``ilp`` and ``shared``."""
         kw = dict(stride=module.stride, padding=module.padding, dilation=module.dilation,
                   groups=module.groups, bias=module.bias is not None,
                   padding_mode=module.padding_mode, device="meta",
@@ -70,7 +78,7 @@ class _Runs:
         new.weight = module.weight
         new.bias = module.bias
         new.train(module.training)
-        new._init_ucudnn(settings)
+        new._init_ucudnn(settings, model)
         return new
 
 

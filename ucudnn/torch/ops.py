@@ -1,6 +1,8 @@
 """The operators ``ucudnn::conv_fwd``, ``ucudnn::conv_bwd_data`` and ``ucudnn::conv_bwd_filter``:
-their CUDA implementation (the core, through :mod:`.runtime`), their fake implementation
-(shapes only, for ``torch.compile``, ``FakeTensorMode`` and meta tensors) and their autograd.
+their CUDA implementation (the core, through :mod:`.runtime`; on CPU tensors the same checks
+refuse the call with one error), their fake implementation (shapes only, for
+``torch.compile``, ``FakeTensorMode`` and meta tensors), their autograd and their autocast
+(Note [Autocast]).
 
 Schemas, in the convolution's own terms (Note [PyTorch convolutions in the core] in
 :mod:`.geometry`; ``config`` names the module's settings, :func:`.runtime.config_id`)::
@@ -23,6 +25,17 @@ Note [Two registration styles]
     modules call is :data:`DEFAULT_STYLE`, or ``$UCUDNN_TORCH_OPS``, read once on import; its
     operators have the plain names above. :func:`registered` registers another style beside
     it for comparison, its names ending in ``_<style>`` (``ucudnn::conv_fwd_library``).
+
+Note [Autocast]
+    Under ``torch.autocast("cuda", dtype=...)`` PyTorch's convolutions cast their floating
+    inputs to the autocast dtype (float64 excepted) and run in it. The operators do the same:
+    each has a kernel for the ``AutocastCUDA`` dispatch key (both styles, through a
+    ``torch.library.Library`` fragment) that casts its CUDA floating tensors other than float64
+    to ``torch.get_autocast_dtype("cuda")`` and calls the operator again below autocast. The
+    casts are ordinary differentiable ``to()`` calls, so gradients reach float32 parameters in
+    float32, as with PyTorch's convolution. ``torch.library.register_autocast`` is not used:
+    it casts to one dtype fixed at registration, where PyTorch's convolutions take the dtype of
+    the enclosing ``autocast``.
 """
 import os
 from dataclasses import dataclass
@@ -41,6 +54,9 @@ STYLES = ("custom_op", "library")
 DEFAULT_STYLE = "custom_op"
 STYLE_ENV = "UCUDNN_TORCH_OPS"
 NAMESPACE = "ucudnn"
+#: the devices the operators have kernels for: CUDA runs the core; CPU refuses with the
+#: reason (one clear error, not the dispatcher's missing-kernel message)
+DEVICE_TYPES = ("cuda", "cpu")
 
 _GEOMETRY = "int[] stride, int[] padding, int[] dilation, int groups, int config"
 SCHEMAS = {
@@ -190,9 +206,37 @@ def chosen_style() -> str:
 _CHOSEN = chosen_style()
 
 
+def _autocast_dtype() -> torch.dtype:
+    get = getattr(torch, "get_autocast_dtype", None)
+    return get("cuda") if get is not None else torch.get_autocast_gpu_dtype()
+
+
+def _autocast_cast(value, dtype: torch.dtype):
+    if (isinstance(value, torch.Tensor) and value.is_floating_point()
+            and value.device.type == "cuda" and value.dtype != torch.float64):
+        return value.to(dtype)
+    return value
+
+
+def _register_autocast(qualname: str) -> None:
+    """The operator's ``AutocastCUDA`` kernel (Note [Autocast])."""
+    ns, short = qualname.split("::", 1)
+    op = getattr(getattr(torch.ops, ns), short).default
+    below = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCUDA)
+
+    def autocast(*args):
+        dtype = _autocast_dtype()
+        with torch._C._ExcludeDispatchKeyGuard(below):
+            return op(*(_autocast_cast(a, dtype) for a in args))
+
+    lib = torch.library.Library(ns, "FRAGMENT")
+    lib.impl(short, autocast, "AutocastCUDA")
+    _libraries.append(lib)
+
+
 def _register_custom_op(qualname: str, name: str, backward) -> None:
     impl, fake = IMPLS[name]
-    op = torch.library.custom_op(qualname, impl, mutates_args=(), device_types="cuda",
+    op = torch.library.custom_op(qualname, impl, mutates_args=(), device_types=DEVICE_TYPES,
                                  schema=SCHEMAS[name])
     op.register_fake(fake)
     if backward is not None:
@@ -205,7 +249,8 @@ def _register_library(qualname: str, name: str, backward) -> None:
     lib = torch.library.Library(NAMESPACE, "FRAGMENT")
     short = qualname.split("::", 1)[1]
     lib.define(short + SCHEMAS[name])
-    lib.impl(short, impl, "CUDA")
+    for device_type in DEVICE_TYPES:
+        lib.impl(short, impl, device_type.upper())
     torch.library.register_fake(qualname, fake, lib=lib)
     if backward is not None:
         torch.library.register_autograd(qualname, backward, setup_context=_setup, lib=lib)
@@ -225,6 +270,7 @@ def registered(style: str) -> Ops:
     register = _register_custom_op if style == "custom_op" else _register_library
     for name in SCHEMAS:
         register(f"{NAMESPACE}::{name}{suffix}", name, backwards.get(name))
+        _register_autocast(f"{NAMESPACE}::{name}{suffix}")
     ns = getattr(torch.ops, NAMESPACE)
     _registered[style] = Ops(style, *(getattr(ns, f"{n}{suffix}").default for n in SCHEMAS))
     return _registered[style]

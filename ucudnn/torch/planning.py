@@ -22,25 +22,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Tuple
 
-import torch
 from torch import nn
-from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..cli.plan import plan_json, print_plan, strict_json
 from ..measure.sources import gather_net
 from ..plan.layers import LayerSpec
 from ..plan.network import NetworkPlan, plan_network
 from .convert import settings_from, why_kept
-from .geometry import layer_spec
-from .runtime import DTYPE_NAMES
+from .geometry import DTYPE_NAMES, layer_spec
+from .netwide import model_calls
 
 __all__ = ["plan", "PlanReport"]
-
-_CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d,
-          nn.ConvTranspose3d)
-
 
 @dataclass
 class PlanReport:
@@ -66,40 +60,18 @@ class PlanReport:
             print(f"stays PyTorch's: {name} ({kind}): {why}")
 
 
-def _calls(model: nn.Module, inputs: Sequence) -> list:
-    """[(name, module, x, y)] of every convolution call of one forward on fake tensors."""
-    calls, hooks = [], []
-    for name, m in model.named_modules():
-        if isinstance(m, _CONVS):
-            hooks.append(m.register_forward_hook(
-                lambda mod, args, out, name=name: calls.append((name or "(model)", mod,
-                                                                args[0], out))))
-    try:
-        with FakeTensorMode(allow_non_fake_inputs=True) as mode:
-            # the parameters and buffers as fakes too: a forward that updates buffers
-            # (BatchNorm's statistics) leaves the model as it was
-            state = {n: mode.from_tensor(t) for n, t in
-                     list(model.named_parameters()) + list(model.named_buffers())}
-            fake = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in inputs]
-            torch.func.functional_call(model, state, tuple(fake))
-    finally:
-        for h in hooks:
-            h.remove()
-    return calls
-
-
 def plan(model: nn.Module, example_inputs, *, limit=None, policy=None, optimizer=None,
-         engines=None, math=None, sizes=None, cache=None, name: Optional[str] = None,
-         show: bool = False) -> PlanReport:
+         engines=None, math=None, sizes=None, cache=None, budget=None,
+         name: Optional[str] = None, show: bool = False) -> PlanReport:
     """Plan ``model``'s convolutions for ``example_inputs`` (a tensor or a tuple of the
     forward's arguments) with the settings ``ucudnn plan`` takes (as for
-    :func:`ucudnn.torch.convert`; ``optimizer`` may also be ``ilp`` or ``shared`` here, which
-    plan the whole net's kernels together). ``show``: print it too."""
+    :func:`ucudnn.torch.convert`: ``ilp`` and ``shared`` plan the whole net's kernels
+    together, here with grouped convolutions as Caffe runs them). ``show``: print it too."""
     inputs = example_inputs if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
-    base = settings_from(limit, policy, optimizer, engines, math, sizes, cache)
+    base = settings_from(limit, policy, optimizer, engines, math, sizes, cache, budget)
     label = name or type(model).__name__
     layers, settings, kept, seen = [], {}, [], {}
-    for call_name, module, x, y in _calls(model, inputs):
+    for call_name, module, x, y in model_calls(model, inputs):
         seen[call_name] = seen.get(call_name, 0) + 1
         layer_name = call_name if seen[call_name] == 1 else f"{call_name}#{seen[call_name]}"
         why = why_kept(module)

@@ -24,12 +24,19 @@ Note [No benchmark inside a capture]
     capture forbids. A shape first seen while the current stream captures raises
     :class:`CaptureError`, naming the shape: run the model once with it before capturing (the
     warm-up that capture needs anyway).
+
+Note [Settings of a model planned together]
+    A config names :class:`PlanSettings`, and for ``ilp`` and ``shared`` also the
+    :class:`~.netwide.ModelPlan` of one converted model (one config per model): a call of such
+    a config takes its kernel, and for ``shared`` its slice of the model's arena, from the
+    model's plan (Note [Whole-model plans] in :mod:`.netwide`); a call the plan does not know
+    is planned alone with ``dp``.
 """
 from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -37,14 +44,11 @@ from ..measure import bench
 from ..measure.live import prepare_kernel
 from ..plan.settings import PlanSettings
 from ..vocab import InputError, UcudnnError
-from .geometry import conv_shape
+from .geometry import DTYPE_NAMES, conv_shape
+from .netwide import ModelPlan, call_key
 
-__all__ = ["CaptureError", "DTYPE_NAMES", "config_id", "settings_of", "kernel_for", "run",
-           "planned_kernels"]
-
-#: PyTorch dtype -> the core's dtype name
-DTYPE_NAMES: Dict[torch.dtype, str] = {torch.float32: "float32", torch.float64: "float64",
-                                       torch.float16: "float16", torch.bfloat16: "bfloat16"}
+__all__ = ["CaptureError", "DTYPE_NAMES", "config_id", "settings_of", "model_plan_of",
+           "kernel_for", "run", "planned_kernels"]
 
 
 class CaptureError(UcudnnError, RuntimeError):
@@ -56,28 +60,42 @@ class CaptureError(UcudnnError, RuntimeError):
 # settings: an integer the operators carry
 # ---------------------------------------------------------------------------------------------
 
-_configs: List[PlanSettings] = []
+_configs: List[Tuple[PlanSettings, Optional[ModelPlan]]] = []
 _config_lock = threading.Lock()
 
 
-def config_id(settings: PlanSettings) -> int:
-    """The integer that names ``settings`` in the operators' calls (equal settings, one id):
-    an operator's arguments are tensors and numbers, and a graph that ``torch.compile`` traced
-    keeps the number."""
-    if settings.optimizer != "dp":
-        raise InputError(f"optimizer: {settings.optimizer} plans a net's kernels together; "
-                         "ucudnn.torch plans each kernel per input shape with dp")
+def config_id(settings: PlanSettings, model: Optional[ModelPlan] = None) -> int:
+    """The integer that names ``settings`` in the operators' calls (equal settings, one id;
+    with ``ilp`` or ``shared``, one id per ``model``: Note [Settings of a model planned
+    together]): an operator's arguments are tensors and numbers, and a graph that
+    ``torch.compile`` traced keeps the number."""
+    if settings.netwide and model is None:
+        raise InputError(f"optimizer: {settings.optimizer} plans a model's kernels together; "
+                         "convert(model, optimizer=..., example_inputs=...) plans them")
+    if not settings.netwide:
+        model = None
     with _config_lock:
-        if settings not in _configs:
-            _configs.append(settings)
-        return _configs.index(settings)
+        for i, (s, m) in enumerate(_configs):
+            if s == settings and m is model:
+                return i
+        _configs.append((settings, model))
+        return len(_configs) - 1
 
 
-def settings_of(config: int) -> PlanSettings:
+def _config(config: int) -> Tuple[PlanSettings, Optional[ModelPlan]]:
     if not 0 <= config < len(_configs):
         raise InputError(f"config: {config} names no ucudnn.torch settings of this process "
                          f"({len(_configs)} registered)")
     return _configs[config]
+
+
+def settings_of(config: int) -> PlanSettings:
+    return _config(config)[0]
+
+
+def model_plan_of(config: int) -> Optional[ModelPlan]:
+    """The model plan of an ``ilp`` or ``shared`` config (None for ``dp``)."""
+    return _config(config)[1]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -85,12 +103,21 @@ def settings_of(config: int) -> PlanSettings:
 # ---------------------------------------------------------------------------------------------
 
 _kernels: Dict[tuple, object] = {}
+#: call key -> (model plan, workspace slot) of a kernel of a shared plan
+_slots: Dict[tuple, tuple] = {}
 _kernel_lock = threading.Lock()
 
 
 def planned_kernels() -> Dict[tuple, object]:
     """The kernels planned in this process, by call key (a copy)."""
     return dict(_kernels)
+
+
+def _capture_check(what: str) -> None:
+    if torch.cuda.is_current_stream_capturing():
+        raise CaptureError(f"ucudnn.torch: {what}: a shape first seen inside a CUDA-graph "
+                           "capture cannot be benchmarked; run the model with this shape once "
+                           "before capturing")
 
 
 def _name(op: str, x_size, w_size, stride, padding, dilation, groups, layout) -> str:
@@ -111,15 +138,27 @@ def kernel_for(key: tuple, op: str, x_size: Sequence[int], w_size: Sequence[int]
     if kern is not None:
         return kern
     name = _name(op, x_size, w_size, stride, padding, dilation, groups, layout)
-    if torch.cuda.is_current_stream_capturing():
-        raise CaptureError(f"ucudnn.torch: {name} {DTYPE_NAMES.get(dtype, dtype)}: a shape "
-                           "first seen inside a CUDA-graph capture cannot be benchmarked; run "
-                           "the model with this shape once before capturing")
+    what = f"{name} {DTYPE_NAMES.get(dtype, dtype)}"
+    settings, model = _config(config)
+    if model is not None:
+        if model.planned(device) is None:
+            _capture_check(what)
+        with torch.cuda.device(device):
+            got = model.kernel(call_key(op, x_size, w_size, stride, padding, dilation, groups,
+                                        layout, dtype), device)
+        if got is not None:
+            with _kernel_lock:
+                if got[1] is not None:
+                    _slots[key] = (model, got[1])
+                _kernels[key] = got[0]
+            return got[0]
+        settings = settings.replace(optimizer="dp", budget=None)
+    _capture_check(what)
     try:
         shape = conv_shape(x_size, w_size, stride, padding, dilation, groups, layout)
     except ValueError as e:
         raise InputError(f"ucudnn.torch: {name}: {e}") from None
-    settings = settings_of(config).replace(dtype=DTYPE_NAMES[dtype])
+    settings = settings.replace(dtype=DTYPE_NAMES[dtype])
     with _kernel_lock, torch.cuda.device(device):
         kern = _kernels.get(key)
         if kern is None:
@@ -151,6 +190,18 @@ def _handle(device: torch.device):
     return h
 
 
+def workspace(key: tuple, need: int, device: torch.device) -> Optional[torch.Tensor]:
+    """The workspace of the call ``key``: its slice of the model's arena for a shared plan,
+    else a tensor from PyTorch's caching allocator for this call (Note [Calls on PyTorch's
+    stream]); None where the plan needs none."""
+    if not need:
+        return None
+    shared = _slots.get(key)
+    if shared is not None:
+        return shared[0].workspace(device, shared[1], need)
+    return torch.empty(need, dtype=torch.uint8, device=device)
+
+
 def run(op: str, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, x_size: Tuple[int, ...],
         w_size: Tuple[int, ...], stride, padding, dilation, groups: int, layout: str,
         config: int) -> torch.Tensor:
@@ -162,7 +213,7 @@ def run(op: str, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, x_size: Tu
     kern = kernel_for(key, op, x_size, w_size, stride, padding, dilation, groups, layout,
                       out.dtype, device, config)
     need = kern.workspace_size
-    ws = torch.empty(need, dtype=torch.uint8, device=device) if need else None
+    ws = workspace(key, need, device)
     # cuDNN runs on the current device: the tensors' (a dispatcher's Python kernel gets no
     # device guard)
     with (torch.cuda.device(device) if device.index != torch.cuda.current_device()
