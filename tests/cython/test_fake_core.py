@@ -297,9 +297,32 @@ def test_the_fake_kernel_lets_code_set_what_the_core_s_lets_set():
     assert FakeCore().Kernel.PUBLIC == public
     kern = FakeCore().Kernel(ConvShape(3, 8, 8, 4, 3, 3), "fwd", 4)
     kern.graph_focus = ("eng0",)
-    for name in sorted(readonly - set(KERNEL_CORE_ONLY)) + ["bench"]:
+    for name in sorted(readonly - set(KERNEL_CORE_ONLY)):
         with pytest.raises(AttributeError, match=f"attribute '{name}' .* is not writable"):
             setattr(kern, name, None)
+    with pytest.raises(AttributeError):
+        kern.bench = {}
+
+
+def test_the_compiled_kernel_refuses_what_the_fake_refuses():
+    """The same on the compiled Kernel, made without its ``__init__`` (which needs a GPU):
+    its readonly attributes and the planner state's fields cannot be set, its public ones
+    can, and the planners' table can hold it weakly."""
+    import gc
+    import weakref
+    from ucudnn._kernel import Kernel
+    from ucudnn.measure.planner_state import planner_state
+    kern = Kernel.__new__(Kernel)
+    for name in kernel_attributes("public"):
+        setattr(kern, name, getattr(kern, name))
+    for name in sorted(kernel_attributes("readonly")) + sorted(PlannerState.__dataclass_fields__):
+        with pytest.raises(AttributeError):
+            setattr(kern, name, None)
+    assert planner_state(kern) is planner_state(kern)
+    alive = weakref.ref(kern)
+    del kern
+    gc.collect()
+    assert alive() is None
 
 
 def test_the_planner_state_is_not_the_kernel_s():
