@@ -70,6 +70,7 @@ def plan_net(net, policy, search, limit, cache, records, shard=None, repeats=1,
     from ucudnn.measure import records as rw
     from ucudnn.measure import shipped
     from ucudnn.measure.live import plan_kernels
+    from ucudnn.measure.planner_state import planner_state
     from ucudnn.measure.sources import shard_kernels
     from ucudnn.plan.settings import PlanSettings, candidate_sizes
     from ucudnn.vocab import OPS
@@ -88,7 +89,8 @@ def plan_net(net, policy, search, limit, cache, records, shard=None, repeats=1,
                                                  engines=engines))
     seconds = time.perf_counter() - t0
     predicted = sum(l.groups * l.count * k.plan.time_ms for l, _, k in planned)
-    split = {p: sum(k.timing[p] for _, _, k in planned) for p in ("bench_s", "plan_s")}
+    split = {p: sum(planner_state(k).timing[p] for _, _, k in planned)
+             for p in ("bench_s", "plan_s")}
     return seconds, bench_totals(records)[0], predicted, split
 
 

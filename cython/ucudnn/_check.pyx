@@ -18,7 +18,8 @@ from ucudnn._conv cimport conv_call, set_conv_desc, set_filter_desc, set_tensor_
 from ucudnn._device cimport DeviceBuffer, Handle, check_cuda, check_cudnn
 from ucudnn._graph cimport GraphPlan
 from ucudnn._kernel cimport Kernel
-from ucudnn._types cimport UCUDNN_BWD_DATA, UCUDNN_BWD_FILTER, UCUDNN_FWD, ucg_execute
+from ucudnn._roles cimport OP_ROLES, TENSOR_W, TENSOR_X, TENSOR_Y, ucudnn_op_roles
+from ucudnn._types cimport ucg_execute
 
 from math import prod
 
@@ -154,7 +155,8 @@ cdef class _FloatCopies:
     def __init__(self, Kernel kern, Handle handle, int b, DeviceBuffer x, DeviceBuffer y,
                  DeviceBuffer w, DeviceBuffer ws):
         s = kern.shape
-        cdef int n = b if kern.k.op == UCUDNN_BWD_FILTER else 1
+        cdef const ucudnn_op_roles* roles = &OP_ROLES[kern.k.op]    # Note [Operand roles]
+        cdef int n = b if roles.accumulates else 1
         cdef int cg = s.c // s.groups
         cdef float one = 1.0, zero = 0.0
         cdef dnn.cudnnTensorFormat_t fmt = (dnn.CUDNN_TENSOR_NCHW if kern.layout == "NCHW"
@@ -214,13 +216,13 @@ cdef class _FloatCopies:
                     "reference: math")
         check_cudnn(dnn.cudnnSetConvolutionGroupCount(self.conv, s.groups), "reference: groups")
         # the inputs of the op, converted (the output is written by the reference run)
-        if kern.k.op != UCUDNN_BWD_DATA:
+        if roles.out != TENSOR_X:
             check_cudnn(dnn.cudnnTransformTensor(handle.h, &one, self.hx, x.p, &zero, self.xd,
                                                  self.x), "reference: x to float")
-        if kern.k.op != UCUDNN_FWD:
+        if roles.out != TENSOR_Y:
             check_cudnn(dnn.cudnnTransformTensor(handle.h, &one, self.hy, y.p, &zero, self.yd,
                                                  self.y), "reference: dy to float")
-        if kern.k.op != UCUDNN_BWD_FILTER:
+        if roles.out != TENSOR_W:
             check_cudnn(dnn.cudnnTransformTensor(handle.h, &one, self.hw, w.p, &zero, self.fw,
                                                  self.w), "reference: w to float")
 
@@ -236,16 +238,18 @@ cdef class _FloatCopies:
 
 
 cdef object _check_region(Kernel kern):
-    """Note [Graph results checked]: ``(pointer role, elements)`` of the output compared,
-    or None where one sample of it is not a packed block at the buffer's start."""
+    """Note [Graph results checked]: ``(tensor, elements)`` of the output compared (its
+    tensor TENSOR_X, TENSOR_W or TENSOR_Y: Note [Operand roles] in _roles.pxd), or None where
+    one sample of it is not a packed block at the buffer's start."""
     s = kern.shape
-    if kern.k.op == UCUDNN_BWD_FILTER:
-        return "w", min(CHECK_ELEMENTS, kern.filter_bytes // kern.k.elem_size)
-    if kern.k.op == UCUDNN_FWD:
-        c, sp, role = s.k, s.out_spatial, "y"
+    cdef int role = OP_ROLES[kern.k.op].out
+    if role == TENSOR_W:
+        return role, min(CHECK_ELEMENTS, kern.filter_bytes // kern.k.elem_size)
+    if role == TENSOR_Y:
+        c, sp = s.k, s.out_spatial
         st = tuple(kern.y_strides[i] for i in range(1, kern.nbdims))
     else:
-        c, sp, role = s.c, s.spatial, "x"
+        c, sp = s.c, s.spatial
         st = tuple(kern.x_strides[i] for i in range(1, kern.nbdims))
     if st not in (packed_strides_nd(c, sp, "NCHW")[1:], packed_strides_nd(c, sp, "NHWC")[1:]):
         return None
@@ -304,7 +308,7 @@ cdef object _reference(Kernel kern, Handle handle, int b, uintptr_t xd_, uintptr
             break
     if st != dnn.CUDNN_STATUS_SUCCESS:
         return None
-    out = py if role == "y" else (px if role == "x" else pw)
+    out = py if role == TENSOR_Y else (px if role == TENSOR_X else pw)
     nbytes = count * (4 if ref_dtype == 0 else kern.k.elem_size)
     ref = bytes(nbytes)
     host = ref
@@ -330,8 +334,9 @@ cdef object _graph_error(Kernel kern, Handle handle, GraphPlan gp, DeviceBuffer 
         raise MemoryError()
     try:
         check_cuda(rt.cudaStreamSynchronize(<rt.cudaStream_t>handle.stream), kern.name)
-        # NaN for every dtype (all bits set), or zeros under the beta-1 plan
-        check_cuda(rt.cudaMemset(out, 0 if kern.k.op == UCUDNN_BWD_FILTER else 0xFF,
+        # NaN for every dtype (all bits set), or zeros under the beta-1 plan of an op that
+        # accumulates (Note [Operand roles] in _roles.pxd)
+        check_cuda(rt.cudaMemset(out, 0 if OP_ROLES[kern.k.op].accumulates else 0xFF,
                                  nbytes), f"{kern.name}: check fill")
         check_cuda(rt.cudaDeviceSynchronize(), f"{kern.name}: check fill")
         with nogil:
@@ -364,7 +369,7 @@ cdef object _check_graph(Kernel kern, Handle handle, int b, DeviceBuffer x, Devi
     got = None
     if region is not None:
         role, count = region
-        dev = <uintptr_t>(y.p if role == "y" else (x.p if role == "x" else w.p))
+        dev = <uintptr_t>(y.p if role == TENSOR_Y else (x.p if role == TENSOR_X else w.p))
         got = kern._reference(handle, b, xd_, yd_, x, y, w, ws, role, count)
     if got is None:
         stats["unchecked"] += len(cand)

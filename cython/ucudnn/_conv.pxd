@@ -14,7 +14,8 @@ cdef inline dnn.cudnnStatus_t conv_call(
         dnn.cudnnFilterDescriptor_t wd, const void* w, dnn.cudnnTensorDescriptor_t yd,
         const void* y, void* ws, size_t ws_size) noexcept nogil:
     """One cuDNN convolution call. x is the input side (x, or dx written by bwd_data), y the
-    output side (y written by fwd, or dy), w the filter (dw written by bwd_filter)."""
+    output side (y written by fwd, or dy), w the filter (dw written by bwd_filter). The one
+    dispatch on the op of the convolution call (Note [Operand roles] in _roles.pxd)."""
     if op == UCUDNN_FWD:
         return dnn.cudnnConvolutionForward(h, alpha, xd, x, wd, w, conv,
                                            <dnn.cudnnConvolutionFwdAlgo_t>algo, ws, ws_size,

@@ -18,6 +18,7 @@ in setup.py), and this module re-exports what Python uses of them:
 
 =================  ============================================================================
 ``_types.pxd``     the C types: ucudnn_types.h's, graph.h's, the kernel struct the hot path walks
+``_roles.pxd``     ``OP_ROLES``, the operand roles of each op as one table (Note [Operand roles])
 ``_conv.pxd``      ``conv_call``, the legacy API's one convolution call (inline)
 ``_device``        errors and the thread's last-error buffer, devices, cuDNN handles (Note
                    [Thread handles]), device buffers and their fills

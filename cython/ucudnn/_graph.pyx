@@ -15,10 +15,10 @@ from libc.stdint cimport int64_t
 cimport cudnn as dnn
 from ucudnn._device cimport Handle, _thread_handle, check_cudnn
 from ucudnn._kernel cimport Kernel
-from ucudnn._types cimport (UCG_MAX_CONFIGS, UCUDNN_BWD_FILTER, ucudnn_engine_config,
-                            ucudnn_graph_geom, ucg_engine_notes, ucg_graph_build,
-                            ucg_graph_destroy, ucg_heuristics, ucg_plan_build,
-                            ucg_plan_destroy)
+from ucudnn._roles cimport OP_ROLES
+from ucudnn._types cimport (UCG_MAX_CONFIGS, ucudnn_engine_config, ucudnn_graph_geom,
+                            ucg_engine_notes, ucg_graph_build, ucg_graph_destroy,
+                            ucg_heuristics, ucg_plan_build, ucg_plan_destroy)
 
 from time import perf_counter
 
@@ -188,11 +188,11 @@ cdef object _graph_configs(Kernel kern, int batch, double beta):
 cdef object _graph_build(Kernel kern, int b):
     """The graph family's configs at micro-batch ``b`` (Note [Graph choices tried]), each
     built into its plan: ``[(engine, GraphPlan or None, cudnnStatus_t, runtime
-    compiled)]``. Backward-filter's plans have beta 1 (Note [Backward-filter timed with
-    beta 1] in _timing.pyx), and its beta-0 plan must build too (Note [Graph plans and beta] in
-    graph.h). Built before the benchmark allocates its workspace, which their needs size
-    (Note [Benchmark workspace] in _kernel.pyx)."""
-    cdef double beta = 1.0 if kern.k.op == UCUDNN_BWD_FILTER else 0.0
+    compiled)]``. The plans of an op that accumulates (backward-filter) have beta 1 (Note
+    [Backward-filter timed with beta 1] in _timing.pyx), and its beta-0 plan must build too
+    (Note [Graph plans and beta] in graph.h). Built before the benchmark allocates its
+    workspace, which their needs size (Note [Benchmark workspace] in _kernel.pyx)."""
+    cdef double beta = 1.0 if OP_ROLES[kern.k.op].accumulates else 0.0
     spent = kern.benchmark_seconds
     t0 = perf_counter()
     configs = kern._graph_configs(b, beta)
@@ -214,14 +214,15 @@ cdef object _graph_plans_for(Kernel kern, int batch, engine, dict built):
     """``(beta-0 plan, beta-1 plan)`` of ``engine`` at ``batch`` (Note [Graph plans and
     beta] in graph.h), from ``built`` or built into it; PlanError naming the layer, size
     and config when a plan the op needs does not build. A beta-1 plan that does not build
-    is None for forward and backward-data (they run it only for a caller's beta 1)."""
+    is None for an op that does not accumulate (forward and backward-data run it only for a
+    caller's beta 1; Note [Operand roles] in _roles.pxd)."""
     key = (batch, engine)
     got = built.get(key)
     if got is None:
         plans = []
         for beta in (0.0, 1.0):
             plan, status, why = kern._graph_plan(engine, batch, beta)
-            if plan is None and (beta == 0.0 or kern.k.op == UCUDNN_BWD_FILTER):
+            if plan is None and (beta == 0.0 or OP_ROLES[kern.k.op].accumulates):
                 raise PlanError(f"{kern.name}: engine config {engine} at batch {batch} "
                                 f"(beta {beta:g}): {why}")
             plans.append(plan)

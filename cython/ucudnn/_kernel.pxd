@@ -16,12 +16,15 @@ cdef class Kernel:
     cdef object _graph_plans            # (batch, engine, beta) -> GraphPlan, for set_plan
     cdef object _engine_notes           # engine index -> numerical notes (engine_notes)
     cdef readonly int device
-    cdef public int instances   # runs of this kernel per pass, each on its own workspace
+    cdef readonly int instances # runs of this kernel per pass, each on its own workspace
     cdef public object graph_focus      # None, or the engine configs (texts) to try: Note
                                         # [Graph focus in the pruned search] (for_plan.py)
     cdef public int max_graph_configs   # engine configs tried per size (0: all; Note [Graph
                                         # choices tried] in _graph.pyx)
-    cdef public object plan, bench, settings, bench_record, timing
+    cdef readonly object plan   # the plan set_plan resolved into k's C arrays, or None; what
+                                # the planners measured and chose on the way is theirs: Note
+                                # [Planner state beside the kernel] in
+                                # ucudnn/measure/planner_state.py
     cdef readonly object last_benchmark_workspace   # bytes offered to cudnnFind last time
     cdef readonly object last_benchmark_held    # bytes of workspace it held to offer them
     cdef readonly object benchmark_seconds   # where benchmark calls spent their time (sums)
@@ -35,6 +38,7 @@ cdef class Kernel:
     cdef bint _holding          # hold_benchmark_buffers(True): keep them between calls
     cdef object _held           # (samples, cap, x, y, w, workspace) kept, or None
     cdef bint _warm             # a Find already ran on the held buffers
+    cdef object __weakref__     # the planners find their state by the kernel (planner_state)
 
     cdef int _set_geometry(self) except -1
     cdef int _set_tensor(self, dnn.cudnnTensorDescriptor_t d, int which, int b) except -1

@@ -138,7 +138,7 @@ cdef class Kernel:
         self.graph_focus = None
         self.name = name or f"{op}"
         self.instances = instances
-        self.plan = self.bench = self.settings = self.bench_record = self.timing = None
+        self.plan = None
         self.benchmark_seconds = {"setup": 0.0, "warmup_find": 0.0, "find": 0.0,
                                   "retime": 0.0, "graph_heuristics": 0.0, "graph_build": 0.0,
                                   "graph_time": 0.0, "graph_check": 0.0}

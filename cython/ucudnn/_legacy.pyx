@@ -14,7 +14,8 @@ cimport cudart as rt
 from ucudnn._device cimport DeviceBuffer, Handle, _thread_handle, check_cudnn
 from ucudnn._kernel cimport Kernel
 from ucudnn._timing cimport TimedRun, _Events, _time_run
-from ucudnn._types cimport UCUDNN_BWD_DATA, UCUDNN_BWD_FILTER, UCUDNN_FWD
+from ucudnn._roles cimport OP_ROLES
+from ucudnn._types cimport UCUDNN_BWD_DATA, UCUDNN_FWD
 
 from time import perf_counter
 
@@ -46,6 +47,7 @@ cdef list _find_c(Kernel kern, Handle handle, uintptr_t xd_, uintptr_t yd_, Devi
     cdef dnn.cudnnHandle_t h = handle.h
     cdef dnn.cudnnFilterDescriptor_t wd = kern.k.wdesc
     out = []
+    # one dispatch on the op: each Find has its own signature (Note [Operand roles])
     if kern.k.op == UCUDNN_FWD:
         with nogil:
             st = dnn.cudnnFindConvolutionForwardAlgorithmEx(
@@ -91,7 +93,7 @@ cdef list _time_c(Kernel kern, Handle handle, uintptr_t xd_, uintptr_t yd_, Devi
     cdef _Events events = _Events(iters + 1)
     r.h, r.plan, r.op = handle.h, NULL, kern.k.op
     r.alpha = <const void*>&one_d if kern.k.dtype == 1 else <const void*>&one_f
-    if kern.k.op == UCUDNN_BWD_FILTER:
+    if OP_ROLES[kern.k.op].accumulates:
         r.beta = r.alpha            # Note [Backward-filter timed with beta 1] (_timing.pyx)
     else:
         r.beta = <const void*>&zero_d if kern.k.dtype == 1 else <const void*>&zero_f
@@ -123,12 +125,9 @@ cdef object _legacy_need(Kernel kern, sizes, cap):
     """The largest workspace that a legacy algorithm asks for at ``sizes`` with any math
     type, of those at most ``cap`` (Note [Benchmark workspace] in _kernel.pyx); algorithms
     cuDNN cannot run there ask for nothing."""
-    counts = {UCUDNN_FWD: dnn.CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-              UCUDNN_BWD_DATA: dnn.CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-              UCUDNN_BWD_FILTER: dnn.CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT}
     need = 0
     for b in sizes:
-        for algo in range(int(counts[kern.k.op])):
+        for algo in range(OP_ROLES[kern.k.op].n_algos):
             for math in range(4):
                 try:
                     size = kern.workspace_for(b, algo, math)
@@ -154,6 +153,7 @@ cdef object _legacy_workspace(Kernel kern, int batch, int algo, int math):
         check_cudnn(dnn.cudnnCreateTensorDescriptor(&yd), "cudnnCreateTensorDescriptor")
         kern._set_tensor(xd, 0, batch)
         kern._set_tensor(yd, 1, batch)
+        # one dispatch on the op: each query has its own signature (Note [Operand roles])
         if kern.k.op == UCUDNN_FWD:
             st = dnn.cudnnGetConvolutionForwardWorkspaceSize(
                 handle.h, xd, kern.k.wdesc, kern.k.conv[math], yd,

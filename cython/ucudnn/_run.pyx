@@ -21,8 +21,9 @@ cimport cudart as rt
 from ucudnn._conv cimport conv_call
 from ucudnn._device cimport Handle, check_cuda, last_error, set_last_error
 from ucudnn._kernel cimport Kernel
-from ucudnn._types cimport (GRAPH_ALGO_C, UCUDNN_BWD_DATA, UCUDNN_BWD_FILTER,
-                            UCUDNN_ERR_CUDNN, UCUDNN_ERR_INVALID, UCUDNN_ERR_PLAN, UCUDNN_FWD,
+from ucudnn._roles cimport (OP_ROLES, OPERAND_A, OPERAND_B, OPERAND_OUT, TENSOR_W, TENSOR_X,
+                            TENSOR_Y, ucudnn_op_roles)
+from ucudnn._types cimport (GRAPH_ALGO_C, UCUDNN_ERR_CUDNN, UCUDNN_ERR_INVALID, UCUDNN_ERR_PLAN,
                             UCUDNN_OK, ucg_execute, ucg_plan, ucudnn_chunk, ucudnn_kernel)
 
 from ucudnn._device import CudnnError
@@ -47,16 +48,20 @@ cdef int run_kernel(const ucudnn_kernel* k, dnn.cudnnHandle_t h, const void* alp
     cdef float one_f = 1.0
     cdef double one_d = 1.0
     cdef const void* one = <const void*>&one_d if k.dtype == 1 else <const void*>&one_f
-    cdef const char* pa = <const char*>a
-    cdef const char* pb = <const char*>b
-    cdef char* po = <char*>out
+    cdef const ucudnn_op_roles* roles = &OP_ROLES[k.op]     # Note [Operand roles] (_roles.pxd)
+    cdef const char* operand[3]
+    operand[OPERAND_A], operand[OPERAND_B], operand[OPERAND_OUT] = \
+        <const char*>a, <const char*>b, <const char*>out
+    cdef const char* px0 = operand[roles.operand[TENSOR_X]]
+    cdef const char* pw = operand[roles.operand[TENSOR_W]]
+    cdef const char* py0 = operand[roles.operand[TENSOR_Y]]
+    cdef const char* px
+    cdef const char* py
     cdef long long xo, yo
     cdef int i, which
+    cdef bint adds              # this chunk adds into the output (Note [Micro-batch semantics])
     cdef const ucudnn_chunk* c
     cdef const ucg_plan* gplan
-    cdef const char* gx
-    cdef const char* gw
-    cdef const char* gy
     cdef double alpha_v = (<const double*>alpha)[0] if k.dtype == 1 else (<const float*>alpha)[0]
     cdef double beta_v = (<const double*>beta)[0] if k.dtype == 1 else (<const float*>beta)[0]
     cdef dnn.cudnnStatus_t st = dnn.CUDNN_STATUS_SUCCESS
@@ -73,14 +78,10 @@ cdef int run_kernel(const ucudnn_kernel* k, dnn.cudnnHandle_t h, const void* alp
         c = &k.chunks[i]
         xo = c.offset * k.x_nstride * k.elem_size
         yo = c.offset * k.y_nstride * k.elem_size
+        px, py = px0 + xo, py0 + yo     # the filter is whole in every chunk
+        adds = roles.accumulates and i > 0
         if c.algo == GRAPH_ALGO_C:      # Note [Graph plans and beta] in graph.h
-            if k.op == UCUDNN_FWD:
-                gx, gw, gy = pa + xo, pb, po + yo
-            elif k.op == UCUDNN_BWD_DATA:
-                gx, gw, gy = po + xo, pa, pb + yo
-            else:
-                gx, gw, gy = pa + xo, po, pb + yo
-            which = 1 if (k.op == UCUDNN_BWD_FILTER and i > 0) or beta_v == 1.0 else 0
+            which = 1 if adds or beta_v == 1.0 else 0
             if alpha_v != 1.0 or (which == 0 and beta_v != 0.0):
                 snprintf(msg, sizeof(msg), "layer %s: graph engine configs run with alpha 1 "
                          "and beta 0 or 1, got alpha %g beta %g", k.name, alpha_v, beta_v)
@@ -92,27 +93,20 @@ cdef int run_kernel(const ucudnn_kernel* k, dnn.cudnnHandle_t h, const void* alp
                          "has no plan for beta %d", k.name, i, c.batch, which)
                 set_last_error(msg)
                 return UCUDNN_ERR_INVALID
-            if (<uintptr_t>gx) % k.align or (<uintptr_t>gw) % k.align or (<uintptr_t>gy) % k.align:
+            if (<uintptr_t>px) % k.align or (<uintptr_t>pw) % k.align or (<uintptr_t>py) % k.align:
                 snprintf(msg, sizeof(msg), "layer %s: chunk %d: a buffer is not aligned to the "
                          "%lld bytes its graph plan was built for", k.name, i, k.align)
                 set_last_error(msg)
                 return UCUDNN_ERR_INVALID
-            st = ucg_execute(h, gplan, gx, gw, gy, ws)
+            st = ucg_execute(h, gplan, px, pw, py, ws)
             if st != dnn.CUDNN_STATUS_SUCCESS:
                 snprintf(msg, sizeof(msg), "layer %s: chunk %d (batch %d, engine config): %s",
                          k.name, i, c.batch, dnn.cudnnGetErrorString(st))
                 set_last_error(msg)
                 return UCUDNN_ERR_CUDNN
             continue
-        if k.op == UCUDNN_FWD:          # x (a) -> y (out)
-            st = conv_call(k.op, h, c.algo, k.conv[c.math], alpha, beta,
-                           k.xdesc[c.desc], pa + xo, k.wdesc, b, k.ydesc[c.desc], po + yo, ws, ws_size)
-        elif k.op == UCUDNN_BWD_DATA:   # w (a), dy (b) -> dx (out)
-            st = conv_call(k.op, h, c.algo, k.conv[c.math], alpha, beta,
-                           k.xdesc[c.desc], po + xo, k.wdesc, a, k.ydesc[c.desc], pb + yo, ws, ws_size)
-        else:                           # x (a), dy (b) -> dw (out), accumulated over chunks
-            st = conv_call(k.op, h, c.algo, k.conv[c.math], alpha, beta if i == 0 else one,
-                           k.xdesc[c.desc], pa + xo, k.wdesc, out, k.ydesc[c.desc], pb + yo, ws, ws_size)
+        st = conv_call(k.op, h, c.algo, k.conv[c.math], alpha, one if adds else beta,
+                       k.xdesc[c.desc], px, k.wdesc, pw, k.ydesc[c.desc], py, ws, ws_size)
         if st != dnn.CUDNN_STATUS_SUCCESS:
             snprintf(msg, sizeof(msg), "layer %s: chunk %d (batch %d, algo %d): %s",
                      k.name, i, c.batch, c.algo, dnn.cudnnGetErrorString(st))

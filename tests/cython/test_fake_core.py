@@ -7,7 +7,9 @@ or its value, and ``Kernel``'s methods, properties and attributes (``cdef public
 names are those of the other, apart from the ones listed below with why; the signatures of
 the names both have agree in parameter names, order and defaults. So a public name added to,
 renamed in or dropped from one side only fails here until the other side follows or the
-name is listed.
+name is listed. What code outside the core may set on a Kernel is the same on both sides (the
+core's ``cdef public`` attributes), and the planners' state is neither side's (Note [Planner
+state beside the kernel] in ucudnn/measure/planner_state.py).
 """
 import ast
 import builtins
@@ -19,6 +21,7 @@ import pytest
 
 from fake_core import FakeCore
 from ucudnn import vocab
+from ucudnn.measure.planner_state import PlannerState
 from ucudnn.plan.conv import ConvShape
 
 CORE = Path(__file__).resolve().parents[2] / "cython" / "ucudnn"
@@ -54,13 +57,15 @@ KERNEL_CORE_ONLY = {
     "run": "runs a convolution on device buffers (GPU scripts); the fake runs nothing",
     "address": "the C struct's address for the C API; the fake is never handed to C",
     "layout": "the shape's layout, read by the core itself; the fake keeps the shape",
-    "max_graph_configs": "set by GPU scripts (bench_engines.py, graph_accuracy.py) only",
+    "max_graph_configs": "set by GPU scripts (bench_engines.py, graph_accuracy.py) only; the "
+                         "fake lets them set it (Kernel.PUBLIC)",
     "graph_stats": "printed by the same GPU scripts",
     "last_graph_error": "why the core's graph family found no choice; the fake's model says",
     "last_benchmark_held": "the workspace the core held to offer it, read by GPU tests",
 }
-# What the fake's Kernel records for tests, not the core's.
-KERNEL_FAKE_ONLY = {"held", "focus_seen", "accepted_configs"}
+# What the fake's Kernel records for tests, not the core's, and the names it lets code outside
+# the core set (pinned to the core's below).
+KERNEL_FAKE_ONLY = {"held", "focus_seen", "accepted_configs", "PUBLIC"}
 
 
 # -- the core's side, from its sources ---------------------------------------------------------
@@ -167,11 +172,17 @@ def core_surface():
             kernel[name] = ("data", None) if name in props else \
                 ("method", _params(params, consts))
     kernel["__init__"] = ("method", _params(_defs(body, "    ")["__init__"], consts))
-    pxd = (CORE / "_kernel.pxd").read_text()
-    for line in re.findall(r"^    cdef (?:public|readonly) \w+ ([\w, ]+)", pxd, re.M):
-        for name in line.split(","):
-            kernel[name.strip()] = ("data", None)
+    for name in kernel_attributes("public") | kernel_attributes("readonly"):
+        kernel[name] = ("data", None)
     return module, kernel
+
+
+def kernel_attributes(access):
+    """The names of Kernel's ``cdef public`` or ``cdef readonly`` attributes (_kernel.pxd)."""
+    pxd = (CORE / "_kernel.pxd").read_text()
+    return {name.strip()
+            for line in re.findall(rf"^    cdef {access} \w+ ([\w, ]+)", pxd, re.M)
+            for name in line.split(",")}
 
 
 # -- the fake's side -----------------------------------------------------------------------------
@@ -275,6 +286,52 @@ def test_the_surface_is_read_from_the_sources():
     assert kernel["benchmark"][1][-2:] == [("time_warmup", 5), ("retime_last", True)]
     assert kernel["workspace_size"] == ("data", None)
     assert {"graph_focus", "plan", "last_unchecked_sizes", "n"} <= set(kernel)
+
+
+def test_the_fake_kernel_lets_code_set_what_the_core_s_lets_set():
+    """Code outside the core sets only a Kernel's ``cdef public`` attributes; the fake
+    refuses the rest as the compiled Kernel does, so that the CPU tests catch production code
+    that stores something on a kernel the core would not take."""
+    public, readonly = kernel_attributes("public"), kernel_attributes("readonly")
+    assert "graph_focus" in public and {"plan", "instances", "n"} <= readonly
+    assert FakeCore().Kernel.PUBLIC == public
+    kern = FakeCore().Kernel(ConvShape(3, 8, 8, 4, 3, 3), "fwd", 4)
+    kern.graph_focus = ("eng0",)
+    for name in sorted(readonly - set(KERNEL_CORE_ONLY)):
+        with pytest.raises(AttributeError, match=f"attribute '{name}' .* is not writable"):
+            setattr(kern, name, None)
+    with pytest.raises(AttributeError):
+        kern.bench = {}
+
+
+def test_the_compiled_kernel_refuses_what_the_fake_refuses():
+    """The same on the compiled Kernel, made without its ``__init__`` (which needs a GPU):
+    its readonly attributes and the planner state's fields cannot be set, its public ones
+    can, and the planners' table can hold it weakly."""
+    import gc
+    import weakref
+    from ucudnn._kernel import Kernel
+    from ucudnn.measure.planner_state import planner_state
+    kern = Kernel.__new__(Kernel)
+    for name in kernel_attributes("public"):
+        setattr(kern, name, getattr(kern, name))
+    for name in sorted(kernel_attributes("readonly")) + sorted(PlannerState.__dataclass_fields__):
+        with pytest.raises(AttributeError):
+            setattr(kern, name, None)
+    assert planner_state(kern) is planner_state(kern)
+    alive = weakref.ref(kern)
+    del kern
+    gc.collect()
+    assert alive() is None
+
+
+def test_the_planner_state_is_not_the_kernel_s():
+    """Note [Planner state beside the kernel]: what the planners measured and chose is
+    :class:`PlannerState`'s, no member of the core's Kernel or of the fake's."""
+    fields = set(PlannerState.__dataclass_fields__)
+    assert fields == {"settings", "bench", "bench_record", "timing"}
+    assert not fields & set(core_surface()[1])
+    assert not fields & set(fake_surface()[1])
 
 
 # -- the shape checks ----------------------------------------------------------------------------

@@ -271,6 +271,7 @@ def test_one_cudnn_handle_per_thread():
 def test_unsupported_algorithm_falls_back(tmp_path):
     """A plan naming an algorithm cuDNN rejects is dropped and the kernel planned again."""
     from ucudnn.measure import runtime
+    from ucudnn.measure.planner_state import planner_state
     from ucudnn.plan.table import AlgoPerf
     from ucudnn.plan.settings import PlanSettings
     shape = ConvShape(64, 28, 28, 64, 3, 3, 1, 1)
@@ -278,7 +279,8 @@ def test_unsupported_algorithm_falls_back(tmp_path):
     runtime.prepare_kernel(kern, PlanSettings(policy="undivided", limit=64 << 20, math="fma",
                                               cache_path=str(tmp_path / "c.sqlite")))
     # a fake, impossibly fast entry for an algorithm number cuDNN does not have
-    kern.bench[16] = [AlgoPerf(99, 0.0001, 0, 3)] + kern.bench[16]
+    table = planner_state(kern).bench
+    table[16] = [AlgoPerf(99, 0.0001, 0, 3)] + table[16]
     plan = runtime.replan_kernel(kern, 64 << 20)
     assert all(c.algo != 99 for c in plan.chunks)
     assert kern.plan is plan
@@ -289,6 +291,7 @@ def test_ilp_divides_budget_among_live_kernels(tmp_path):
     a net planned together, one budget for all, every plan resolved by cuDNN."""
     from ucudnn.measure import runtime
     from ucudnn.measure.live import _baseline
+    from ucudnn.measure.planner_state import planner_state
     from ucudnn.plan.layers import LayerSpec
     from ucudnn.plan.settings import PlanSettings
     layers = [LayerSpec("ilp0", 64, 64, 28, 28, 64, 3, 3, pad=1, bwd_data=False),
@@ -299,7 +302,8 @@ def test_ilp_divides_budget_among_live_kernels(tmp_path):
                      cache_path=str(tmp_path / "c.sqlite"))
     live = runtime.plan_net(layers, {l.name: s for l in layers})
     kernels = [live.kernels[k.layer, k.op] for k in live.plan.kernels]
-    assert len(kernels) == 6 and all(k.plan is not None and k.bench for k in kernels)
+    assert len(kernels) == 6
+    assert all(k.plan is not None and planner_state(k).bench for k in kernels)
     assert sum(k.workspace_size for k in kernels) <= budget
     assert [k.plan for k in kernels] == [kp.plan for kp in live.plan.kernels]
     # each ILP plan is no slower than the undivided plan at the same share of the budget

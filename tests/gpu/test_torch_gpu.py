@@ -24,6 +24,7 @@ if not torch.cuda.is_available():
 from torch import nn  # noqa: E402
 
 import ucudnn.torch as ut  # noqa: E402
+from ucudnn.measure.planner_state import planner_state  # noqa: E402
 from ucudnn.plan.dp import Chunk, Plan  # noqa: E402
 from ucudnn.torch import ops, runtime  # noqa: E402
 from ucudnn.torch.convert import settings_from  # noqa: E402
@@ -70,7 +71,8 @@ def _split_every_plan(keys):
         half = kern.n // 2
         chunks = []
         for b in (half, kern.n - half):
-            p = min((p for p in kern.bench[b] if not p.engine), key=lambda p: p.time_ms)
+            p = min((p for p in planner_state(kern).bench[b] if not p.engine),
+                    key=lambda p: p.time_ms)
             chunks.append(Chunk(b, p.algo, p.math, p.time_ms, p.ws_bytes))
         kern.set_plan(Plan(kern.n, tuple(chunks)))
         assert len(kern.plan.chunks) == 2

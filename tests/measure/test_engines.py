@@ -7,6 +7,7 @@ from fake_core import with_engine_configs
 from ucudnn.caffe import records as rr
 from ucudnn.measure import bench, for_plan, runtime
 from ucudnn.measure.cache import BenchCache
+from ucudnn.measure.planner_state import planner_state
 from ucudnn.plan.conv import ConvShape
 from ucudnn.plan.settings import PlanSettings
 from ucudnn.vocab import GRAPH_ALGO, InputError, parse_engine
@@ -23,7 +24,7 @@ def test_engines_setting_measures_its_families(fake_core, tmp_path, engines, fam
     runtime.prepare_kernel(k, PlanSettings(limit=64 * MiB, engines=engines,
                                            cache_path=str(tmp_path / "c.sqlite")))
     assert [c.families for c in fake_core.calls] == families
-    kinds = {bool(p.engine) for perfs in k.bench.values() for p in perfs}
+    kinds = {bool(p.engine) for perfs in planner_state(k).bench.values() for p in perfs}
     assert kinds == {"legacy": {False}, "graph": {True}, "both": {False, True}}[engines]
 
 
@@ -110,17 +111,18 @@ def test_pruned_search_focuses_later_rounds_on_the_front_configs(fake_core, tmp_
     assert all(f >= k.focus_seen[1] for f in k.focus_seen[2:]), k.focus_seen
     assert k.graph_focus is None
     first = len(fake_core.calls[0].sizes)
-    later = [b for b, perfs in k.bench.items() if b not in fake_core.calls[0].sizes]
-    assert later and all("eng9" not in {p.engine for p in k.bench[b]} for b in later)
-    assert all("eng9" in {p.engine for p in k.bench[b]} for b in fake_core.calls[0].sizes)
+    table = planner_state(k).bench
+    later = [b for b in table if b not in fake_core.calls[0].sizes]
+    assert later and all("eng9" not in {p.engine for p in table[b]} for b in later)
+    assert all("eng9" in {p.engine for p in table[b]} for b in fake_core.calls[0].sizes)
     assert first >= 2
     # warm: the search from every size the cache holds for the family, the cache only
-    calls, rounds = len(fake_core.calls), k.bench_record["search_rounds"]
+    calls, rounds = len(fake_core.calls), planner_state(k).bench_record["search_rounds"]
     warm = fake_core.Kernel(SHAPE, "fwd", 64, name="conv1")
     runtime.prepare_kernel(warm, PlanSettings(limit=64 * MiB, engines="graph", policy="all",
                                               search="pruned", cache_path=str(tmp_path / "c")))
     assert len(fake_core.calls) == calls and rounds > 1
-    assert warm.bench_record["search_rounds"] == 1 and warm.plan == k.plan
+    assert planner_state(warm).bench_record["search_rounds"] == 1 and warm.plan == k.plan
     assert front_configs({1: [AlgoPerf(-1, 1.0, 10, 0, "eng3[k1=2]"), AlgoPerf(0, 2.0, 0),
                               AlgoPerf(-1, 3.0, 5, 0, "eng4")]}) == {"eng3[k1=2]"}
 
@@ -228,7 +230,7 @@ def test_a_pruned_search_runs_again_when_a_later_round_refuses_an_engine(fake_co
     settings = PlanSettings(limit=64 * MiB, engines="graph", policy="all", search="pruned")
     k = fake_core.Kernel(SHAPE, "fwd", 64, name="conv1")
     runtime.prepare_kernel(k, settings.replace(cache_path=str(tmp_path / "probe")))
-    later = sorted(set(k.bench) - set(start_sizes(64)))
+    later = sorted(set(planner_state(k).bench) - set(start_sizes(64)))
     assert later and {c.engine for c in k.plan.chunks} == {"eng7[k3=1]"}
     # eng7 passes every start size and fails at a size only a later round asks for
     fake_core.calls.clear()
@@ -236,9 +238,9 @@ def test_a_pruned_search_runs_again_when_a_later_round_refuses_an_engine(fake_co
     k = fake_core.Kernel(SHAPE, "fwd", 64, name="conv1")
     runtime.prepare_kernel(k, settings.replace(cache_path=str(tmp_path / "c")))
     assert set(k.refused_engines) == {7}
-    _every_config_checked_or_beaten(k, k.bench)
+    _every_config_checked_or_beaten(k, planner_state(k).bench)
     assert "eng7[k3=1]" not in {c.engine for c in k.plan.chunks}
-    assert set(start_sizes(64)) <= set(k.bench)
+    assert set(start_sizes(64)) <= set(planner_state(k).bench)
     again = [b for c in fake_core.calls[1:] for b in c.sizes if b in fake_core.calls[0].sizes]
     assert again                         # the start sizes were measured again
 
@@ -253,7 +255,7 @@ def test_a_read_only_cache_cannot_hide_a_refusal_from_the_plan(fake_core, tmp_pa
     settings = PlanSettings(limit=64 * MiB, engines="graph", policy="all", search="pruned")
     probe = fake_core.Kernel(SHAPE, "fwd", 64, name="conv1")
     runtime.prepare_kernel(probe, settings.replace(cache_path=str(tmp_path / "probe")))
-    later = sorted(set(probe.bench) - set(start_sizes(64)))
+    later = sorted(set(planner_state(probe).bench) - set(start_sizes(64)))
     path = tmp_path / "shared.sqlite"
     k = fake_core.Kernel(SHAPE, "fwd", 64, name="conv1")
     bench.measure(k, start_sizes(64), cache_path=str(path), engines="graph")   # eng7 in all
@@ -269,7 +271,7 @@ def test_a_read_only_cache_cannot_hide_a_refusal_from_the_plan(fake_core, tmp_pa
         k2 = fake_core.Kernel(SHAPE, "fwd", 64, name="conv1")
         runtime.prepare_kernel(k2, settings.replace(cache_path=str(path)))
         assert set(k2.refused_engines) == {7}
-        _every_config_checked_or_beaten(k2, k2.bench)
+        _every_config_checked_or_beaten(k2, planner_state(k2).bench)
         assert "eng7[k3=1]" not in {c.engine for c in k2.plan.chunks}
         again = {b for c in fake_core.calls for b in c.sizes} & set(start_sizes(64))
         assert again                     # the cached start sizes were measured again

@@ -41,9 +41,8 @@ def test_through_the_planner(fake_core):
     layers = [ROW, COL]
     benches = {}
     for l in layers:
-        kern = fake_core.Kernel(ConvShape.from_layer(l), "fwd", l.n, name=l.name)
         for op in l.ops:
-            kern.op = op
+            kern = fake_core.Kernel(ConvShape.from_layer(l), op, l.n, name=l.name)
             benches[l.name, op] = {b: fake_core.perfs(kern, b) for b in (1, 2, 4, 8, 16, 32)}
     plan = plan_network(layers, benches, PlanSettings(limit=100_000))
     fwd = {k.layer: k.plan for k in plan.kernels if k.op == "fwd"}

@@ -11,6 +11,7 @@ import threading
 from ucudnn.caffe import records as rr
 from ucudnn.measure import records as rw
 from ucudnn.measure import runtime
+from ucudnn.measure.planner_state import planner_state
 from ucudnn.plan.conv import ConvShape
 from ucudnn.plan.dp import Chunk, Plan
 from ucudnn.plan.settings import PlanSettings
@@ -106,11 +107,11 @@ def test_kernel_record_fields(fake_core):
     assert rec["shape"]["c"] == 16 and rec["device"] == 0 and rec["kernel_id"] == id(k)
     # settings: none before a benchmark, the PlanSettings after
     assert rec["policy"] is None and rec["limit_bytes"] is None
-    k.settings = PlanSettings(policy="all", optimizer="ilp", limit=7, sizes=(2, 8))
+    planner_state(k).settings = PlanSettings(policy="all", optimizer="ilp", limit=7, sizes=(2, 8))
     assert rw.settings_fields(k) == {"policy": "all", "optimizer": "ilp", "limit_bytes": 7,
                                      "micro_batch_sizes": [2, 8], "engines": "both"}
     # legacy is what a record without the field means: not written
-    k.settings = PlanSettings(engines="legacy")
+    planner_state(k).settings = PlanSettings(engines="legacy")
     assert "engines" not in rw.settings_fields(k)
 
 

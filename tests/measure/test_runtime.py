@@ -12,6 +12,7 @@ from fake_core import CoreError, replay
 from repo_paths import ALL_SIZES
 from ucudnn.caffe import records as rr
 from ucudnn.measure import bench, for_plan, runtime, shipped
+from ucudnn.measure.planner_state import planner_state
 from ucudnn.plan.conv import ConvShape
 from ucudnn.plan.dp import plan_kernel
 from ucudnn.plan.layers import LayerSpec
@@ -72,8 +73,9 @@ def test_runtime_records_dp_plan_bench_and_replan(fake_core, records_file, caplo
     # people read cuDNN's names; the C API's describe() keeps algoN
     assert any("ALGO_1" in m for m in caplog.messages)
     assert k.plan.describe() == "8x1:algo0"
-    assert k.settings == legacy(limit=4096) and k.bench_record["sizes"] == 4
-    assert set(k.timing) == {"bench_s", "plan_s"}
+    state = planner_state(k)
+    assert state.settings == legacy(limit=4096) and state.bench_record["sizes"] == 4
+    assert set(state.timing) == {"bench_s", "plan_s"}
 
 
 def test_prepare_kernel_plans_one_kernel_with_the_dp_only(fake_core, caplog):
@@ -91,7 +93,8 @@ def test_prepare_kernel_plans_one_kernel_with_the_dp_only(fake_core, caplog):
         k = runtime.prepare_kernel(fake_core.Kernel(SHAPE, "fwd", 8, name="c"),
                                    legacy(sizes=(4, 16)))
     assert "layer 'c': micro_batch_size 16 above the mini-batch 8 left out" in caplog.text
-    assert sorted(k.bench) == [4, 8] and k.settings.sizes == (4,)
+    state = planner_state(k)
+    assert sorted(state.bench) == [4, 8] and state.settings.sizes == (4,)
 
 
 def test_exclude_winograd_leaves_those_algorithms_out(fake_core):
@@ -117,7 +120,7 @@ def test_a_plan_cudnn_rejects_falls_back(fake_core, caplog):
                "c: workspace size of algorithm 1 at batch 4: CUDNN_STATUS_NOT_SUPPORTED" in m
                for m in caplog.messages)
     assert k.plan.describe() == "2x4:algo1" and k.workspace_size == 2048
-    assert all(p.algo != 1 for p in k.bench[4])
+    assert all(p.algo != 1 for p in planner_state(k).bench[4])
     # cuDNN needs more than the cache said for the 2-sample chunks: corrected, planned again
     fake_core.true_workspace[("c", "fwd", 2, 1)] = 5000
     caplog.clear()
@@ -126,7 +129,7 @@ def test_a_plan_cudnn_rejects_falls_back(fake_core, caplog):
     assert any("cuDNN needs 4.9KiB for the plan, the benchmark said 2.0KiB" in m
                for m in caplog.messages)
     assert plan.describe() == "1x8:algo1" and k.workspace_size == 1024
-    assert next(p for p in k.bench[2] if p.algo == 1).ws_bytes == 5000
+    assert next(p for p in planner_state(k).bench[2] if p.algo == 1).ws_bytes == 5000
 
 
 @lru_cache(maxsize=None)
@@ -173,7 +176,7 @@ def test_pruned_search_at_run_time(fake_core, tmp_path, records_file, monkeypatc
     runtime.prepare_kernel(again, legacy(policy="all", limit=limit,
                                                cache_path=str(tmp_path / "pruned.sqlite")))
     assert len(fake_core.calls) == n and again.plan == cold
-    assert again.bench_record["sizes_benchmarked"] == 0
+    assert planner_state(again).bench_record["sizes_benchmarked"] == 0
 
     fake_core.calls.clear()
     monkeypatch.setenv(for_plan.SEARCH_ENV, "exhaustive")
@@ -188,7 +191,8 @@ def test_pruned_search_at_run_time(fake_core, tmp_path, records_file, monkeypatc
     k = fake_core.Kernel(shape, "fwd", 256, name="l1_3x3")
     for_plan.measure_for_plan(k, legacy(policy="all", optimizer="ilp", limit=limit,
                                              cache_path=str(tmp_path / "ilp.sqlite")))
-    assert sorted(asked()) == list(range(1, 257)) and k.bench_record["search"] == "exhaustive"
+    assert sorted(asked()) == list(range(1, 257))
+    assert planner_state(k).bench_record["search"] == "exhaustive"
 
     # a failed benchmark frees the kept buffers all the same
     def broken(kern, b):
@@ -231,9 +235,8 @@ def _tables(core, layers, settings):
     offered = plan_workspace(settings, layers)
     out = {}
     for l in layers:
-        kern = core.Kernel(ConvShape.from_layer(l), "fwd", l.n, name=l.name, instances=l.groups)
         for op in l.ops:
-            kern.op = op
+            kern = core.Kernel(ConvShape.from_layer(l), op, l.n, name=l.name, instances=l.groups)
             out[l.name, op] = {b: sorted((p for p in core.perfs(kern, b)
                                           if p.ws_bytes <= offered[l.name]),
                                          key=lambda p: (p.time_ms, p.ws_bytes, p.algo))
@@ -321,7 +324,7 @@ def test_plan_net_equals_plan_network_on_the_same_tables(fake_core, records_file
     for k in live.plan.kernels:
         kern = live.kernels[k.layer, k.op]
         assert kern.plan == k.plan and kern.workspace_size == k.plan.ws_bytes
-        assert kern.instances == k.groups and kern.settings == settings[k.layer]
+        assert kern.instances == k.groups and planner_state(kern).settings == settings[k.layer]
     assert live.workspace_bytes == ref.workspace_bytes
     assert live.arena_bytes == (ref.arena_bytes or 0)
     assert {len(c.sizes) for c in fake_core.calls} <= {4, 8}     # one call per kernel

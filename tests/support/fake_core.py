@@ -4,7 +4,8 @@
 dtype, math, name, instances)`` with ``benchmark``, ``hold_benchmark_buffers``, ``set_plan``,
 ``workspace_for``, ``workspace_size``, ``last_benchmark_workspace``, ``benchmark_seconds``, the
 check of graph results (``refused_engines``, ``refuse_engines``, ``last_unchecked_sizes``, over
-``FakeCore.inaccurate_at``) and the attributes the runtime sets; ``device_count()``, ``device_info()``, ``set_device()`` (per
+``FakeCore.inaccurate_at``), ``plan`` (what ``set_plan`` was given) and ``graph_focus`` (what
+the pruned search sets); ``device_count()``, ``device_info()``, ``set_device()`` (per
 thread, as CUDA's current device), ``cudnn_version()``, ``CoreError``; and for the scripts
 ``Handle``, ``DeviceBuffer`` and ``time_run``. :func:`install` puts it where production looks the
 core up (``sys.modules["ucudnn._core"]`` and the package's attribute) and forgets the device
@@ -183,6 +184,16 @@ class FakeCore:
 class _Kernel:
     """``ucudnn._core.Kernel`` over a :class:`FakeCore` (``_core``)."""
     _core: FakeCore = None
+    #: what code outside the core may set on a Kernel: the core's ``cdef public`` attributes
+    #: (cython/ucudnn/_kernel.pxd); the compiled Kernel refuses any other name, and so does
+    #: this one when code outside this module sets it
+    PUBLIC = frozenset({"graph_focus", "max_graph_configs"})
+
+    def __setattr__(self, name, value):
+        if name not in self.PUBLIC and sys._getframe(1).f_globals.get("__name__") != __name__:
+            raise AttributeError(f"attribute {name!r} of 'ucudnn._kernel.Kernel' objects is not "
+                                 "writable")
+        object.__setattr__(self, name, value)
 
     def __init__(self, shape, op, n, dtype="float32", math="default", name=None, instances=1):
         kernel_arguments(op, n, dtype, math, name, instances)       # the core's checks
@@ -190,7 +201,7 @@ class _Kernel:
         self.shape, self.op, self.n, self.dtype, self.math = shape, op, n, dtype, math
         self.name = name or op
         self.instances = instances
-        self.plan = self.bench = self.settings = self.bench_record = self.timing = None
+        self.plan = None                    # set by set_plan only, as the core's
         self.benchmark_seconds = {"setup": 0.0, "warmup_find": 0.0, "find": 0.0,
                                   "retime": 0.0}
         self.device = self._core.current_device()

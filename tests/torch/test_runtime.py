@@ -10,6 +10,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="ucudnn.torch needs PyTorch "
                             "(pip install 'ucudnn[torch]')")
 
+from ucudnn.measure.planner_state import planner_state  # noqa: E402
 from ucudnn.torch import runtime  # noqa: E402
 from ucudnn.torch.convert import settings_from  # noqa: E402
 from ucudnn.vocab import InputError  # noqa: E402
@@ -39,7 +40,7 @@ def test_one_kernel_per_shape_planned_from_the_cache(fake_core, fake_cuda, monke
     measured = len(fake_core.calls)
     assert measured > 0 and first.plan is not None
     assert (first.shape.c, first.shape.k, first.shape.groups, first.n) == (16, 32, 2, 8)
-    assert first.settings.limit == 64 << 20 and first.dtype == "float32"
+    assert planner_state(first).settings.limit == 64 << 20 and first.dtype == "float32"
     assert _kernel(config) is first and len(fake_core.calls) == measured
     # another process: no kernel yet, the cache kept
     monkeypatch.setattr(runtime, "_kernels", {})
@@ -51,7 +52,7 @@ def test_one_kernel_per_shape_planned_from_the_cache(fake_core, fake_cuda, monke
     assert half.n == 4 and half is not again and len(fake_core.calls) == measured
     # other settings are other kernels of the same shape
     other = _kernel(runtime.config_id(settings_from(limit="1MiB", policy="powerOfTwo")))
-    assert other is not first and other.settings.limit == 1 << 20
+    assert other is not first and planner_state(other).settings.limit == 1 << 20
 
 
 def test_a_new_shape_inside_a_capture_is_refused(fake_core, fake_cuda):

@@ -12,12 +12,15 @@ kernels.
   resolved in the core with the fallbacks;
 * :mod:`.runtime` -- what the C API calls (``_capi`` imports it; it sets up the host's
   logging from ``$UCUDNN_LOG``);
+* :mod:`.planner_state` -- what the planners know of each live kernel (its settings, benchmark
+  table, bench record and timing), kept beside the core's ``Kernel``;
 * :mod:`.records` -- the plan records' writer (``$UCUDNN_RECORDS``) and their schema
   constants;
 * :mod:`.sources` -- where ``ucudnn plan``, ``bench`` and ``cache`` get benchmark data:
   tables, the cache, this GPU, the shipped data.
 
-Within the folder: records, cache, shipped < bench < for_plan < live < runtime, sources.
+Within the folder: planner_state < records, cache, shipped < bench < for_plan < live < runtime,
+sources.
 Imports :mod:`ucudnn.plan`, :mod:`ucudnn.vocab` and :mod:`ucudnn.paths`; never
 :mod:`ucudnn.caffe`, :mod:`ucudnn.experiments` or the CLI (Note [Layers of the package] in
 :mod:`ucudnn`). The compiled core is imported lazily through :mod:`.bench` only, so the cache,

@@ -75,6 +75,7 @@ from ..plan.settings import PlanSettings, plan_workspace
 from ..vocab import ENGINE_FAMILIES, SEARCH, WINOGRAD_NOTES, InputError
 from . import bench, records
 from . import cache as cache_db
+from .planner_state import planner_state
 
 __all__ = ["SEARCH_ENV", "DEVICES_ENV", "search_mode", "measure_for_plan", "measure_net",
            "open_caches", "core_kernel", "kernel_cost", "Job", "parse_devices",
@@ -176,11 +177,12 @@ def _opened(cache, path):
 def measure_for_plan(kern, settings: PlanSettings, *, workspace_cap: Optional[int] = None,
                      cache=None) -> dict:
     """Benchmark ``kern`` (through the cache) for the plan its ``settings`` ask for, and set
-    ``kern.bench``, ``kern.settings`` and ``kern.bench_record``; writes the "bench" plan
-    record and returns its fields. Measuring in advance with the same settings (Note
-    [Benchmarks over several GPUs in one process]) leaves nothing to measure
-    when the kernel is planned. ``cache``: the open cache of ``settings.cache_path`` to use
-    and leave open (Note [One open cache per net]); by default the call opens its own."""
+    the ``bench``, ``settings`` and ``bench_record`` of its planner state
+    (:func:`.planner_state.planner_state`); writes the "bench" plan record and returns its
+    fields. Measuring in advance with the same settings (Note [Benchmarks over several GPUs in
+    one process]) leaves nothing to measure when the kernel is planned. ``cache``: the open
+    cache of ``settings.cache_path`` to use and leave open (Note [One open cache per net]); by
+    default the call opens its own."""
     where = f"layer {kern.name!r}"
     search = search_mode(settings.search)
     pruned = (search == "pruned" and settings.policy == "all" and settings.sizes is None
@@ -194,6 +196,7 @@ def measure_for_plan(kern, settings: PlanSettings, *, workspace_cap: Optional[in
                        workspace_cap=workspace_cap, progress=measured.append, cache=cache,
                        engines=settings.engines)
 
+    state = planner_state(kern)
     spent0 = dict(kern.benchmark_seconds)
     t0 = time.perf_counter()
     rounds = None
@@ -227,18 +230,18 @@ def measure_for_plan(kern, settings: PlanSettings, *, workspace_cap: Optional[in
             kern.hold_benchmark_buffers(False)
             if settings.engines != "legacy":
                 kern.graph_focus = None
-        kern.bench, cands, rounds = res.bench, res.measured, len(res.rounds)
+        state.bench, cands, rounds = res.bench, res.measured, len(res.rounds)
     else:
-        kern.bench = measure_sizes(cands, cache)
+        state.bench = measure_sizes(cands, cache)
         if drop is not None:
-            kern.bench = without_choices(kern.bench, drop)
+            state.bench = without_choices(state.bench, drop)
     fields = {"bench_s": time.perf_counter() - t0, "sizes": len(cands),
              "sizes_benchmarked": len(set(measured)),
              "sizes_cached": len(cands) - len(set(measured)),
              "search": "pruned" if pruned else "exhaustive", "search_rounds": rounds,
              "benchmark_seconds": {k: round(v - spent0.get(k, 0.0), 6)
                                    for k, v in kern.benchmark_seconds.items()}}
-    kern.settings, kern.bench_record = settings, fields
+    state.settings, state.bench_record = settings, fields
     if records.records_path():
         records.append_record({"kind": "bench", **records.kernel_fields(kern),
                                **records.settings_fields(kern), "repeats": settings.repeats,

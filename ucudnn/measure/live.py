@@ -40,6 +40,7 @@ from ..vocab import InputError, PlanError, algo_name, format_size
 from . import bench, records
 from .cache import DEFAULT_WORKSPACE_CAP
 from .for_plan import core_kernel, measure_for_plan, measure_net, open_caches
+from .planner_state import planner_state
 
 __all__ = ["LiveNet", "plan_net", "prepare_kernel", "plan_kernels", "replan_kernel",
            "log_from_environment"]
@@ -79,7 +80,7 @@ def _within_batch(settings: PlanSettings, n: int, name: str) -> PlanSettings:
 def _strict(kern) -> bool:
     """Whether ``kern``'s plans need every candidate size measured (not after a pruned
     search, which measured only some)."""
-    return (kern.bench_record or {}).get("search") != "pruned"
+    return (planner_state(kern).bench_record or {}).get("search") != "pruned"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -87,8 +88,8 @@ def _strict(kern) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 def _resolve(kern, plan) -> bool:
-    """Give ``kern`` ``plan``; False (and ``kern.bench`` corrected) where it cannot run as
-    planned, so that the caller plans again."""
+    """Give ``kern`` ``plan``; False (and the benchmark of its planner state corrected)
+    where it cannot run as planned, so that the caller plans again."""
     where = f"layer {kern.name!r}"
     try:
         kern.set_plan(plan)
@@ -99,8 +100,9 @@ def _resolve(kern, plan) -> bool:
         what = (f"engine config {bad[3]}" if bad[3] else
                 f"algorithm {algo_name(kern.op, bad[1])} ({bad[1]})")
         log.warning("%s %s: dropping micro-batch %d %s: %s", where, kern.op, bad[0], what, e)
-        kern.bench = {b: [p for p in perfs if (b, p.algo, p.math, p.engine) != bad]
-                      for b, perfs in kern.bench.items()}
+        state = planner_state(kern)
+        state.bench = {b: [p for p in perfs if (b, p.algo, p.math, p.engine) != bad]
+                       for b, perfs in state.bench.items()}
         return False
     if kern.workspace_size > plan.ws_bytes:
         # the cache under-stated the workspace: record what cuDNN says
@@ -122,15 +124,16 @@ def _first_unresolvable(kern, plan):
 
 def _fix_workspace(kern, plan):
     chosen = {(c.batch, c.algo, c.math, c.engine) for c in plan.chunks}
-    kern.bench = {b: [AlgoPerf(p.algo, p.time_ms, kern.workspace_for(b, p.algo, p.math, p.engine),
-                               p.math, p.engine)
-                      if (b, p.algo, p.math, p.engine) in chosen else p for p in perfs]
-                  for b, perfs in kern.bench.items()}
+    state = planner_state(kern)
+    state.bench = {b: [AlgoPerf(p.algo, p.time_ms, kern.workspace_for(b, p.algo, p.math, p.engine),
+                                p.math, p.engine)
+                       if (b, p.algo, p.math, p.engine) in chosen else p for p in perfs]
+                   for b, perfs in state.bench.items()}
 
 
 def _baseline(kern, limit):
     try:
-        return undivided_plan(kern.bench, kern.n, limit)
+        return undivided_plan(planner_state(kern).bench, kern.n, limit)
     except PlanError:
         return None
 
@@ -148,9 +151,10 @@ def _describe(kern, plan, limit) -> str:
 
 def _plan_alone(kern, limit: int):
     """The DP's plan of ``kern`` within ``limit``, resolved (Note [Falling back])."""
-    s = kern.settings
+    state = planner_state(kern)
+    s = state.settings
     while True:
-        plan = plan_kernel(kern.bench, kern.n, s.policy, limit, s.sizes, strict=_strict(kern),
+        plan = plan_kernel(state.bench, kern.n, s.policy, limit, s.sizes, strict=_strict(kern),
                            name=f"layer {kern.name!r}")
         if _resolve(kern, plan):
             log.info("layer %r %s: %s", kern.name, kern.op, _describe(kern, plan, limit))
@@ -173,7 +177,7 @@ def prepare_kernel(kern, settings: PlanSettings, *, workspace_cap: Optional[int]
     t1 = time.perf_counter()
     plan = _plan_alone(kern, settings.limit)
     plan_s = time.perf_counter() - t1
-    kern.timing = {"bench_s": measured["bench_s"], "plan_s": plan_s}
+    planner_state(kern).timing = {"bench_s": measured["bench_s"], "plan_s": plan_s}
     _record_plan(kern, "dp", plan, settings.limit, _baseline(kern, settings.limit),
                  plan_s=plan_s, optimizer="dp", **measured)
     return kern
@@ -181,7 +185,7 @@ def prepare_kernel(kern, settings: PlanSettings, *, workspace_cap: Optional[int]
 
 def replan_kernel(kern, limit: int):
     """Plan ``kern`` again within ``limit`` bytes (its benchmark is kept)."""
-    if kern.bench is None:
+    if planner_state(kern).bench is None:
         raise PlanError(f"layer {kern.name!r}: kernel was never benchmarked")
     t0 = time.perf_counter()
     plan = _plan_alone(kern, limit)
@@ -262,14 +266,16 @@ def plan_net(layers: Sequence[LayerSpec], settings: Mapping[str, PlanSettings], 
     measured = measure_net(kernels, settings, layers)
     t0 = time.perf_counter()
     while True:
-        plan = plan_network(layers, {k: kern.bench for k, kern in kernels.items()}, settings,
+        plan = plan_network(layers, {k: planner_state(kern).bench
+                                     for k, kern in kernels.items()}, settings,
                             strict=lambda layer, op: _strict(kernels[layer, op]), cap=cap)
         if all([_resolve(kernels[k.layer, k.op], k.plan) for k in plan.kernels]):
             break
     plan_s = time.perf_counter() - t0
     for k in plan.kernels:
         kern = kernels[k.layer, k.op]
-        kern.timing = {"bench_s": measured[k.layer, k.op]["bench_s"], "plan_s": plan_s}
+        planner_state(kern).timing = {"bench_s": measured[k.layer, k.op]["bench_s"],
+                                      "plan_s": plan_s}
         log.info("layer %r %s: %s", k.layer, k.op, _describe(kern, k.plan, k.limit))
         _record_plan(kern, k.optimizer, k.plan, k.limit, k.baseline, plan_s=plan_s,
                      optimizer=k.optimizer, slot=k.slot, **measured[k.layer, k.op])

@@ -32,6 +32,7 @@ from dataclasses import asdict, is_dataclass
 from typing import Any, Dict, Optional
 
 from ..vocab import choice_name
+from .planner_state import planner_state
 
 #: The value of every record's ``schema`` field.
 SCHEMA = "ucudnn.plan-record"
@@ -131,8 +132,9 @@ def _int_or_none(v):
 
 
 def settings_fields(kern) -> Dict[str, Any]:
-    """The kernel's settings (a PlanSettings, or None before it was measured)."""
-    s = kern.settings
+    """The kernel's settings (its planner state's PlanSettings, or None before it was
+    measured)."""
+    s = planner_state(kern).settings
     if s is None:
         return {"policy": None, "optimizer": None, "limit_bytes": None,
                 "micro_batch_sizes": None}

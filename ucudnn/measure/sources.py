@@ -36,6 +36,7 @@ from . import bench, shipped
 from .cache import DEFAULT_WORKSPACE_CAP, BenchCache, CacheKey, default_cache_path
 from .for_plan import kernel_cost
 from .live import plan_kernels
+from .planner_state import planner_state
 
 __all__ = ["SourceError", "Source", "Gathered", "device_status", "format_cudnn", "gather",
            "gather_net", "benchmark_layers", "shard_kernels", "resolve_device",
@@ -123,12 +124,13 @@ def _fill(layers, ops: Sequence[str], sizes_of: Callable, cache, *, math: str, d
     if search_limit is not None:
         def said(i, l, op, kern):
             _say(progress, f"[{i}/{len(kernels)}] {l.name} {op}: pruned search looked at "
-                 f"{len(kern.bench)} sizes, elapsed {time.perf_counter() - t0:.1f} s")
+                 f"{len(planner_state(kern).bench)} sizes, "
+                 f"elapsed {time.perf_counter() - t0:.1f} s")
         # the sizes the pruned search measured go into the cache; its benches are those
         settings = PlanSettings(policy="all", limit=search_limit, search="pruned",
                                 cache_path=str(cache.path), repeats=repeats, math=math,
                                 dtype=dtype, engines=engines)
-        return {(l.name, op): dict(k.bench) for l, op, k in plan_kernels(
+        return {(l.name, op): dict(planner_state(k).bench) for l, op, k in plan_kernels(
             kernels, settings, workspace_cap=workspace_cap, done=said)}
     benches: Benches = {}
     families = ENGINE_FAMILIES[ENGINE(engines, "engines")]
