@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch", reason="ucudnn.torch needs PyTorch "
 from torch import nn  # noqa: E402
 
 import ucudnn.torch as ut  # noqa: E402
+from ucudnn.measure.planner_state import planner_state  # noqa: E402
 from ucudnn.plan.network import plan_network  # noqa: E402
 from ucudnn.torch import runtime  # noqa: E402
 from ucudnn.torch.netwide import call_key  # noqa: E402
@@ -88,7 +89,8 @@ def _planned(report):
     live = report.plan.plan_on(DEVICE)
     layers = [l.spec for l in report.plan.layers]
     settings = {l.name: report.settings for l in layers}
-    direct = plan_network(layers, {k: kern.bench for k, kern in live.kernels.items()}, settings)
+    benches = {k: planner_state(kern).bench for k, kern in live.kernels.items()}
+    direct = plan_network(layers, benches, settings)
     return live, direct
 
 
@@ -151,8 +153,8 @@ def test_a_call_outside_the_example_forward_is_planned_alone(fake_core, fake_cud
         kern = runtime.kernel_for(key, "fwd", x_size, layer.w_size, layer.stride,
                                   layer.padding, layer.dilation, layer.groups, layer.layout,
                                   layer.dtype, DEVICE, config)
-    assert kern.n == 4 and kern.settings.optimizer == "dp"
-    assert kern.settings.limit == report.settings.limit
+    assert kern.n == 4 and planner_state(kern).settings.optimizer == "dp"
+    assert planner_state(kern).settings.limit == report.settings.limit
     assert "not in the example forward; planned alone with dp" in caplog.text
     assert key not in runtime._slots
     ws = runtime.workspace(key, 256, DEVICE)
