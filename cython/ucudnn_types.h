@@ -12,6 +12,12 @@
 
 #include <stddef.h>
 
+/* Version of the structs below. 1: 2-D convolutions only; 2: ucudnn_conv_params and
+ * ucudnn_net_layer also carry a depth (d, t, pad_d, stride_d, dil_d) for 3-D convolutions
+ * (Note [3-D layers in the C API]). A host that fills the depth fields checks
+ * UCUDNN_API_VERSION >= 2 at compile time; a zero-initialised struct is 2-D in every version. */
+#define UCUDNN_API_VERSION 2
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -44,9 +50,16 @@ enum { UCUDNN_NCHW = 0, UCUDNN_NHWC = 1 };
 enum { UCUDNN_ENGINES_DEFAULT = 0, UCUDNN_ENGINES_LEGACY = 1, UCUDNN_ENGINES_GRAPH = 2,
        UCUDNN_ENGINES_BOTH = 3 };
 
-/* One convolution kernel. Shapes are those of the input x (N x C x H x W) and the filter
- * (K x C/groups x R x S); strides are in elements, in NCHW order whatever the layout;
- * all-zero strides mean packed in the layout. */
+/* One convolution kernel. Shapes are those of the input x (N x C x H x W, or N x C x D x H x W)
+ * and the filter (K x C/groups x R x S, or K x C/groups x T x R x S); strides are in elements,
+ * in NCHW order whatever the layout; all-zero strides mean packed in the layout (the only
+ * choice of a 3-D kernel).
+ *
+ * Note [3-D layers in the C API]
+ *   A kernel or layer is 3-D where d or t is nonzero: d is the input's depth, t the filter's,
+ *   pad_d, stride_d and dil_d its depth geometry (each at least 0, 1 and 1), and the other
+ *   fields keep their meaning for height and width. Where d and t are 0 it is 2-D, and
+ *   pad_d, stride_d and dil_d must be 0 too (or 0, 1 and 1): the fields a 2-D host leaves zero. */
 typedef struct ucudnn_conv_params {
   int op;                         /* UCUDNN_FWD, UCUDNN_BWD_DATA, UCUDNN_BWD_FILTER */
   int dtype;                      /* cudnnDataType_t: 0 float, 1 double, 2 half, 9 bfloat16 */
@@ -62,7 +75,10 @@ typedef struct ucudnn_conv_params {
                                      workspace; <= 0 means 1 (plan records state it) */
   int layout;                     /* UCUDNN_NCHW (0) or UCUDNN_NHWC: the tensors' layout; NHWC
                                      filters are KRSC (Note [NHWC kernels] in
-                                     ucudnn/plan/conv.py) */
+                                     ucudnn/plan/conv.py); NDHWC for a 3-D kernel */
+  int d, t, pad_d, stride_d, dil_d;  /* 3-D: depth of x and of the filter, and the depth's
+                                     pad, stride and dilation; 0 for 2-D (version 2, Note
+                                     [3-D layers in the C API]) */
 } ucudnn_conv_params;
 
 /* Settings of one kernel (ucudnn_kernel_create). Unset fields (0) take the defaults of
@@ -116,6 +132,9 @@ typedef struct ucudnn_net_layer {
   int layout;                     /* UCUDNN_NCHW (0) or UCUDNN_NHWC: the layout the host
                                      runs the layer's tensors in (filters KRSC for NHWC;
                                      Note [NHWC kernels] in ucudnn/plan/conv.py) */
+  int d, t, pad_d, stride_d, dil_d;  /* 3-D: depth of the input and of the filter, and the
+                                     depth's pad, stride and dilation; 0 for 2-D (version 2,
+                                     Note [3-D layers in the C API]) */
   /* out */
   ucudnn_op_plan plan[3];         /* by op: UCUDNN_FWD, UCUDNN_BWD_DATA, UCUDNN_BWD_FILTER */
 } ucudnn_net_layer;

@@ -49,6 +49,7 @@ cdef extern from "ucudnn_types.h":
         int groups, backward_data
         const char* ucudnn_param
         int layout
+        int d, t, pad_d, stride_d, dil_d
         ucudnn_op_plan plan[3]
 
 cdef extern from *:
@@ -117,6 +118,20 @@ cdef str _layout_name(int code, str where):
     return LAYOUT(code)
 
 
+cdef object _depth(int d, int t, int pad_d, int stride_d, int dil_d, str where):
+    """The depth of a 3-D kernel or layer as ``(d, t, pad_d, stride_d, dil_d)``, or None for a
+    2-D one (d and t 0); an error naming ``where``'s field for depth fields of a 2-D one
+    (Note [3-D layers in the C API] in cython/ucudnn_types.h)."""
+    if d == 0 and t == 0:
+        for name, v, neutral in (("pad_d", pad_d, 0), ("stride_d", stride_d, 1),
+                                 ("dil_d", dil_d, 1)):
+            if v not in (0, neutral):
+                raise InputError(f"{where}field {name!r}: {v} for a 2-D convolution (d and t "
+                                 "are 0)")
+        return None
+    return d, t, pad_d, stride_d, dil_d
+
+
 cdef str _engines(int code):
     """The ``engines`` setting of a UCUDNN_ENGINES_* code (0: PlanSettings' default)."""
     if code == 0:
@@ -141,10 +156,15 @@ cdef object _kernel_from_params(const ucudnn_conv_params* p):
     xs = tuple(p.x_strides[i] for i in range(4))
     ys = tuple(p.y_strides[i] for i in range(4))
     layout = _layout_name(p.layout, where)
+    depth = _depth(p.d, p.t, p.pad_d, p.stride_d, p.dil_d, where)
+    three = {} if depth is None else dict(zip(("d", "t", "pad_d", "stride_d", "dil_d"), depth))
+    if depth is not None and (any(xs) or any(ys)):
+        raise InputError(f"{where}field 'x_strides': a 3-D kernel's tensors are packed (all-zero "
+                         "strides)")
     try:
         shape = ConvShape(p.c, p.h, p.w, p.k, p.r, p.s, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
                           p.dil_h, p.dil_w, p.groups, None if not any(xs) else xs,
-                          None if not any(ys) else ys, layout)
+                          None if not any(ys) else ys, layout, **three)
     except (ValueError, TypeError) as e:
         raise InputError(f"{where}{e}") from None
     return Kernel(shape, OPS[p.op], p.n, dtype, MATH_NAMES[p.math], name,
@@ -212,10 +232,18 @@ cdef object _layer_from_c(const ucudnn_net_layer* l, int i):
     where = f"layer {name!r}: "
     dtype = _dtype_name(l.dtype, where)
     layout = _layout_name(l.layout, where)
-    spec = LayerSpec(name, l.n, l.c, l.h, l.w, l.k, l.r, l.s, pad=(l.pad_h, l.pad_w),
-                     stride=(l.stride_h, l.stride_w), dilation=(l.dil_h, l.dil_w),
-                     groups=l.groups, bwd_data=bool(l.backward_data),
-                     layout=layout)
+    depth = _depth(l.d, l.t, l.pad_d, l.stride_d, l.dil_d, where)
+    if depth is None:
+        spec = LayerSpec(name, l.n, l.c, l.h, l.w, l.k, l.r, l.s, pad=(l.pad_h, l.pad_w),
+                         stride=(l.stride_h, l.stride_w), dilation=(l.dil_h, l.dil_w),
+                         groups=l.groups, bwd_data=bool(l.backward_data),
+                         layout=layout)
+    else:
+        spec = LayerSpec(name, l.n, l.c, l.h, l.w, l.k, l.r, l.s,
+                         pad=(l.pad_d, l.pad_h, l.pad_w), stride=(l.stride_d, l.stride_h,
+                                                                  l.stride_w),
+                         dilation=(l.dil_d, l.dil_h, l.dil_w), groups=l.groups,
+                         bwd_data=bool(l.backward_data), layout=layout, d=l.d, t=l.t)
     text = l.ucudnn_param.decode("utf-8", "replace") if l.ucudnn_param != NULL else None
     return spec, dtype, text
 

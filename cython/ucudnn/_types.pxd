@@ -15,6 +15,7 @@ cdef extern from "ucudnn_types.h":
         const char* name
         int instances
         int layout
+        int d, t, pad_d, stride_d, dil_d
     ctypedef struct ucudnn_plan_options:
         int policy, optimizer
         const int* micro_batch_sizes

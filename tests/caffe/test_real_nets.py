@@ -152,13 +152,28 @@ def test_a_3d_convolution_with_engine_caffe_runs_without_cudnn(tmp_path):
     assert [(l.name, l.c, l.h) for l in net.layers] == [("c", 24, 14)]
 
 
-def test_a_3d_convolution_on_the_cudnn_layer_is_refused_with_caffes_reason(tmp_path, capsys):
+def test_a_3d_convolution_on_the_cudnn_layer_is_planned_as_one(tmp_path):
+    """Engine DEFAULT: the patched Caffe runs a 3-D convolution on its cuDNN layer through
+    ucudnn, so the planner plans its 3-D kernel (Note [Convolutions that reach cuDNN])."""
     path = tmp_path / "c3d.prototxt"
     path.write_text(_3D % "")
+    net = load_prototxt(path)
+    assert net.off_cudnn == {}
+    c3, c = net.layers
+    assert (c3.name, c3.spatial, c3.kernel, c3.out_spatial) == ("c3", (8, 16, 16), (3, 3, 3),
+                                                                 (6, 14, 14))
+    assert (c.name, c.c, c.spatial) == ("c", 24, (14, 14))
+
+
+def test_a_4d_convolution_on_the_cudnn_layer_is_refused_with_caffes_reason(tmp_path, capsys):
+    path = tmp_path / "c4d.prototxt"
+    path.write_text('input: "v" input_shape { dim: 2 dim: 3 dim: 4 dim: 8 dim: 16 dim: 16 }\n'
+                    'layer { name: "c4" type: "Convolution" bottom: "v" top: "c4"\n'
+                    '  convolution_param { num_output: 4 kernel_size: 3 } }\n')
     err = _one_line_refusal(capsys, ["plan", "--prototxt", str(path)])
-    assert "layer 'c3' (type Convolution): a 3-D convolution (bottom (2, 3, 8, 16, 16)) with " \
+    assert "layer 'c4' (type Convolution): a 4-D convolution (bottom (2, 3, 4, 8, 16, 16)) with " \
            "engine DEFAULT: CuDNNConvolution input must have 2 spatial axes" in err, err
-    assert "Use 'engine: CAFFE' for general ND convolution" in err
+    assert "or 3 through ucudnn. Use 'engine: CAFFE' for general ND convolution" in err
 
 
 def test_three_kernel_sizes_on_a_2d_bottom_name_its_axes(tmp_path, capsys):

@@ -119,29 +119,11 @@ def test_final_tree_is_the_recorded_one(series_repo, patched_caffe_source):
         assert (patched_caffe_source / path).read_bytes() == (series_repo / path).read_bytes()
 
 
-#: What `check` finds in caffe_patch/: seven lines of μ-cuDNN's own patch that later
-#: features must change. NHWC gives UcudnnConvolution::Shape the layout (the layer fills
-#: it, the planner reads it), and the default-stream convolutions give Run the handle of
-#: CallHandle(); μ-cuDNN's patches alone compile only with their own versions of these
-#: statements (test_series.py::test_ucudnn_series_compiles). No other line of the series
-#: is rewritten by a later patch.
-CHECK = """\
-0011 nhwc-through-the-net removes 4 line(s) of 0002 ucudnn-micro-batched-convolutions
-    include/caffe/util/ucudnn.hpp:   // channels. dtype: cudnnDataType_t.
-    include/caffe/util/ucudnn.hpp:     int stride_h, stride_w, dilation_h, dilation_w, group;
-    src/caffe/layers/cudnn_conv_layer.cpp:         dilation[1], this->group_};
-    src/caffe/util/ucudnn.cpp:         has_param_ ? param_.c_str() : NULL};
-0012 convolutions-on-the-default-stream removes 3 line(s) of 0002 ucudnn-micro-batched-convolutions
-    src/caffe/layers/cudnn_conv_layer.cu:         ucudnn_->Run(UcudnnConvolution::FWD, g, handle_[g],
-    src/caffe/layers/cudnn_conv_layer.cu:               handle_[1*this->group_ + g], bottom_data + bottom_offset_ * g,
-    src/caffe/layers/cudnn_conv_layer.cu:               handle_[2*this->group_ + g], weight + this->weight_offset_ * g,
-7 line(s) of the series removed by a later patch of it
-"""
-
-
-def test_series_rewrites_only_what_ucudnn_alone_needs(series_repo):
+def test_series_rewrites_none_of_its_lines(series_repo):
     """Each patch adds its feature in its final state: no patch removes a line an earlier
-    one added, but for the μ-cuDNN statements of CHECK."""
+    one added. Where a later feature reaches into μ-cuDNN's code (NHWC's layout in
+    UcudnnConvolution::Shape, the default stream's handle in CallHandle()), μ-cuDNN's patch
+    leaves room for it and the later patch only adds lines."""
     res = _tool("--repo", series_repo, "check", "--lines", check=False)
-    assert res.stdout == CHECK
-    assert res.returncode == 1
+    assert res.stdout == "0 line(s) of the series removed by a later patch of it\n", res.stdout
+    assert res.returncode == 0

@@ -316,8 +316,8 @@ def _object_rule(build, src_root, rel):
 @pytest.mark.caffe_build
 def test_ucudnn_series_compiles():
     """μ-cuDNN's patches alone (build_caffe.sh --series ucudnn) configure, and every
-    translation unit they touch compiles: the later features' changes to μ-cuDNN's code
-    (the ones `scripts/caffe_series.py check` lists) leave it whole. The units only, by
+    translation unit they touch compiles: the later features only add to μ-cuDNN's code
+    (`scripts/caffe_series.py check` finds no rewritten line), so it is whole. The units only, by
     CMake's per-object rules, not a second full build; their own work root
     third_party/caffe-ucudnn, so a second run (and ccache) reuses the objects."""
     cuda_root = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))

@@ -123,7 +123,8 @@ def test_c_api_rejects_bad_input_without_gpu():
             "op", "dtype", "math", "n", "c", "h", "w", "k", "r", "s", "pad_h", "pad_w",
             "stride_h", "stride_w", "dil_h", "dil_w", "groups")] + [
             ("x_strides", ctypes.c_int * 4), ("y_strides", ctypes.c_int * 4),
-            ("name", ctypes.c_char_p), ("instances", ctypes.c_int), ("layout", ctypes.c_int)]
+            ("name", ctypes.c_char_p), ("instances", ctypes.c_int), ("layout", ctypes.c_int)] + [
+            (f, ctypes.c_int) for f in ("d", "t", "pad_d", "stride_d", "dil_d")]
 
     class PlanOptions(ctypes.Structure):      # ucudnn_plan_options
         _fields_ = [("policy", ctypes.c_int), ("optimizer", ctypes.c_int),
@@ -150,7 +151,10 @@ def test_c_api_rejects_bad_input_without_gpu():
     opts = PlanOptions(policy=1, optimizer=0, workspace_limit=8 << 20, repeats=1)
     for kw, field in ((dict(op=7), "'op'"), (dict(dtype=42), "'dtype'"), (dict(math=9), "'math'"),
                       (dict(pad_h=-1), "pad_h"), (dict(groups=5), "groups"),
-                      (dict(layout=2), "'layout'")):
+                      (dict(layout=2), "'layout'"), (dict(stride_d=2), "'stride_d'"),
+                      (dict(d=4), "'t'"), (dict(d=4, t=3, stride_d=0), "'stride_d'"),
+                      (dict(d=4, t=3, stride_d=1, dil_d=1,
+                            x_strides=(ctypes.c_int * 4)(1, 1, 1, 1)), "'x_strides'")):
         out = ctypes.c_void_p(1)
         assert create(ctypes.byref(params(**kw)), ctypes.byref(opts), ctypes.byref(out)) == \
             Status.INVALID, kw
@@ -186,7 +190,9 @@ def test_net_plan_rejects_bad_input_without_gpu():
         _fields_ = [("name", ctypes.c_char_p)] + [(f, ctypes.c_int) for f in (
             "dtype", "n", "c", "h", "w", "k", "r", "s", "pad_h", "pad_w", "stride_h",
             "stride_w", "dil_h", "dil_w", "groups", "backward_data")] + [
-            ("ucudnn_param", ctypes.c_char_p), ("layout", ctypes.c_int), ("plan", OpPlan * 3)]
+            ("ucudnn_param", ctypes.c_char_p), ("layout", ctypes.c_int)] + [
+            (f, ctypes.c_int) for f in ("d", "t", "pad_d", "stride_d", "dil_d")] + [
+            ("plan", OpPlan * 3)]
 
     fn = _c_api()
     plan = fn("ucudnn_net_plan", ctypes.c_int, ctypes.POINTER(NetLayer), ctypes.c_int,
@@ -210,6 +216,9 @@ def test_net_plan_rejects_bad_input_without_gpu():
              ([layer()], b"workspace_limit: -1", "workspace_limit"),
              ([layer()], None, "no ucudnn_param"),
              ([layer(layout=2)], b"policy: ALL", "'layout'"),
+             ([layer(dil_d=2)], b"policy: ALL", "'dil_d'"),
+             ([layer(d=4, t=3, stride_d=1, dil_d=1, pad_d=-1)], b"policy: ALL", "'pad_d'"),
+             ([layer(d=2, t=3, stride_d=1, dil_d=1)], b"policy: ALL", "along D"),
              ([layer(layout=1)], b"policy: ALL", "a grouped layer runs NCHW only"),
              ([layer(ucudnn_param=b"layout: NHWC")], b"policy: ALL",
               "'ucudnn_param.layout' is net-wide")]

@@ -30,11 +30,15 @@ Note [Convolutions that reach cuDNN]
     place here, :func:`off_cudnn_reason`: ``engine: CAFFE`` makes the im2col layer
     (``ConvolutionLayer``), and ``engine: DEFAULT`` or ``CUDNN`` the cuDNN layer -- the one
     ucudnn plans -- dilated or not (BVLC sent dilated convolutions to im2col, as the cuDNN of
-    its day had no dilation; the patched factory does not). The cuDNN layer refuses a bottom
-    without exactly 2 spatial axes in its Reshape ("Use 'engine: CAFFE' for general ND
-    convolution"): an error here, with Caffe's words. The im2col layers are not planned;
-    :attr:`NetShapes.off_cudnn` names them with the reason, and their tops get Caffe's N-D
-    shape rule.
+    its day had no dilation; the patched factory does not). The cuDNN layer takes a bottom of
+    2 spatial axes, or of 3 (N x C x D x H x W) where ucudnn runs the layer -- a 3-D
+    convolution is planned as one, NCDHW, and Caffe needs the layer's ``ucudnn_param`` (its
+    own or the net's) for it -- and refuses any other in its Reshape, as BVLC's did ("Use
+    'engine: CAFFE' for general ND convolution"): an error here, with Caffe's words. NHWC is
+    2-D only: a 3-D convolution in a net of ``ucudnn_param { layout: NHWC }`` (which Caffe
+    marks NHWC before it knows any shape) is refused, as Caffe's layer refuses it. The im2col
+    layers are not planned; :attr:`NetShapes.off_cudnn` names them with the reason, and their tops get
+    Caffe's N-D shape rule.
 
 Note [Backward-data of the first convolution]
     Caffe computes a bottom gradient only where some earlier layer needs it: a blob needs
@@ -576,27 +580,32 @@ class NetShapes:
             raise ShapeError(f"{where}: the kernel {'x'.join(map(str, kernel))} is larger than "
                              f"the padded input {'x'.join(map(str, s0[2:]))}")
         off = off_cudnn_reason(engine, axes)
-        if off is None and axes != 2:
+        if off is None and axes not in (2, 3):
             raise ShapeError(f"{where}: a {axes}-D convolution (bottom {s0}) with engine "
                              f"{engine}: CuDNNConvolution input must have 2 spatial axes (e.g., "
-                             "height and width). Use 'engine: CAFFE' for general ND "
-                             "convolution. (Caffe's cuDNN layer)")
+                             "height and width), or 3 through ucudnn. Use 'engine: CAFFE' for "
+                             "general ND convolution. (Caffe's cuDNN layer)")
         if any(l.name == name for l in self.convs) or name in self.off_cudnn:
             raise ShapeError(f"{where}: a second Convolution layer named {name!r}: ucudnn plans "
                              "a net's convolutions by their names; rename one")
         if off is not None:         # Note [Convolutions that reach cuDNN]
             self.off_cudnn[name] = off
             return [(s0[0], num) + out] * len(tops), learnable
-        n, c, h, w = s0
+        layout = self.conv_layout(group)
+        if axes == 3 and layout != "NCHW":
+            raise ShapeError(f"{where}: a 3-D convolution in an {layout} net: layout NHWC needs "
+                             "ucudnn, one group and 2 spatial axes (Caffe's cuDNN layer)")
+        n, c, h, w = *s0[:2], *s0[-2:]         # 3-D: N x C x D x H x W
+        depth = dict(d=s0[2], t=kernel[0]) if axes == 3 else {}
         bwd_data = any(self.need_backward[b] for b in layer.bottom)
         if len(layer.propagate_down):   # Caffe: an explicit propagate_down replaces the need
             bwd_data = any(layer.propagate_down)
         try:
-            self.convs.append(LayerSpec(name=name, n=n, c=c, h=h, w=w, k=num, r=kernel[0],
-                                        s=kernel[1], pad=pad, stride=stride, dilation=dilation,
+            self.convs.append(LayerSpec(name=name, n=n, c=c, h=h, w=w, k=num, r=kernel[-2],
+                                        s=kernel[-1], pad=pad, stride=stride, dilation=dilation,
                                         groups=group, count=len(bottoms),
                                         bwd_data=bwd_data or self.force,
-                                        layout=self.conv_layout(group)))
+                                        layout=layout, **depth))
         except LayerError as e:
             raise ShapeError(f"{where}: {e}") from None
         return [(n, num) + out] * len(tops), learnable
