@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from google.protobuf import text_format
 
 from net_text import HEAD
 from ucudnn.caffe.proto import PrototxtError, load_caffe_pb2, read_net
@@ -18,14 +19,15 @@ SHIPPED = Path(__file__).resolve().parents[2] / "prototxt"
 
 def _convs(path):
     """(convolutions Caffe runs with cuDNN, those it runs with im2col), from the parsed net's
-    fields by the patched factory's rule written out here: engine CAFFE, dilated or not."""
+    fields by the patched factory's rule written out here: engine CAFFE, or engine DEFAULT
+    and dilated."""
     pb2 = load_caffe_pb2()
     net = read_net(pb2, path)
     cudnn, im2col = [], []
     for layer in net.layer:
         if layer.type == "Convolution":
             p = layer.convolution_param
-            off = p.engine == p.CAFFE
+            off = p.engine == p.CAFFE or (p.engine == p.DEFAULT and any(d > 1 for d in p.dilation))
             (im2col if off else cudnn).append(layer.name)
     return cudnn, im2col
 
@@ -42,15 +44,26 @@ def test_convolutions_off_cudnn_are_listed_not_planned(name):
     assert set(net.ucudnn) <= set(cudnn)
 
 
-def test_dilated_convolutions_are_planned_with_their_dilation():
+def test_dilated_convolutions_run_im2col_unless_their_engine_is_cudnn(tmp_path):
     path = NETS / "dilation8_pascal_voc_deploy.prototxt"
-    dilated = {l.name: tuple(l.convolution_param.dilation) * 2
-               for l in read_net(load_caffe_pb2(), path).layer
+    pb2 = load_caffe_pb2()
+    proto = read_net(pb2, path)
+    dilated = {l.name: tuple(l.convolution_param.dilation) * 2 for l in proto.layer
                if l.type == "Convolution" and any(d > 1 for d in l.convolution_param.dilation)}
     assert len(dilated) >= 5
     net = load_prototxt(path, "TEST")
-    assert net.off_cudnn == {}
+    assert net.off_cudnn == {name: "dilated, engine: DEFAULT (engine: CUDNN runs it on cuDNN)"
+                             for name in dilated}
     assert [l.name for l in net.layers] == _convs(path)[0]
+    assert not dilated.keys() & {l.name for l in net.layers}
+    # engine: CUDNN on each: planned, each with its dilation
+    for layer in proto.layer:
+        if layer.name in dilated:
+            layer.convolution_param.engine = layer.convolution_param.CUDNN
+    on_cudnn = tmp_path / "dilation8_cudnn.prototxt"
+    on_cudnn.write_text(text_format.MessageToString(proto))
+    net = load_prototxt(on_cudnn, "TEST")
+    assert net.off_cudnn == {}
     assert {l.name: l.dilation for l in net.layers if l.name in dilated} == dilated
 
 
@@ -214,7 +227,7 @@ OUTCOMES = {
     "deploy_xception": ("planned", 74, 0),
     "deploy_xception-dw": ("refused", "119:1", "Unknown layer type: ConvolutionDepthwise"),
     "hed_deploy": ("planned", 0, 19),
-    "dilation8_pascal_voc_deploy": ("planned", 24, 0),
+    "dilation8_pascal_voc_deploy": ("planned", 16, 8),
     "faster_rcnn_vgg16_test": ("refused", "483:3", 'no field named "roi_pooling_param"'),
     "mobilenet_v1_deploy": ("planned", 15, 13),
     "mobilenet_v2_deploy": ("planned", 37, 17),

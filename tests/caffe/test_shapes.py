@@ -35,15 +35,24 @@ def test_two_bottoms_are_two_runs():
 
 
 def test_kernel_h_w_dilation_and_errors():
-    # a dilated convolution reaches cuDNN (the patched layer factory) and is planned with its
-    # dilation per axis; its top has the dilated kernel's shape (13 + 2 * 2 - 5 + 1,
-    # 13 + 2 * 4 - 9 + 1)
+    # a dilated convolution of engine CUDNN reaches cuDNN (the patched layer factory) and is
+    # planned with its dilation per axis; its top has the dilated kernel's shape
+    # (13 + 2 * 2 - 5 + 1, 13 + 2 * 4 - 9 + 1)
     net = parse_net_text(HEAD + _conv("c", "data", 4, 3, "dilation: 2 dilation: 4 pad: 2 "
-                                                         "pad: 4"))
+                                                         "pad: 4 engine: CUDNN"))
     shapes = NetShapes(net, "TRAIN").run()
     assert [(l.name, l.dilation, l.pad, l.out_hw) for l in shapes.convs] == \
         [("c", (2, 4), (2, 4), (13, 13))]
     assert shapes.off_cudnn == {} and shapes.shapes["c"] == (8, 4, 13, 13)
+    # with engine DEFAULT it runs in im2col, as in BVLC: not planned, listed with the reason;
+    # a dilation of 1 on every axis is no dilation
+    net = parse_net_text(HEAD + _conv("c", "data", 4, 3, "dilation: 2 dilation: 4 pad: 2 "
+                                                         "pad: 4")
+                         + _conv("u", "c", 4, 3, "dilation: 1 pad: 1"))
+    shapes = NetShapes(net, "TRAIN").run()
+    assert [l.name for l in shapes.convs] == ["u"]
+    assert shapes.off_cudnn == {"c": "dilated, engine: DEFAULT (engine: CUDNN runs it on cuDNN)"}
+    assert shapes.shapes["c"] == (8, 4, 13, 13)
     # with engine: CAFFE it runs in im2col: not planned, listed with the reason
     net = parse_net_text(HEAD + _conv("c", "data", 4, 3, "dilation: 2 pad: 2 engine: CAFFE"))
     shapes = NetShapes(net, "TRAIN").run()

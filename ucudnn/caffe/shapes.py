@@ -28,9 +28,10 @@ Note [Convolutions that reach cuDNN]
     The rule of the patched Caffe's layer factory (``GetConvolutionLayer`` in
     ``src/caffe/layer_factory.cpp``, Note [Dilated convolutions on cuDNN] there), in one
     place here, :func:`off_cudnn_reason`: ``engine: CAFFE`` makes the im2col layer
-    (``ConvolutionLayer``), and ``engine: DEFAULT`` or ``CUDNN`` the cuDNN layer -- the one
-    ucudnn plans -- dilated or not (BVLC sent dilated convolutions to im2col, as the cuDNN of
-    its day had no dilation; the patched factory does not). The cuDNN layer takes a bottom of
+    (``ConvolutionLayer``), and so does ``engine: DEFAULT`` for a dilated convolution, as in
+    BVLC (on an H200 a dilated net ran faster on im2col: results/h200/dilation/); any other
+    ``DEFAULT``, and ``engine: CUDNN`` dilated or not, makes the cuDNN layer -- the one ucudnn
+    plans (BVLC stopped on a dilated ``CUDNN`` one). The cuDNN layer takes a bottom of
     2 spatial axes, or of 3 (N x C x D x H x W) where ucudnn runs the layer -- a 3-D
     convolution is planned as one, NCDHW, and Caffe needs the layer's ``ucudnn_param`` (its
     own or the net's) for it -- and refuses any other in its Reshape, as BVLC's did ("Use
@@ -182,13 +183,17 @@ def _spatial(p, name: str, where: str, field: str, default: Optional[int],
     return tuple(_positive(v, where, f"{field}.{plain}", minimum) for v in vals)
 
 
-def off_cudnn_reason(engine: str, axes: int) -> Optional[str]:
+def off_cudnn_reason(engine: str, axes: int, dilated: bool = False) -> Optional[str]:
     """Why the patched Caffe's layer factory runs a Convolution without cuDNN (im2col), None
     where it makes the cuDNN layer (Note [Convolutions that reach cuDNN]; it mirrors
     ``GetConvolutionLayer`` in the patched ``src/caffe/layer_factory.cpp``). ``engine``: the
-    layer's ``convolution_param.engine`` name; ``axes``: its spatial axes."""
+    layer's ``convolution_param.engine`` name; ``axes``: its spatial axes; ``dilated``: a
+    dilation above 1 on some axis."""
+    dims = "" if axes == 2 else f" ({axes}-D)"
     if engine == "CAFFE":
-        return "engine: CAFFE" + ("" if axes == 2 else f" ({axes}-D)")
+        return "engine: CAFFE" + dims
+    if engine == "DEFAULT" and dilated:
+        return "dilated, engine: DEFAULT" + dims + " (engine: CUDNN runs it on cuDNN)"
     return None
 
 
@@ -579,7 +584,7 @@ class NetShapes:
         if min(out) < 1:
             raise ShapeError(f"{where}: the kernel {'x'.join(map(str, kernel))} is larger than "
                              f"the padded input {'x'.join(map(str, s0[2:]))}")
-        off = off_cudnn_reason(engine, axes)
+        off = off_cudnn_reason(engine, axes, any(d > 1 for d in dilation))
         if off is None and axes not in (2, 3):
             raise ShapeError(f"{where}: a {axes}-D convolution (bottom {s0}) with engine "
                              f"{engine}: CuDNNConvolution input must have 2 spatial axes (e.g., "
