@@ -64,7 +64,8 @@ print(json.dumps({
 
 def test_pycaffe_sees_the_numbers_pytorch_draws(caffe_tools, drawn_once):
     env = dict(caffe_tools["env"], PYTHONPATH=child_env.python_path(pycaffe_dir()))
-    r = subprocess.run([sys.executable, "-c", PROBE, str(drawn_once)], capture_output=True,
+    # -P: the installed package, not the source tree of the working directory
+    r = subprocess.run([sys.executable, "-P", "-c", PROBE, str(drawn_once)], capture_output=True,
                        text=True, env=env, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     got = json.loads(r.stdout.strip().splitlines()[-1])

@@ -253,7 +253,7 @@ def test_shared_arena_budget_beyond_the_gpu_stops(caffe):
 
 def test_layer_gtests(caffe):
     """The gtests of the patch (workspace allocation fallback with the GPU's memory really
-    taken; groups and two bottoms; dilated layers against im2col's, NCHW and NHWC) and
+    taken; groups and two bottoms; dilated layers against im2col's, NCHW and NHWC; 3-D ones) and
     Caffe's own cuDNN convolution tests."""
     exe = caffe["build"] / "test" / "test.testbin"
     if not exe.is_file():
@@ -265,7 +265,7 @@ def test_layer_gtests(caffe):
                     if "workspace:" in l or "plan:" in l or "fwd " in l or "[  " in l))
     assert r.returncode == 0, r.stdout[-6000:]
     for test in ("TestFailedWorkspaceAllocationFallsBack", "TestDilatedEqualsIm2col",
-                 "TestDilatedNhwcEqualsIm2col"):
+                 "TestDilatedNhwcEqualsIm2col", "TestConv3dEqualsIm2col"):
         assert f"[       OK ] UcudnnConvolutionLayerTest.{test}" in r.stdout, test
     assert re.search(r"\[  PASSED  \] \d+ tests", r.stdout)
 
