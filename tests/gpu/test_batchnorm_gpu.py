@@ -12,6 +12,7 @@ import subprocess
 
 import pytest
 
+from gtests import run_gtests
 from repo_paths import NETS
 from ucudnn.caffe.log import parse_caffe_time
 
@@ -63,12 +64,7 @@ def test_batchnorm_gtests(caffe):
     """The gtests of 0009 (CuDNNBatchNorm*: CUDNN against CAFFE per layer and in a net,
     folding, fallback, a CAFFE-trained model loaded with CUDNN) and Caffe's own BatchNorm,
     Scale and Bias tests (0009 changes ScaleLayer and BiasLayer::Backward_gpu)."""
-    exe = caffe["build"] / "test" / "test.testbin"
-    if not exe.is_file():
-        pytest.skip(f"{exe} not built (build_caffe.sh without --no-tests)")
-    r = subprocess.run([str(exe), "--gtest_filter=*CuDNNBatchNorm*:*BatchNorm*:*ScaleLayer*:"
-                        "*BiasLayer*", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True, env=caffe["env"], timeout=900)
+    r = run_gtests(caffe, "*CuDNNBatchNorm*:*BatchNorm*:*ScaleLayer*:*BiasLayer*")
     print("\n".join(l for l in r.stdout.splitlines() if l.startswith("[  ")))
     assert r.returncode == 0, r.stdout[-8000:]
     assert "CuDNNBatchNormNetTest/0.TestFoldedNetMatchesCaffe" in r.stdout, (

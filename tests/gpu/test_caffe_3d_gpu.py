@@ -10,6 +10,7 @@ import subprocess
 
 import pytest
 
+from gtests import run_gtests
 from repo_paths import NETS
 from ucudnn.caffe.log import parse_caffe_time
 from ucudnn.caffe.prototxt import load_prototxt
@@ -25,12 +26,7 @@ VNET = NETS / "vnet3d.prototxt"
 def test_conv3d_gtest(caffe_tools):
     """TestConv3dEqualsIm2col: top, bottom diff, weight and bias gradients of 3-D layers
     (one and two groups, per-axis geometry, undivided and micro-batched) are im2col's."""
-    exe = caffe_tools["build"] / "test" / "test.testbin"
-    if not exe.is_file():
-        pytest.skip(f"{exe} not built (build_caffe.sh without --no-tests)")
-    r = subprocess.run([str(exe), "--gtest_filter=UcudnnConvolutionLayerTest.TestConv3d*", "0"],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       env=caffe_tools["env"], timeout=900)
+    r = run_gtests(caffe_tools, "UcudnnConvolutionLayerTest.TestConv3d*")
     print("\n".join(l for l in r.stdout.splitlines() if "3-D case" in l or "[  " in l))
     assert r.returncode == 0, r.stdout[-6000:]
     assert "[       OK ] UcudnnConvolutionLayerTest.TestConv3dEqualsIm2col" in r.stdout

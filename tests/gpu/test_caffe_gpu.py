@@ -11,6 +11,7 @@ import re
 import subprocess
 import pytest
 
+from gtests import run_gtests
 from repo_paths import NETS
 from ucudnn.caffe.log import parse_caffe_time
 from ucudnn.caffe.records import ENV as RECORDS_ENV
@@ -255,12 +256,7 @@ def test_layer_gtests(caffe):
     """The gtests of the patch (workspace allocation fallback with the GPU's memory really
     taken; groups and two bottoms; dilated layers against im2col's, NCHW and NHWC; 3-D ones) and
     Caffe's own cuDNN convolution tests."""
-    exe = caffe["build"] / "test" / "test.testbin"
-    if not exe.is_file():
-        pytest.skip(f"{exe} not built (build_caffe.sh without --no-tests)")
-    r = subprocess.run([str(exe), "--gtest_filter=UcudnnConvolutionLayerTest*:"
-                        "CuDNNConvolutionLayerTest*", "0"], stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True, env=caffe["env"], timeout=900)
+    r = run_gtests(caffe, "UcudnnConvolutionLayerTest*:CuDNNConvolutionLayerTest*")
     print("\n".join(l for l in r.stdout.splitlines()
                     if "workspace:" in l or "plan:" in l or "fwd " in l or "[  " in l))
     assert r.returncode == 0, r.stdout[-6000:]
@@ -473,12 +469,7 @@ def test_layout_gtests(caffe):
     LayoutConversion layer with a gradient check, Pooling and FUSED BatchNorm in NHWC against
     NCHW on the same values) and Caffe's own pooling tests (0011 changes the pooling
     kernels)."""
-    exe = caffe["build"] / "test" / "test.testbin"
-    if not exe.is_file():
-        pytest.skip(f"{exe} not built (build_caffe.sh without --no-tests)")
-    r = subprocess.run([str(exe), "--gtest_filter=Layout*:*PoolingLayerTest*", "0"],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       env=caffe["env"], timeout=900)
+    r = run_gtests(caffe, "Layout*:*PoolingLayerTest*")
     print("\n".join(l for l in r.stdout.splitlines() if l.startswith("[  ")))
     assert r.returncode == 0, r.stdout[-8000:]
     for name in ("LayoutTransformTest.ConversionsWhereTheLayoutsMeet",

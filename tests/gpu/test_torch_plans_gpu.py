@@ -20,25 +20,11 @@ if not torch.cuda.is_available():
 from torch import nn  # noqa: E402
 
 import ucudnn.torch as ut  # noqa: E402
+from torch_cases import TOLERANCE, model2d as _model, rel_err as _err  # noqa: E402
 from ucudnn.measure import bench  # noqa: E402
 from ucudnn.torch import runtime  # noqa: E402
 from ucudnn.torch.libcudnn import mapped_cudnn  # noqa: E402
 from ucudnn.vocab import InputError  # noqa: E402
-
-TOLERANCE = {torch.float32: 5e-3, torch.float16: 2e-2, torch.bfloat16: 8e-2}
-
-
-def _model():
-    return nn.Sequential(
-        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(),
-        nn.Conv2d(16, 16, 3, stride=2, dilation=2, padding=2, groups=4), nn.ReLU(),
-        nn.Conv2d(16, 8, 1, bias=False),
-        nn.ConvTranspose2d(8, 6, 3, stride=2, padding=1, output_padding=1), nn.ReLU(),
-        nn.ConvTranspose2d(6, 4, 2, stride=1, groups=2))
-
-
-def _err(a, b):
-    return (a.float() - b.float()).abs().max().item() / max(1e-6, b.float().abs().max().item())
 
 
 def _step(model, x, autocast=None):

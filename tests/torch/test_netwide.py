@@ -6,7 +6,6 @@ the kernels' workspace, a call outside the example forward is planned alone with
 first run inside a CUDA-graph capture is refused. The device is "meta" (the arena's tensor is
 taken there) with ``torch.cuda.device`` and the capture query stood in for, as in
 test_runtime.py."""
-import contextlib
 import logging
 
 import pytest
@@ -21,18 +20,9 @@ from ucudnn.plan.network import plan_network  # noqa: E402
 from ucudnn.torch import runtime  # noqa: E402
 from ucudnn.torch.netwide import call_key  # noqa: E402
 from ucudnn.vocab import InputError  # noqa: E402
+from torch_fakes import fake_cuda  # noqa: E402,F401 (a fixture)
 
 DEVICE = torch.device("meta")
-
-
-@pytest.fixture
-def fake_cuda(fake_core, monkeypatch):
-    capturing = {"now": False}
-    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
-    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing["now"])
-    monkeypatch.setattr(runtime, "_kernels", {})
-    monkeypatch.setattr(runtime, "_slots", {})
-    return capturing
 
 
 class Net(nn.Module):

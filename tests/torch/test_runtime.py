@@ -3,7 +3,6 @@ benchmarks it through the cache, later calls and layers of the same shape reuse 
 new process plans from the cache without benchmarking, and a shape new inside a CUDA-graph
 capture is refused. The CUDA device is the fake core's: ``torch.cuda.device`` and the capture
 query, which need a driver, are stood in for."""
-import contextlib
 
 import pytest
 
@@ -14,17 +13,9 @@ from ucudnn.measure.planner_state import planner_state  # noqa: E402
 from ucudnn.torch import runtime  # noqa: E402
 from ucudnn.torch.convert import settings_from  # noqa: E402
 from ucudnn.vocab import InputError  # noqa: E402
+from torch_fakes import fake_cuda  # noqa: E402,F401 (a fixture)
 
 DEVICE = torch.device("cuda", 0)
-
-
-@pytest.fixture
-def fake_cuda(fake_core, monkeypatch):
-    capturing = {"now": False}
-    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
-    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing["now"])
-    monkeypatch.setattr(runtime, "_kernels", {})
-    return capturing
 
 
 def _kernel(config, n=8, op="fwd", groups=2):

@@ -1,0 +1,25 @@
+"""What the GPU tests of ucudnn.torch share: a small 2-D model of every convolution kind
+``convert()`` swaps, the relative error they compare with, and its tolerance per dtype.
+Imported by test modules that have skipped already where torch is missing."""
+import torch
+from torch import nn
+
+# max error relative to the reference's largest magnitude; fp32 convolutions run TF32 on both
+# sides (cuDNN's default math, PyTorch's default allow_tf32)
+TOLERANCE = {torch.float32: 5e-3, torch.float16: 2e-2, torch.bfloat16: 8e-2}
+
+
+def model2d():
+    """Conv2d plain, strided + dilated + grouped, 1x1 without bias; ConvTranspose2d strided
+    with output padding, and grouped."""
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(16, 16, 3, stride=2, dilation=2, padding=2, groups=4), nn.ReLU(),
+        nn.Conv2d(16, 8, 1, bias=False),
+        nn.ConvTranspose2d(8, 6, 3, stride=2, padding=1, output_padding=1), nn.ReLU(),
+        nn.ConvTranspose2d(6, 4, 2, stride=1, groups=2))
+
+
+def rel_err(a, b):
+    """Max absolute difference relative to ``b``'s largest magnitude."""
+    return (a.float() - b.float()).abs().max().item() / max(1e-6, b.float().abs().max().item())
