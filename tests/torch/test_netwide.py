@@ -6,7 +6,9 @@ the kernels' workspace, a call outside the example forward is planned alone with
 first run inside a CUDA-graph capture is refused. The device is "meta" (the arena's tensor is
 taken there) with ``torch.cuda.device`` and the capture query stood in for, as in
 test_runtime.py."""
+import gc
 import logging
+import weakref
 
 import pytest
 
@@ -130,6 +132,33 @@ def test_shared_arena_is_one_tensor_sliced_per_kernel(fake_core, fake_cuda):
             assert slot.arena and slot.offset + need <= plan.arena_bytes
             assert ws._base is live.arena and ws.storage_offset() == slot.offset
             assert ws.numel() == need
+
+
+def test_a_shared_arena_goes_with_its_model(fake_core, fake_cuda):
+    model, report = _converted("shared", budget="6MiB")
+    live, _ = _planned(report)
+    config = model.a.ucudnn_config
+    assert runtime.model_plan_of(config) is report.plan
+    with_slot = []                      # the call keys whose kernel takes a slice of the arena
+    for layer in report.plan.layers:
+        for op in layer.spec.ops:
+            key = layer.key(op) + (None, config)
+            kern = runtime.kernel_for(key, op, layer.x_size, layer.w_size, layer.stride,
+                                      layer.padding, layer.dilation, layer.groups,
+                                      layer.layout, layer.dtype, DEVICE, config)
+            if key in runtime._slots and kern.workspace_size:
+                with_slot.append((key, kern.workspace_size))
+    assert with_slot
+    arena, plan = weakref.ref(live.arena), weakref.ref(report.plan)
+    del model, report, live
+    gc.collect()
+    assert plan() is None and arena() is None
+    with pytest.raises(InputError, match=f"config: {config} names the shared plan of a "
+                                         "converted model that no longer exists"):
+        runtime.model_plan_of(config)
+    key, need = with_slot[0]
+    with pytest.raises(InputError, match="of a converted model that no longer exists"):
+        runtime.workspace(key, need, DEVICE)
 
 
 def test_a_call_outside_the_example_forward_is_planned_alone(fake_core, fake_cuda, caplog):

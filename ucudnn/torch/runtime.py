@@ -30,12 +30,15 @@ Note [Settings of a model planned together]
     :class:`~.netwide.ModelPlan` of one converted model (one config per model): a call of such
     a config takes its kernel, and for ``shared`` its slice of the model's arena, from the
     model's plan (Note [Whole-model plans] in :mod:`.netwide`); a call the plan does not know
-    is planned alone with ``dp``.
+    is planned alone with ``dp``. The registry holds the plan weakly: the converted modules
+    hold it, so a model's plan, and the arena it holds, go when the model goes. A config of a
+    freed model names no plan, and a call with it is refused.
 """
 from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -60,7 +63,8 @@ class CaptureError(UcudnnError, RuntimeError):
 # settings: an integer the operators carry
 # ---------------------------------------------------------------------------------------------
 
-_configs: List[Tuple[PlanSettings, Optional[ModelPlan]]] = []
+#: config -> (settings, a weak reference to the model plan, or None for dp)
+_configs: List[Tuple[PlanSettings, Optional[weakref.ref]]] = []
 _config_lock = threading.Lock()
 
 
@@ -75,10 +79,11 @@ def config_id(settings: PlanSettings, model: Optional[ModelPlan] = None) -> int:
     if not settings.netwide:
         model = None
     with _config_lock:
-        for i, (s, m) in enumerate(_configs):
-            if s == settings and m is model:
+        for i, (s, ref) in enumerate(_configs):
+            if s == settings and (ref is None if model is None
+                                  else ref is not None and ref() is model):
                 return i
-        _configs.append((settings, model))
+        _configs.append((settings, None if model is None else weakref.ref(model)))
         return len(_configs) - 1
 
 
@@ -86,7 +91,14 @@ def _config(config: int) -> Tuple[PlanSettings, Optional[ModelPlan]]:
     if not 0 <= config < len(_configs):
         raise InputError(f"config: {config} names no ucudnn.torch settings of this process "
                          f"({len(_configs)} registered)")
-    return _configs[config]
+    settings, ref = _configs[config]
+    if ref is None:
+        return settings, None
+    model = ref()
+    if model is None:
+        raise InputError(f"config: {config} names the {settings.optimizer} plan of a converted "
+                         "model that no longer exists")
+    return settings, model
 
 
 def settings_of(config: int) -> PlanSettings:
@@ -103,7 +115,7 @@ def model_plan_of(config: int) -> Optional[ModelPlan]:
 # ---------------------------------------------------------------------------------------------
 
 _kernels: Dict[tuple, object] = {}
-#: call key -> (model plan, workspace slot) of a kernel of a shared plan
+#: call key -> (weak reference to the model plan, workspace slot) of a kernel of a shared plan
 _slots: Dict[tuple, tuple] = {}
 _kernel_lock = threading.Lock()
 
@@ -149,7 +161,7 @@ def kernel_for(key: tuple, op: str, x_size: Sequence[int], w_size: Sequence[int]
         if got is not None:
             with _kernel_lock:
                 if got[1] is not None:
-                    _slots[key] = (model, got[1])
+                    _slots[key] = (weakref.ref(model), got[1])
                 _kernels[key] = got[0]
             return got[0]
         settings = settings.replace(optimizer="dp", budget=None)
@@ -198,7 +210,11 @@ def workspace(key: tuple, need: int, device: torch.device) -> Optional[torch.Ten
         return None
     shared = _slots.get(key)
     if shared is not None:
-        return shared[0].workspace(device, shared[1], need)
+        model = shared[0]()
+        if model is None:
+            raise InputError(f"ucudnn.torch: a call of {key[0]} {key[1]} of a converted model "
+                             "that no longer exists")
+        return model.workspace(device, shared[1], need)
     return torch.empty(need, dtype=torch.uint8, device=device)
 
 
