@@ -15,7 +15,6 @@ files a command may write are written only when it succeeds.
 (:data:`SEED`); a failure names the seed, the case and its command line, and
 ``UCUDNN_FUZZ_SEED=S UCUDNN_FUZZ_FIRST=K UCUDNN_FUZZ_CASES=1`` replays case K alone."""
 import hashlib
-import json
 import os
 import random
 import shutil
@@ -24,7 +23,7 @@ import time
 
 import pytest
 
-from cli_fuzz import CASE_LIMIT_S, fuzz_settings, one_line_error, run_main
+from cli_fuzz import fuzz_settings, run_case, run_main
 from repo_paths import SHARED, SHIPPED, needs_shared
 
 SEED = 4848
@@ -354,21 +353,7 @@ def _run_case(seeds, tmp_path, seed, k):
     where = (f"UCUDNN_FUZZ_SEED={seed} UCUDNN_FUZZ_FIRST={k} UCUDNN_FUZZ_CASES=1: "
              f"{[str(a) for a in argv]!r} ({how})")
     before = _digests(folder)
-    t = time.monotonic()
-    try:
-        rc, stdout, err = run_main(argv)
-    except BaseException as e:              # noqa: BLE001 - a hang or a crash: report it
-        pytest.fail(f"{where}: {type(e).__name__}: {e}")
-    assert rc in (0, 2), f"{where}: exit status {rc}: {err[-2000:]}"
-    assert "Traceback" not in err and "internal error" not in err, f"{where}: {err}"
-    if rc == 2:
-        one_line_error(rc, err, where)
-    else:
-        assert ": error: " not in err, f"{where}: {err}"
-        if "--json" in argv:
-            json.loads(stdout, parse_constant=lambda c: pytest.fail(f"{where}: {c} in JSON"))
-    assert "\x1b" not in stdout + err, f"{where}: an escape reached the terminal"
-    assert time.monotonic() - t < CASE_LIMIT_S, where
+    rc, _ = run_case(argv, where)
     after = _digests(folder)
     may_write = writes | {out} if rc == 0 else set()
     assert set(after) - set(before) <= may_write, f"{where}: left {set(after) - set(before)}"

@@ -2,9 +2,13 @@
 checked for: an exit status, one error line, and files left as they were."""
 import contextlib
 import io
+import json
 import os
 import signal
 import stat
+import time
+
+import pytest
 
 from ucudnn.cli import main
 
@@ -51,6 +55,29 @@ def one_line_error(rc, err, argv):
     assert len(errors) == 1 and lines[-1] == errors[0], (argv, err)
     assert errors[0].startswith("ucudnn"), (argv, err)
     return errors[0]
+
+
+def run_case(argv, where):
+    """(exit status, stdout) of one fuzz case ``ucudnn ARGV``, checked: no hang or crash,
+    exit status 0 or 2, no traceback, a refusal in one error line, JSON that parses where
+    ``--json`` asked for it, no escape reaching the terminal, within CASE_LIMIT_S. ``where``
+    (the line that replays the case) starts every failure."""
+    t = time.monotonic()
+    try:
+        rc, out, err = run_main(argv)
+    except BaseException as e:              # noqa: BLE001 - a hang or a crash: report it
+        pytest.fail(f"{where}: {type(e).__name__}: {e}")
+    assert rc in (0, 2), f"{where}: exit status {rc}: {err[-2000:]}"
+    assert "Traceback" not in err and "internal error" not in err, f"{where}: {err}"
+    if rc == 2:
+        one_line_error(rc, err, where)
+    else:
+        assert ": error: " not in err, f"{where}: {err}"
+        if "--json" in argv:
+            json.loads(out, parse_constant=lambda c: pytest.fail(f"{where}: {c} in JSON"))
+    assert "\x1b" not in out + err, f"{where}: an escape reached the terminal"
+    assert time.monotonic() - t < CASE_LIMIT_S, where
+    return rc, out
 
 
 def snapshot(folder):
