@@ -28,6 +28,23 @@ class Small(nn.Module):
         return self.line(y.flatten(2)).view(n, c, h, w) + self.stem(x)[:, :8]
 
 
+def _same_plans_as_ucudnn_plan(report, tmp_path, capsys, limit):
+    """``ucudnn plan --layers`` of ``report``'s layers (policy all, ``limit``), from the same
+    cache, gives the kernels, plans, times and workspaces of ``report``; its document."""
+    path = tmp_path / "layers.csv"
+    write_layers(path, report.layers)
+    capsys.readouterr()
+    assert main(["plan", "--layers", str(path), "--limit", limit, "--policy", "all",
+                 "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+
+    def rows(doc):
+        return [(k["layer"], k["op"], k["plan"], k["time_ms"], k["ws_bytes"])
+                for k in doc["kernels"]]
+    assert rows(cli) == rows(report.doc)
+    return cli
+
+
 @pytest.mark.parametrize("convert", [False, True])
 def test_plan_lists_the_kernels_as_ucudnn_plan_does(fake_core, tmp_path, capsys, convert):
     model = Small()
@@ -57,15 +74,7 @@ def test_plan_lists_the_kernels_as_ucudnn_plan_does(fake_core, tmp_path, capsys,
     assert (up.c, up.h, up.w, up.k, up.r, up.stride) == (8, 12, 12, 32, 2, (2, 2))
 
     # ucudnn plan of the same layers, from the same cache, gives the same plans
-    path = tmp_path / "layers.csv"
-    write_layers(path, report.layers)
-    capsys.readouterr()
-    assert main(["plan", "--layers", str(path), "--limit", "64MiB", "--policy", "all",
-                 "--json"]) == 0
-    cli = json.loads(capsys.readouterr().out)
-    assert [(k["layer"], k["op"], k["plan"], k["time_ms"], k["ws_bytes"])
-            for k in cli["kernels"]] == \
-        [(k["layer"], k["op"], k["plan"], k["time_ms"], k["ws_bytes"]) for k in doc["kernels"]]
+    cli = _same_plans_as_ucudnn_plan(report, tmp_path, capsys, "64MiB")
     assert cli["totals"] == doc["totals"]
     report.print()
     text = capsys.readouterr().out
@@ -110,17 +119,7 @@ def test_plan_of_a_3d_model_is_ucudnn_plans(fake_core, tmp_path, capsys, channel
     assert up.out_spatial == down.out_spatial
     ops = {(k["layer"], k["op"]) for k in report.doc["kernels"]}
     assert ("stem", "bwd_data") not in ops and ("up", "bwd_data") in ops
-
-    path = tmp_path / "layers.csv"
-    write_layers(path, report.layers)
-    capsys.readouterr()
-    assert main(["plan", "--layers", str(path), "--limit", "32MiB", "--policy", "all",
-                 "--json"]) == 0
-    cli = json.loads(capsys.readouterr().out)
-    assert [(k["layer"], k["op"], k["plan"], k["time_ms"], k["ws_bytes"])
-            for k in cli["kernels"]] == \
-        [(k["layer"], k["op"], k["plan"], k["time_ms"], k["ws_bytes"])
-         for k in report.doc["kernels"]]
+    _same_plans_as_ucudnn_plan(report, tmp_path, capsys, "32MiB")
 
 
 def test_a_model_without_convolutions(fake_core):
