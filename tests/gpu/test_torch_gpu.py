@@ -62,6 +62,22 @@ def _split_every_plan(keys):
         assert len(kern.plan.chunks) == 2
 
 
+def _planned_then_split(ref, x, dtype):
+    """A copy of ``ref`` converted at 1 MiB (legacy family): one step equals PyTorch's as
+    planned, and again with every kernel it planned split in two micro-batches. The
+    conversion report and the call keys of those kernels."""
+    model = copy.deepcopy(ref)
+    report = ut.convert(model, limit="1MiB", engines="legacy")
+    want = _step(ref, x)
+    before = set(runtime.planned_kernels())
+    _close(_step(model, x), want, dtype, "planned")
+    new = set(runtime.planned_kernels()) - before
+    assert {k[0] for k in new} == {"fwd", "bwd_data", "bwd_filter"}
+    _split_every_plan(new)
+    _close(_step(model, x), want, dtype, "micro-batched")
+    return report, new
+
+
 @pytest.mark.parametrize("dtype,channels_last", [(torch.float32, False), (torch.float32, True),
                                                  (torch.float16, False),
                                                  (torch.bfloat16, False)])
@@ -69,19 +85,11 @@ def test_converted_model_equals_pytorch(dtype, channels_last):
     torch.manual_seed(0)
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     ref = _model().to("cuda", dtype).to(memory_format=fmt)
-    model = copy.deepcopy(ref)
-    report = ut.convert(model, limit="1MiB", engines="legacy")
-    assert len(report.converted) == 5 and not report.kept
     x = torch.randn(8, 3, 20, 20, device="cuda", dtype=dtype).to(memory_format=fmt)
-    want = _step(ref, x)
-    before = set(runtime.planned_kernels())
-    _close(_step(model, x), want, dtype, "planned")
-    new = set(runtime.planned_kernels()) - before
-    assert {k[0] for k in new} == {"fwd", "bwd_data", "bwd_filter"}
+    report, new = _planned_then_split(ref, x, dtype)
+    assert len(report.converted) == 5 and not report.kept
     if channels_last:
         assert any(k[7] == "NHWC" for k in new)
-    _split_every_plan(new)
-    _close(_step(model, x), want, dtype, "micro-batched")
 
 
 def _model3d():
@@ -98,22 +106,14 @@ def test_converted_3d_model_equals_pytorch(dtype, channels_last):
     torch.manual_seed(6)
     fmt = torch.channels_last_3d if channels_last else torch.contiguous_format
     ref = _model3d().to("cuda", dtype).to(memory_format=fmt)
-    model = copy.deepcopy(ref)
-    report = ut.convert(model, limit="1MiB", engines="legacy")
-    assert [k for _, k in report.converted] == ["Conv3d", "Conv3d", "ConvTranspose3d"]
     x = torch.randn(4, 3, 4, 8, 8, device="cuda", dtype=dtype).to(memory_format=fmt)
-    want = _step(ref, x)
-    before = set(runtime.planned_kernels())
-    _close(_step(model, x), want, dtype, "planned")
-    new = set(runtime.planned_kernels()) - before
-    assert {k[0] for k in new} == {"fwd", "bwd_data", "bwd_filter"}
+    report, new = _planned_then_split(ref, x, dtype)
+    assert [k for _, k in report.converted] == ["Conv3d", "Conv3d", "ConvTranspose3d"]
     assert all(len(k[1]) == 5 for k in new)             # the core's 3-D kernels
     # channels_last_3d runs NDHWC (the core's NHWC); the grouped convolution, and so what
     # follows it, runs NCDHW (kernels an NCDHW case may have planned already)
     layouts = {k[7] for k in new}
     assert layouts >= {"NHWC"} if channels_last else layouts == {"NCHW"}
-    _split_every_plan(new)
-    _close(_step(model, x), want, dtype, "micro-batched")
 
 
 def test_graph_engines_and_output_size():
