@@ -251,7 +251,7 @@ class _Kernel:
                 perfs = [p for p in perfs if not p.engine or p.engine in kept]
             # an algorithm that needs more than was offered is reported failed (status 3)
             out[b] = [(p.algo, 0 if p.ws_bytes <= offered else 3, p.time_ms, p.ws_bytes, p.math,
-                       p.engine) for p in perfs]
+                       p.engine, p.deterministic) for p in perfs]
             if "graph" in families:
                 self._check(b, out[b])
             if progress is not None:
