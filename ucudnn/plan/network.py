@@ -168,6 +168,12 @@ class NetworkPlan:
         return self._common("limit", None)
 
     @property
+    def deterministic(self) -> Optional[bool]:
+        """Whether the layers were planned from deterministic choices only (None: some
+        were)."""
+        return self._common("deterministic", None)
+
+    @property
     def netwide(self) -> bool:
         """Every kernel planned by the ILP, or every kernel in the shared arena."""
         return self.optimizer in NETWIDE_OPTIMIZERS
