@@ -191,9 +191,10 @@ cdef object _graph_build(Kernel kern, int b):
     """The graph family's configs at micro-batch ``b`` (Note [Graph choices tried]), each
     built into its plan: ``[(engine, GraphPlan or None, cudnnStatus_t, runtime
     compiled, deterministic)]`` (deterministic: its engine lacks the NONDETERMINISTIC
-    note, Note [Deterministic plans] in ucudnn/plan/dp.py). The plans of an op that accumulates (backward-filter) have beta 1 (Note
-    [Backward-filter timed with beta 1] in _timing.pyx), and its beta-0 plan must build too
-    (Note [Graph plans and beta] in graph.h). Built before the benchmark allocates its
+    note, Note [Deterministic plans] in ucudnn/plan/dp.py). The plans of an op that
+    accumulates (backward-filter) have beta 1 (Note [Backward-filter timed with beta 1] in
+    _timing.pyx), and its beta-0 plan must build too (Note [Graph plans and beta] in
+    graph.h). Built before the benchmark allocates its
     workspace, which their needs size (Note [Benchmark workspace] in _kernel.pyx)."""
     cdef double beta = 1.0 if OP_ROLES[kern.k.op].accumulates else 0.0
     spent = kern.benchmark_seconds

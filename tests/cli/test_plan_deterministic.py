@@ -44,7 +44,8 @@ def test_plan_deterministic_refuses_data_without_the_answer(no_gpu, tmp_path):
     p = run(tmp_path, "plan", "--net", "alexnet", "--deterministic", ok=False)
     assert p.returncode == 2
     lines = p.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ucudnn: error: plan: layer 'conv1' op fwd (N=256 ")
+    assert len(lines) == 1
+    assert lines[0].startswith("ucudnn: error: plan: layer 'conv1' op fwd (N=256 ")
     assert "no deterministic choice measured (deterministic planning): 0 of its" in lines[0]
     assert "of unknown determinism (measured before ucudnn recorded it" in lines[0]
 
