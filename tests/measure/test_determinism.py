@@ -135,3 +135,20 @@ def test_import_keeps_determinism_and_an_old_cache_imports_as_unknown(tmp_path):
         assert a.import_cache(new).stored == 1 and b.import_cache(old).stored == 1
         assert a.get(KEY, 1) == sorted(perfs, key=lambda p: p.time_ms)
         assert [p.deterministic for p in b.get(KEY, 1)] == [None, None]
+
+
+def test_a_bench_record_written_before_the_field_still_reads(fake_core, records_file):
+    """Plan records keep version 2: the bench record's ``deterministic`` is one more field, and
+    a record without it (an older ucudnn's) reads as before."""
+    import json
+    from ucudnn.caffe import records as rr
+    fake_core.model = racing
+    runtime.prepare_kernel(_kernel(fake_core), settings(deterministic=True))
+    lines = records_file.read_text().splitlines()
+    old = [json.loads(line) for line in lines]
+    for rec in old:
+        rec.pop("deterministic", None)
+    records_file.write_text("".join(json.dumps(rec) + "\n" for rec in old))
+    got = rr.read_records(records_file)
+    assert [r["kind"] for r in got] == ["bench", "kernel"]
+    assert "deterministic" not in got[0] and got[0]["version"] == 2
