@@ -145,8 +145,9 @@ cdef object _graph_c(Kernel kern, Handle handle, int b, list built, DeviceBuffer
     r.y_step = <size_t>(b * kern.k.y_nstride * kern.k.elem_size)
     r.slices = max(1, slices)
     out, timed = [], []
+    deterministic = {engine: det for engine, _, _, _, det in built}
     t0 = perf_counter()
-    for engine, plan, status, compiled in built:
+    for engine, plan, status, compiled, _ in built:
         stats["configs"] += 1
         if compiled:
             stats["runtime_compiled"] += 1
@@ -187,36 +188,39 @@ cdef object _graph_c(Kernel kern, Handle handle, int b, list built, DeviceBuffer
     kern._check_graph(handle, b, x, y, w, ws, xd_, yd_, out,
                       {plan.engine: plan for plan, _ in timed})
     spent["graph_check"] += perf_counter() - t1
-    return out
+    return [rec + (deterministic[rec[5]],) for rec in out]
 
 
 def _choices(legacy, graph, bint both):
-    """One size's records: cudnnFind's (each given the empty engine of an algorithm, Note
+    """One size's records, ``(algo, status, time_ms, ws_bytes, math, engine,
+    deterministic)``: cudnnFind's (each given the empty engine of an algorithm, Note
     [Choices] in ucudnn/vocab.py) then the graph family's, fastest first where both ran."""
-    out = [r + ("",) for r in legacy] + list(graph)
+    out = [r[:5] + ("", r[5]) for r in legacy] + list(graph)
     if both:
         out.sort(key=lambda r: (r[1] != 0, r[2]))
     return out
 
 
 def _merge_runs(runs, bint strict_fma):
-    """Median time per (algo, math) over repeated Finds; the worst status and largest workspace."""
+    """Median time per (algo, math) over repeated Finds; the worst status and largest
+    workspace; deterministic where every Find said so."""
     merged = {}
     for run in runs:
-        for algo, status, t, mem, mt in run:
+        for algo, status, t, mem, mt, det in run:
             if strict_fma:
                 mt = 3          # run it as asked: CUDNN_FMA_MATH, never TF32
-            e = merged.setdefault((algo, mt), [[], 0, 0])
+            e = merged.setdefault((algo, mt), [[], 0, 0, True])
             e[0].append(t)
             e[1] = status if status != 0 else e[1]
             e[2] = max(e[2], mem)
+            e[3] = e[3] and bool(det)
     out = []
-    for (algo, mt), (times, status, mem) in merged.items():
+    for (algo, mt), (times, status, mem, det) in merged.items():
         times.sort()
         k = len(times)
         med = times[k // 2] if k % 2 else 0.5 * (times[k // 2 - 1] + times[k // 2])
         if len(times) < len(runs) and status == 0:
             status = -1         # not reported by every Find: treat as unreliable
-        out.append((algo, status, float(med), int(mem), mt))
+        out.append((algo, status, float(med), int(mem), mt, det))
     out.sort(key=lambda r: (r[1] != 0, r[2]))
     return out

@@ -43,9 +43,10 @@ from ucudnn.vocab import (NUMERICAL_NOTES, InputError, PlanError, engine_text, f
 #     the (time, workspace) front, the rule Note [Re-timing near the front] (_timing.pyx)
 #     applies to cudnnFind's times.
 HEUR_MODES = (("A", 3), ("B", 1), ("FALLBACK", 2))
-NOTE_TENSOR_CORE, NOTE_DOWN_CONVERT, NOTE_REDUCED_PRECISION = (
+NOTE_TENSOR_CORE, NOTE_DOWN_CONVERT, NOTE_REDUCED_PRECISION, NOTE_NONDETERMINISTIC = (
     1 << NUMERICAL_NOTES.index(n)
-    for n in ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION"))
+    for n in ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION",
+              "NONDETERMINISTIC"))
 BEHAVIOR_RUNTIME_COMPILATION = 1 << 0
 
 
@@ -140,7 +141,7 @@ cdef object _engine_notes(Kernel kern, engine):
 
 cdef object _graph_configs(Kernel kern, int batch, double beta):
     """The engine configs to try at ``batch`` (Note [Graph choices tried]), as text, with
-    their behaviour notes: ``[(engine, behavior_notes)]``."""
+    their behaviour and numerical notes: ``[(engine, behavior_notes, numerical_notes)]``."""
     cdef GraphPlan gp = GraphPlan()
     cdef ucudnn_engine_config* cfgs = <ucudnn_engine_config*>calloc(
         UCG_MAX_CONFIGS, sizeof(ucudnn_engine_config))
@@ -173,14 +174,15 @@ cdef object _graph_configs(Kernel kern, int batch, double beta):
             for i in range(got):
                 if cfgs[i].numerical_notes & drop:
                     continue
-                seen.setdefault(_config_text(&cfgs[i]), cfgs[i].behavior_notes)
+                seen.setdefault(_config_text(&cfgs[i]),
+                                (cfgs[i].behavior_notes, cfgs[i].numerical_notes))
         if focus:           # Note [Graph focus in the pruned search] (for_plan.py)
             seen = {e: seen[e] for e in focus_configs(list(seen), focus)}
         if kern.max_graph_configs > 0:
             seen = dict(list(seen.items())[:kern.max_graph_configs])
         if not seen:
             kern.last_graph_error = f"{kern.name}: no engine config at batch {batch}"
-        return list(seen.items())
+        return [(e, behavior, numerical) for e, (behavior, numerical) in seen.items()]
     finally:
         free(cfgs)
 
@@ -188,9 +190,11 @@ cdef object _graph_configs(Kernel kern, int batch, double beta):
 cdef object _graph_build(Kernel kern, int b):
     """The graph family's configs at micro-batch ``b`` (Note [Graph choices tried]), each
     built into its plan: ``[(engine, GraphPlan or None, cudnnStatus_t, runtime
-    compiled)]``. The plans of an op that accumulates (backward-filter) have beta 1 (Note
-    [Backward-filter timed with beta 1] in _timing.pyx), and its beta-0 plan must build too
-    (Note [Graph plans and beta] in graph.h). Built before the benchmark allocates its
+    compiled, deterministic)]`` (deterministic: its engine lacks the NONDETERMINISTIC
+    note, Note [Deterministic plans] in ucudnn/plan/dp.py). The plans of an op that
+    accumulates (backward-filter) have beta 1 (Note [Backward-filter timed with beta 1] in
+    _timing.pyx), and its beta-0 plan must build too (Note [Graph plans and beta] in
+    graph.h). Built before the benchmark allocates its
     workspace, which their needs size (Note [Benchmark workspace] in _kernel.pyx)."""
     cdef double beta = 1.0 if OP_ROLES[kern.k.op].accumulates else 0.0
     spent = kern.benchmark_seconds
@@ -198,7 +202,7 @@ cdef object _graph_build(Kernel kern, int b):
     configs = kern._graph_configs(b, beta)
     spent["graph_heuristics"] += perf_counter() - t0
     out = []
-    for engine, behavior in configs:
+    for engine, behavior, numerical in configs:
         plan, status, _ = kern._graph_plan(engine, b, beta)
         if plan is not None:
             spent["graph_build"] += plan.build_seconds
@@ -206,7 +210,8 @@ cdef object _graph_build(Kernel kern, int b):
             other, status, _ = kern._graph_plan(engine, b, 0.0)
             spent["graph_build"] += other.build_seconds if other is not None else 0.0
         out.append((engine, plan if status == 0 else None, status,
-                    bool(behavior & BEHAVIOR_RUNTIME_COMPILATION)))
+                    bool(behavior & BEHAVIOR_RUNTIME_COMPILATION),
+                    not numerical & NOTE_NONDETERMINISTIC))
     return out
 
 

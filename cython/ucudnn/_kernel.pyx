@@ -249,10 +249,11 @@ cdef class Kernel:
         with cudnnFind...AlgorithmEx, the graph family's engine configs as Note [Graph choices
         tried] in _graph.pyx says.
 
-        Returns ``{b: [(algo, status, time_ms, ws_bytes, math, engine), ...]}`` (Note [Choices]
-        in ucudnn/vocab.py: ``engine`` is "" for an algorithm, ``algo`` -1 for an engine
-        config) with the median time of ``repeats`` Finds (one warm-up Find per call, or per
-        hold_benchmark_buffers) and every choice's status; callers filter. With
+        Returns ``{b: [(algo, status, time_ms, ws_bytes, math, engine, deterministic),
+        ...]}`` (Note [Choices] in ucudnn/vocab.py: ``engine`` is "" for an algorithm, ``algo``
+        -1 for an engine config; ``deterministic``: Note [Deterministic plans] in
+        ucudnn/plan/dp.py) with the median time of ``repeats`` Finds (one warm-up Find per
+        call, or per hold_benchmark_buffers) and every choice's status; callers filter. With
         ``time_iters`` > 0 each successful algorithm near the (time, workspace) front is then
         timed again with CUDA events (median of ``time_iters`` runs enqueued back to back
         after ``time_warmup`` untimed ones), the way plans are executed: see Note [Find

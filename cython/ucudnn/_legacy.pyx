@@ -35,6 +35,9 @@ cdef _retime(Kernel kern, Handle handle, uintptr_t xd, uintptr_t yd, DeviceBuffe
 
 cdef list _find_c(Kernel kern, Handle handle, uintptr_t xd_, uintptr_t yd_, DeviceBuffer x,
                   DeviceBuffer y, DeviceBuffer w, DeviceBuffer ws):
+    """cudnnFind's records at the tensors ``xd_``, ``yd_``: ``(algo, status, time_ms,
+    ws_bytes, math, deterministic)``, the last its perf record's ``determinism`` (Note
+    [Deterministic plans] in ucudnn/plan/dp.py)."""
     cdef dnn.cudnnTensorDescriptor_t xd = <dnn.cudnnTensorDescriptor_t>xd_
     cdef dnn.cudnnTensorDescriptor_t yd = <dnn.cudnnTensorDescriptor_t>yd_
     cdef dnn.cudnnConvolutionFwdAlgoPerf_t fp[32]
@@ -55,7 +58,7 @@ cdef list _find_c(Kernel kern, Handle handle, uintptr_t xd_, uintptr_t yd_, Devi
         check_cudnn(st, f"{kern.name}: cudnnFindConvolutionForwardAlgorithmEx")
         for i in range(got):
             out.append((int(fp[i].algo), int(fp[i].status), fp[i].time, fp[i].memory,
-                        int(fp[i].mathType)))
+                        int(fp[i].mathType), fp[i].determinism == dnn.CUDNN_DETERMINISTIC))
     elif kern.k.op == UCUDNN_BWD_DATA:
         with nogil:
             st = dnn.cudnnFindConvolutionBackwardDataAlgorithmEx(
@@ -63,7 +66,7 @@ cdef list _find_c(Kernel kern, Handle handle, uintptr_t xd_, uintptr_t yd_, Devi
         check_cudnn(st, f"{kern.name}: cudnnFindConvolutionBackwardDataAlgorithmEx")
         for i in range(got):
             out.append((int(dp[i].algo), int(dp[i].status), dp[i].time, dp[i].memory,
-                        int(dp[i].mathType)))
+                        int(dp[i].mathType), dp[i].determinism == dnn.CUDNN_DETERMINISTIC))
     else:
         with nogil:
             st = dnn.cudnnFindConvolutionBackwardFilterAlgorithmEx(
@@ -71,7 +74,7 @@ cdef list _find_c(Kernel kern, Handle handle, uintptr_t xd_, uintptr_t yd_, Devi
         check_cudnn(st, f"{kern.name}: cudnnFindConvolutionBackwardFilterAlgorithmEx")
         for i in range(got):
             out.append((int(wp[i].algo), int(wp[i].status), wp[i].time, wp[i].memory,
-                        int(wp[i].mathType)))
+                        int(wp[i].mathType), wp[i].determinism == dnn.CUDNN_DETERMINISTIC))
     return out
 
 cdef list _time_c(Kernel kern, Handle handle, uintptr_t xd_, uintptr_t yd_, DeviceBuffer x,
@@ -107,7 +110,7 @@ cdef list _time_c(Kernel kern, Handle handle, uintptr_t xd_, uintptr_t yd_, Devi
     ok = [(rec[2], rec[3]) for rec in records
           if rec[1] == 0 and rec[3] <= ws.nbytes and 0 <= rec[4] < 4]
     for rec in records:
-        algo, status, t, mem, mt = rec
+        algo, status, t, mem, mt, det = rec
         if status != 0 or mem > ws.nbytes or not 0 <= mt < 4:
             out.append(rec)
             continue
@@ -117,7 +120,7 @@ cdef list _time_c(Kernel kern, Handle handle, uintptr_t xd_, uintptr_t yd_, Devi
         r.algo, r.conv, r.ws_bytes = algo, kern.k.conv[mt], mem
         st, ms = _time_run(&r, <rt.cudaStream_t>handle.stream, events.ev, iters,
                            f"{kern.name}: algorithm {algo} (math {mt})", warmup)
-        out.append((algo, st, t, mem, mt) if st != 0 else (algo, status, ms, mem, mt))
+        out.append((algo, st, t, mem, mt, det) if st != 0 else (algo, status, ms, mem, mt, det))
     out.sort(key=lambda rec: (rec[1] != 0, rec[2]))
     return out
 

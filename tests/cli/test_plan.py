@@ -17,7 +17,7 @@ from ucudnn.plan.table import group_by_kernel, read_table
 MiB = 1 << 20
 JSON_KEYS = {"ucudnn_version", "network", "source", "batch", "policy", "sizes", "optimizer",
              "limit_bytes", "budget_bytes", "baseline_limit_bytes", "kernels", "totals",
-             "solver", "ilp", "notes"}
+             "deterministic", "solver", "ilp", "notes"}
 KERNEL_KEYS = {"kernel", "layer", "op", "instance", "groups", "optimizer", "plan",
                "micro_batches", "chunks", "time_ms", "ws_bytes", "undivided_plan",
                "undivided_time_ms", "undivided_ws_bytes", "speedup", "slot"}

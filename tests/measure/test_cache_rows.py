@@ -50,7 +50,14 @@ def _count(path, where="1"):
 
 
 def _stamp(path, version):
-    _sql(path, f"PRAGMA user_version = {version}",
+    """Mark the cache at ``path`` as of schema ``version`` (before 8: without the column
+    ``deterministic``)."""
+    conn = sqlite3.connect(path)
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(perfs)")}
+    conn.close()
+    drop = ["ALTER TABLE perfs DROP COLUMN deterministic"] if (
+        version < 8 and "deterministic" in columns) else []
+    _sql(path, *drop, f"PRAGMA user_version = {version}",
          f"UPDATE meta SET value = '{version}' WHERE key = 'schema_version'")
 
 

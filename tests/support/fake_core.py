@@ -13,7 +13,8 @@ facts ``ucudnn.measure.bench`` cached, so that ``bench.measure``, ``bench.cache_
 ``BenchCache``, ``runtime`` and ``spread`` run unchanged over it.
 
 The 'GPU' is a model: ``model(kernel, b)`` gives the algorithms cuDNN would find at micro-batch
-size ``b``, as :class:`~ucudnn.plan.table.AlgoPerf` (time, workspace, math). :func:`two_algorithms`
+size ``b``, as :class:`~ucudnn.plan.table.AlgoPerf` (time, workspace, math, and whether cuDNN
+calls the choice deterministic: the records' last field, None where the model does not say). :func:`two_algorithms`
 is the default; :func:`replay` answers from recorded tables (tests/data/h200_all_sizes). What
 ``workspace_for`` (and so ``set_plan``) answers is the model's workspace too, unless a test
 changes it (``true_workspace``) or makes an algorithm unsupported (``unsupported``), as cuDNN
@@ -251,7 +252,7 @@ class _Kernel:
                 perfs = [p for p in perfs if not p.engine or p.engine in kept]
             # an algorithm that needs more than was offered is reported failed (status 3)
             out[b] = [(p.algo, 0 if p.ws_bytes <= offered else 3, p.time_ms, p.ws_bytes, p.math,
-                       p.engine) for p in perfs]
+                       p.engine, p.deterministic) for p in perfs]
             if "graph" in families:
                 self._check(b, out[b])
             if progress is not None:

@@ -36,7 +36,9 @@ Note [Plan records]
 
         sizes               candidate micro-batch sizes (pruned search: the sizes it measured)
         sizes_benchmarked   of them timed now; sizes_cached: read from the benchmark cache
-        bench_s             seconds for both; repeats, cache_path, exclude_winograd
+        bench_s             seconds for both; repeats, cache_path, exclude_winograd,
+                            deterministic (Note [Deterministic plans] in ucudnn/plan/dp.py;
+                            absent from records written before it)
         search              "exhaustive" | "pruned" (Note [Pruned search at run time]);
                             search_rounds: the pruned search's rounds (null: exhaustive)
         benchmark_seconds   where the core's benchmark spent bench_s, in parts that do not

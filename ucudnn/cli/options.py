@@ -10,7 +10,9 @@ Note [Settings options]
     ``--math``, ``--engines`` (the families of choices: ``ucudnn plan`` plans BOTH from the
     legacy data and refuses GRAPH, Note [Predictions from legacy measurements] in
     ucudnn/measure/sources.py); enumerations in any spelling (Note [Enum spellings] in
-    ucudnn/vocab.py).
+    ucudnn/vocab.py). ``ucudnn plan`` also takes ``--deterministic``: plan only the choices
+    cuDNN calls deterministic (Note [Deterministic plans] in ucudnn/plan/dp.py); ``ucudnn
+    prototxt`` does not, as caffe.proto's ``ucudnn_param`` has no field for it.
     ``--budget`` with ``--optimizer dp`` is refused: the DP has no net-wide budget. A size in
     ``--sizes`` larger than the net's mini-batch is refused once the net is read
     (:func:`check_sizes`). Options not given leave the prototxt's ``ucudnn_param`` (or the
@@ -35,8 +37,10 @@ __all__ = ["add_settings_options", "settings_given", "check_sizes", "apply",
            "add_time_limit_option", "time_limit"]
 
 
-def add_settings_options(p: argparse.ArgumentParser, *, repeats: bool = False) -> None:
-    """The options of Note [Settings options] (``repeats``: also ``--repeats``)."""
+def add_settings_options(p: argparse.ArgumentParser, *, repeats: bool = False,
+                         deterministic: bool = False) -> None:
+    """The options of Note [Settings options] (``repeats``: also ``--repeats``;
+    ``deterministic``: also ``--deterministic``)."""
     g = p.add_mutually_exclusive_group()
     g.add_argument("--policy", help=f"micro-batch policy: {', '.join(POLICIES)} (default: the "
                    f"prototxt's, else {DEFAULTS.policy})")
@@ -55,6 +59,11 @@ def add_settings_options(p: argparse.ArgumentParser, *, repeats: bool = False) -
                    "prototxt's, else default)")
     p.add_argument("--engines", help=f"families of cuDNN choices: {', '.join(ENGINES)} "
                    f"(default: the prototxt's, else {DEFAULTS.engines})")
+    if deterministic:
+        p.add_argument("--deterministic", action="store_true", help="plan only the cuDNN "
+                       "choices whose results are bitwise reproducible, as PyTorch's "
+                       "torch.backends.cudnn.deterministic (measurements that do not say "
+                       "whether a choice is deterministic are measured again on a GPU)")
     if repeats:
         p.add_argument("--repeats", type=int, help="cudnnFind calls per micro-batch size "
                        f"(default: the prototxt's, else {DEFAULTS.repeats})")
@@ -115,6 +124,8 @@ def settings_given(args) -> Dict[str, object]:
         out["engines"] = _choice(ENGINE, args.engines, "--engines")
     if getattr(args, "repeats", None) is not None:
         out["repeats"] = c.positive(args.repeats, "--repeats")
+    if getattr(args, "deterministic", False):
+        out["deterministic"] = True
     return out
 
 

@@ -13,7 +13,9 @@ Note [plan --json]
     ``complete``}; ``batch``; ``policy``; ``sizes`` (explicit list or null); ``optimizer``
     (dp | ilp | shared); ``limit_bytes``; ``budget_bytes`` (ILP and shared, else null);
     ``baseline_limit_bytes``
-    (workspace per kernel of the undivided baseline); ``kernels``: a list, one per kernel
+    (workspace per kernel of the undivided baseline); ``deterministic`` (true where every
+    layer was planned from deterministic choices only, false where none was, null for mixed:
+    Note [Deterministic plans] in ucudnn/plan/dp.py); ``kernels``: a list, one per kernel
     instance, of {``kernel``, ``layer``, ``op``, ``instance``, ``groups`` (Caffe's group count:
     calls of this plan per pass), ``plan`` (Plan.describe(),
     numeric algorithms), ``micro_batches``, ``chunks`` [{``batch``, ``algo``, ``algo_name``
@@ -65,7 +67,7 @@ def add_parser(sub) -> None:
                    "default: the cache, this GPU or the shipped data)")
     s.add_argument("--cache", metavar="PATH", help="benchmark cache to plan from / fill "
                    "(default: $UCUDNN_CACHE or ~/.cache/ucudnn/bench.sqlite)")
-    options.add_settings_options(s)
+    options.add_settings_options(s, deterministic=True)
     options.add_time_limit_option(s)
     s.add_argument("--dtype", default="float32", help="data type of the benchmarks: "
                    "float32, float64, float16, bfloat16")
@@ -238,6 +240,7 @@ def plan_json(plan, label, source, layers, solve_s, sizes) -> dict:
         "policy": plan.policy, "sizes": sizes, "optimizer": plan.optimizer,
         "limit_bytes": plan.limit, "budget_bytes": plan.budget,
         "baseline_limit_bytes": plan.baseline_limit,
+        "deterministic": plan.deterministic,
         "kernels": kernels,
         "totals": {"kernels": len(plan.kernels), "undivided_time_ms": plan.baseline_time_ms,
                    "time_ms": plan.time_ms, "speedup": plan.speedup,
@@ -301,7 +304,8 @@ def print_plan(doc, plan) -> None:
              f", limit {_bytes(plan.limit)} per kernel")
     c.out(f"network {doc['network']}, batch {doc['batch']}, policy {doc['policy']}"
           + (f" (sizes {','.join(map(str, doc['sizes']))})" if doc["sizes"] else "")
-          + f"{limit}, data: {doc['source']['kind']} {doc['source']['detail']}")
+          + f"{limit}" + (", deterministic choices only" if doc.get("deterministic") else "")
+          + f", data: {doc['source']['kind']} {doc['source']['detail']}")
     for r in rows:
         c.out("  ".join(x.ljust(w) if i < 2 else x.rjust(w)
                         for i, (x, w) in enumerate(zip(r, widths))).rstrip())

@@ -29,7 +29,7 @@ from .cache import DEFAULT_WORKSPACE_CAP, CacheKey, timing_name
 
 __all__ = ["NoGpuError", "core", "core_status", "device_info", "set_device", "driver_version", "cache_key",
            "benchmark_kernel", "measure_kernel", "measure", "merge_families", "holds_refused",
-           "Measured", "TIME_ITERS"]
+           "Measured", "TIME_ITERS", "unknown_determinism"]
 
 #: The core's default re-timing: median of 5 CUDA-event runs (timing ``"events5"``).
 TIME_ITERS = 5
@@ -155,9 +155,12 @@ def cache_key(shape: ConvShape, op: str, math: str = "default", dtype: str = "fl
 
 def _perfs(records) -> List[AlgoPerf]:
     """Successful choices of one size (the core's records: algo, status, time_ms, ws_bytes,
-    math, engine), fastest first."""
-    return sorted((AlgoPerf(int(a), float(t), int(ws), int(m), str(e))
-                   for a, status, t, ws, m, e in records if status == 0),
+    math, engine, deterministic), fastest first. A record without the last field (a core
+    built before it) is of unknown determinism (Note [Deterministic plans] in
+    ucudnn/plan/dp.py)."""
+    return sorted((AlgoPerf(int(r[0]), float(r[2]), int(r[3]), int(r[4]), str(r[5]),
+                            None if len(r) < 7 or r[6] is None else bool(r[6]))
+                   for r in records if r[1] == 0),
                   key=lambda p: (p.time_ms, p.ws_bytes, p.algo, p.engine))
 
 
@@ -214,17 +217,32 @@ def merge_families(parts: Sequence[KernelBench]) -> KernelBench:
             for b, perfs in sorted(out.items())}
 
 
+def unknown_determinism(bench: KernelBench) -> List[int]:
+    """The sizes of ``bench`` holding a choice of unknown determinism (measured before it was
+    recorded: Note [Deterministic plans] in ucudnn/plan/dp.py)."""
+    return [b for b, perfs in bench.items() if any(p.deterministic is None for p in perfs)]
+
+
 def measure(kern, sizes: Iterable[int], *, repeats: int = FIND_REPEATS, cache_path=None,
             workspace_cap: Optional[int] = None, progress=None,
-            time_iters: int = TIME_ITERS, cache=None, engines: str = "legacy") -> KernelBench:
+            time_iters: int = TIME_ITERS, cache=None, engines: str = "legacy",
+            determinism: bool = False) -> KernelBench:
     """Benchmarks of ``kern`` (a core ``Kernel``) at ``sizes``, each family of ``engines``
     its own cache entry: from the cache where an entry measured with at least
     ``workspace_cap`` offered (default 8 GiB) and the same timing is present, measured and
     stored otherwise (stored with what was really offered). ``engines`` ``both``: every
     size's choices of both families, fastest first. ``cache``: an open
     :class:`~ucudnn.measure.cache.BenchCache` to use (and leave open) instead of opening
-    ``cache_path`` for this call (a search measuring in rounds opens it once)."""
+    ``cache_path`` for this call (a search measuring in rounds opens it once).
+    ``determinism``: a cached size holding a choice of unknown determinism is measured again
+    (for a deterministic plan: Note [Deterministic plans] in ucudnn/plan/dp.py)."""
     sizes = list(sizes)
+
+    def known(got, c, key, run):
+        stale = unknown_determinism(got) if determinism else []
+        if stale:
+            got.update(c.fill(key, stale, run, repeats, force=True))
+        return got
 
     def family_fill(c, family):
         key = cache_key(kern.shape, kern.op, kern.math, kern.dtype, workspace_cap=workspace_cap,
@@ -234,11 +252,11 @@ def measure(kern, sizes: Iterable[int], *, repeats: int = FIND_REPEATS, cache_pa
             return measure_kernel(kern, missing, repeats=repeats, workspace_cap=workspace_cap,
                                   progress=progress, time_iters=time_iters, engines=family)
         if family != "graph":
-            return c.fill(key, sizes, run, repeats)
+            return known(c.fill(key, sizes, run, repeats), c, key, run)
         # Note [Refused engines] in ucudnn/measure/cache/schema.py
         stored = c.refusals(key)
         kern.refuse_engines(stored)
-        got = c.fill(key, sizes, run, repeats)
+        got = known(c.fill(key, sizes, run, repeats), c, key, run)
         refused = kern.refused_engines
         new = {e: why for e, why in refused.items() if e not in stored}
         if new:

@@ -68,11 +68,12 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 from ..plan.conv import ConvShape
-from ..plan.dp import DIVIDE_MARGIN, WINOGRAD_ALGOS, without_choices
+from ..plan.dp import (DIVIDE_MARGIN, WINOGRAD_ALGOS, determinism_problem, deterministic_only,
+                       without_choices)
 from ..plan.layers import LayerSpec
 from ..plan.search import front_configs, pruned_sizes, start_sizes
 from ..plan.settings import PlanSettings, plan_workspace
-from ..vocab import ENGINE_FAMILIES, SEARCH, WINOGRAD_NOTES, InputError
+from ..vocab import ENGINE_FAMILIES, SEARCH, WINOGRAD_NOTES, InputError, PlanError
 from . import bench, records
 from . import cache as cache_db
 from .planner_state import planner_state
@@ -182,7 +183,9 @@ def measure_for_plan(kern, settings: PlanSettings, *, workspace_cap: Optional[in
     fields. Measuring in advance with the same settings (Note [Benchmarks over several GPUs in
     one process]) leaves nothing to measure when the kernel is planned. ``cache``: the open
     cache of ``settings.cache_path`` to use and leave open (Note [One open cache per net]); by
-    default the call opens its own."""
+    default the call opens its own. With ``settings.deterministic`` the planner state keeps
+    the deterministic choices only, and a kernel without any is a :class:`PlanError` naming
+    it (Note [Deterministic plans] in ucudnn/plan/dp.py)."""
     where = f"layer {kern.name!r}"
     search = search_mode(settings.search)
     pruned = (search == "pruned" and settings.policy == "all" and settings.sizes is None
@@ -190,11 +193,21 @@ def measure_for_plan(kern, settings: PlanSettings, *, workspace_cap: Optional[in
     cands = settings.candidate_sizes(kern.n, where)
     measured: List[int] = []
     drop = _excluded(kern) if settings.exclude_winograd else None
+    deterministic = settings.deterministic
+    seen: Dict[int, list] = {}          # every choice measured, for a deterministic plan's error
 
     def measure_sizes(want, cache):
         return bench.measure(kern, want, repeats=settings.repeats, cache_path=settings.cache_path,
                        workspace_cap=workspace_cap, progress=measured.append, cache=cache,
-                       engines=settings.engines)
+                       engines=settings.engines, determinism=deterministic)
+
+    def no_deterministic(bench_):
+        problem = determinism_problem(bench_) if deterministic else None
+        if problem is None:
+            return None
+        dims = "x".join(map(str, kern.shape.x_dims(kern.n)))
+        return PlanError(f"{where} op {kern.op} (input {dims}, filter "
+                         f"{'x'.join(map(str, kern.shape.w_dims()))}): {problem}")
 
     state = planner_state(kern)
     spent0 = dict(kern.benchmark_seconds)
@@ -206,6 +219,9 @@ def measure_for_plan(kern, settings: PlanSettings, *, workspace_cap: Optional[in
             with _opened(cache, settings.cache_path) as cache:
                 def usable(got):
                     # every size asked stays a key (the search needs one)
+                    if deterministic:
+                        seen.update(got)
+                        got = deterministic_only(got)
                     if drop is None:
                         return got
                     return {b: [p for p in perfs if not drop(p)] for b, perfs in got.items()}
@@ -217,11 +233,17 @@ def measure_for_plan(kern, settings: PlanSettings, *, workspace_cap: Optional[in
                 while True:
                     refused = kern.refused_engines if graph else {}
                     res = _search_cached(cache, keys, kern.n, settings.limit, usable, where,
-                                         refused=refused)
+                                         refused=refused, determinism=deterministic)
                     if res is None:
-                        res = pruned_sizes(_focused(kern, lambda want: usable(
-                            measure_sizes(want, cache)), graph), kern.n, [settings.limit],
-                            margin=DIVIDE_MARGIN, name=where)
+                        try:
+                            res = pruned_sizes(_focused(kern, lambda want: usable(
+                                measure_sizes(want, cache)), graph), kern.n,
+                                [settings.limit], margin=DIVIDE_MARGIN, name=where)
+                        except PlanError:
+                            why = no_deterministic(seen)
+                            if why is not None:
+                                raise why from None
+                            raise
                     # an engine refused in a later round was planned from in the earlier
                     # ones: search again (Note [Refused engines] in the cache's schema.py)
                     if not graph or kern.refused_engines.keys() == refused.keys():
@@ -233,6 +255,11 @@ def measure_for_plan(kern, settings: PlanSettings, *, workspace_cap: Optional[in
         state.bench, cands, rounds = res.bench, res.measured, len(res.rounds)
     else:
         state.bench = measure_sizes(cands, cache)
+        if deterministic:
+            why = no_deterministic(state.bench)
+            if why is not None:
+                raise why
+            state.bench = deterministic_only(state.bench)
         if drop is not None:
             state.bench = without_choices(state.bench, drop)
     fields = {"bench_s": time.perf_counter() - t0, "sizes": len(cands),
@@ -246,7 +273,8 @@ def measure_for_plan(kern, settings: PlanSettings, *, workspace_cap: Optional[in
         records.append_record({"kind": "bench", **records.kernel_fields(kern),
                                **records.settings_fields(kern), "repeats": settings.repeats,
                                "cache_path": settings.cache_path,
-                               "exclude_winograd": settings.exclude_winograd, **fields})
+                               "exclude_winograd": settings.exclude_winograd,
+                               "deterministic": settings.deterministic, **fields})
     return fields
 
 
@@ -254,11 +282,14 @@ class _Uncached(Exception):
     """The cache-only search asked for a size the cache lacks."""
 
 
-def _search_cached(cache, keys, n: int, limit: int, usable, where: str, refused=()):
+def _search_cached(cache, keys, n: int, limit: int, usable, where: str, refused=(),
+                   determinism: bool = False):
     """Note [Pruned search at run time]: the pruned search from every size the cache holds
     for all of ``keys`` (one per family of choices), reading the cache only; None where it
     would have to measure. A size whose entry holds a config of an engine of ``refused`` (a
-    refusal a read-only cache could not store: Note [Refused engines]) counts as missing."""
+    refusal a read-only cache could not store: Note [Refused engines]), or with
+    ``determinism`` a choice of unknown determinism (Note [Deterministic plans] in
+    ucudnn/plan/dp.py), counts as missing."""
     known = set.intersection(*({b for b in cache.batches(key) if 1 <= b <= n}
                                for key in keys))
     if not known:
@@ -268,6 +299,8 @@ def _search_cached(cache, keys, n: int, limit: int, usable, where: str, refused=
         parts = [cache.get_many(key, want) for key in keys]
         if any(len(got) < len(set(want)) for got in parts) or (refused and any(
                 bench.holds_refused(perfs, refused) for got in parts for perfs in got.values())):
+            raise _Uncached()
+        if determinism and any(bench.unknown_determinism(got) for got in parts):
             raise _Uncached()
         return usable(bench.merge_families(parts))
     try:

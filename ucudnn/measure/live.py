@@ -23,6 +23,7 @@ Note [Falling back]
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -35,7 +36,6 @@ from ..plan.dp import plan_kernel, undivided_plan
 from ..plan.layers import LayerSpec
 from ..plan.network import NetworkPlan, plan_network
 from ..plan.settings import PlanSettings
-from ..plan.table import AlgoPerf
 from ..vocab import InputError, PlanError, algo_name, format_size
 from . import bench, records
 from .cache import DEFAULT_WORKSPACE_CAP
@@ -125,8 +125,8 @@ def _first_unresolvable(kern, plan):
 def _fix_workspace(kern, plan):
     chosen = {(c.batch, c.algo, c.math, c.engine) for c in plan.chunks}
     state = planner_state(kern)
-    state.bench = {b: [AlgoPerf(p.algo, p.time_ms, kern.workspace_for(b, p.algo, p.math, p.engine),
-                                p.math, p.engine)
+    state.bench = {b: [dataclasses.replace(p, ws_bytes=kern.workspace_for(b, p.algo, p.math,
+                                                                          p.engine))
                        if (b, p.algo, p.math, p.engine) in chosen else p for p in perfs]
                    for b, perfs in state.bench.items()}
 

@@ -113,11 +113,14 @@ def _say(progress: Progress, text: str) -> None:
 
 def _fill(layers, ops: Sequence[str], sizes_of: Callable, cache, *, math: str, dtype: str,
           repeats: int, workspace_cap: Optional[int], force: bool, progress: Progress,
-          only=None, search_limit: Optional[int] = None, engines: str = "legacy") -> Benches:
+          only=None, search_limit: Optional[int] = None, engines: str = "legacy",
+          determinism: bool = False) -> Benches:
     """Measure what ``cache`` lacks on this GPU; ``{(layer, op): {batch: [AlgoPerf]}}``
     (``only``: the ``(layer, op)`` pairs to do, default all; ``search_limit``: policy all
     through the pruned search within that limit, :func:`~.live.plan_kernels`; ``engines``: the
-    families to measure, each its own cache entry, their choices merged per size)."""
+    families to measure, each its own cache entry, their choices merged per size;
+    ``determinism``: sizes cached with a choice of unknown determinism measured again, Note
+    [Deterministic plans] in ucudnn/plan/dp.py)."""
     kernels = [(l, op) for l in layers for op in ops if op in l.ops
                and (only is None or (l.name, op) in only)]
     t0 = time.perf_counter()
@@ -138,7 +141,7 @@ def _fill(layers, ops: Sequence[str], sizes_of: Callable, cache, *, math: str, d
         benches[l.name, op] = bench.merge_families([
             _fill_kernel(cache, l, op, family, sizes_of(l), math=math, dtype=dtype,
                          repeats=repeats, workspace_cap=workspace_cap, force=force,
-                         progress=progress, t0=t0,
+                         progress=progress, t0=t0, determinism=determinism,
                          head=f"[{i}/{len(kernels)}] {l.name} {op}"
                          + ("" if family == "legacy" else f" ({family})"))
             for family in families])
@@ -147,7 +150,7 @@ def _fill(layers, ops: Sequence[str], sizes_of: Callable, cache, *, math: str, d
 
 def _fill_kernel(cache, l, op: str, family: str, sizes, *, math: str, dtype: str,
                  repeats: int, workspace_cap: Optional[int], force: bool, progress: Progress,
-                 t0: float, head: str):
+                 t0: float, head: str, determinism: bool = False):
     """One kernel's family at ``sizes``, from ``cache`` or measured into it."""
     shape = ConvShape.from_layer(l)
     key = bench.cache_key(shape, op, math, dtype, workspace_cap=workspace_cap,
@@ -171,6 +174,9 @@ def _fill_kernel(cache, l, op: str, family: str, sizes, *, math: str, dtype: str
         return results
 
     got = cache.fill(key, sizes, measure, repeats, force=force)
+    stale = bench.unknown_determinism(got) if determinism else []
+    if stale:
+        got.update(cache.fill(key, stale, measure, repeats, force=True))
     if not measured:
         _say(progress, f"{head}: {len(sizes)} sizes cached")
     return got
@@ -307,7 +313,8 @@ def gather(layers, *, policy: str = "powerOfTwo", sizes: Optional[Sequence[int]]
            cache_path=None, gpu: Optional[str] = None,
            cudnn_version: Optional[int] = None, math: str = "default", dtype: str = "float32",
            workspace_cap: Optional[int] = None, repeats: int = FIND_REPEATS,
-           benchmark: bool = True, strict: bool = False, progress: Progress = None) -> Gathered:
+           benchmark: bool = True, strict: bool = False, progress: Progress = None,
+           determinism: bool = False) -> Gathered:
     """Benchmarks of every kernel of ``layers`` (Note [Where plan gets its benchmark data]).
 
     ``gpu``/``cudnn_version`` ask for data of that device (default: the visible GPU, or any in
@@ -318,6 +325,8 @@ def gather(layers, *, policy: str = "powerOfTwo", sizes: Optional[Sequence[int]]
     micro-batch size the policy names (else it answers with the sizes it has, noted and marked
     incomplete, as the planner then skips the others). Without benchmarking the cache is opened read-only,
     and the default cache is never created. ``progress(text)`` hears what is measured.
+    ``determinism``: with a GPU to measure on, a cached size holding a choice of unknown
+    determinism counts as missing (Note [Deterministic plans] in ucudnn/plan/dp.py).
     """
     sizes_of = lambda l: candidate_sizes(policy, l.n, sizes)        # noqa: E731
     if tables:
@@ -335,6 +344,9 @@ def gather(layers, *, policy: str = "powerOfTwo", sizes: Optional[Sequence[int]]
                                                         cudnn_version=cudnn_version, math=math,
                                                         dtype=dtype, workspace_cap=workspace_cap):
                 benches, complete = _from_cache(cache, layers, keyfn, sizes_of)
+                if use_gpu and determinism and benches is not None and any(
+                        bench.unknown_determinism(b) for b in benches.values()):
+                    complete = False
                 src = Source("cache", f"{cache.path} ({label})", g, v, dtype, math, complete)
                 if benches is not None and complete:
                     return Gathered(benches, src)
@@ -350,7 +362,7 @@ def gather(layers, *, policy: str = "powerOfTwo", sizes: Optional[Sequence[int]]
                  f"{info.get('gpu', 'the GPU')} ({dtype}, math {math}) into {cache.path}")
             benches = _fill(layers, OPS, sizes_of, cache, math=math, dtype=dtype,
                             repeats=repeats, workspace_cap=workspace_cap, force=False,
-                            progress=progress)
+                            progress=progress, determinism=determinism)
             return Gathered(benches, Source("benchmark", str(cache.path), info.get("gpu"),
                                             info.get("cudnn_version"), dtype, math))
     finally:
@@ -425,15 +437,17 @@ def gather_net(layers, settings, *, tables: Optional[Sequence] = None,
     groups: Dict[tuple, list] = {}
     for l in layers:
         s = settings[l.name]
-        groups.setdefault((s.policy, s.sizes, s.math, s.dtype, s.repeats), []).append(l)
+        groups.setdefault((s.policy, s.sizes, s.math, s.dtype, s.repeats, s.deterministic),
+                          []).append(l)
     benches: Benches = {}
     sources, notes = [], []
-    for (policy, sizes, math, dtype, repeats), group in groups.items():
+    for (policy, sizes, math, dtype, repeats, determinism), group in groups.items():
         got = gather(group, policy=policy, sizes=sizes, tables=tables, texts=texts,
                      cache_path=cache_path,
                      gpu=gpu, cudnn_version=cudnn_version, math=math, dtype=dtype,
                      workspace_cap=min(max(need[l.name] for l in group), DEFAULT_WORKSPACE_CAP),
-                     repeats=repeats, benchmark=benchmark, strict=strict, progress=progress)
+                     repeats=repeats, benchmark=benchmark, strict=strict, progress=progress,
+                     determinism=determinism)
         for l in group:
             for op in l.ops:
                 b = got.benches[l.name, op]

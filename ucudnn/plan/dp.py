@@ -36,7 +36,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Callable, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from .settings import candidate_sizes
 from .table import AlgoPerf
@@ -45,6 +45,7 @@ from ..vocab import UNLIMITED, PlanError, choice_name, format_size
 __all__ = [
     "Chunk", "Plan", "best_algorithms", "plan_kernel", "min_partition", "pareto_front",
     "desirable_set", "undivided_plan", "WINOGRAD_ALGOS", "without_algorithms", "DIVIDE_MARGIN",
+    "deterministic_only", "determinism_problem",
 ]
 
 #: Note [Dividing must beat the noise]
@@ -124,6 +125,61 @@ WINOGRAD_ALGOS = {"fwd": frozenset({6, 7}), "bwd_data": frozenset({4, 5}),
 #     planned with the graph family was 5.6e-4 to 1.45e-3 off stock Caffe in backward-filter
 #     with its Winograd and FFT engines excluded, where the legacy plans are ~1e-6 off
 #     (tests/gpu/test_caffe_gpu.py); which engine is that far off is open.
+
+
+# Note [Deterministic plans]
+#     PyTorch's ``torch.backends.cudnn.deterministic`` and ``torch.use_deterministic_algorithms``
+#     pick only cuDNN choices whose results are bitwise the same run to run; settings
+#     ``deterministic`` (``ucudnn plan --deterministic``, ucudnn.torch at call time) do the same
+#     here. What is deterministic is what cuDNN says at measurement: for a legacy algorithm and
+#     math type the ``determinism`` of cudnnFind's perf record, for a graph engine config the
+#     absence of the NONDETERMINISTIC numerical note on its engine (as PyTorch's Conv_v8
+#     filters them). The benchmark records it in each choice (``AlgoPerf.deterministic``), the
+#     benchmark cache keeps it (schema 8, Note [Schema migration] in
+#     ucudnn/measure/cache/schema.py) and tables carry it in their ``deterministic`` column.
+#
+#     A measurement made before that has no answer: None, "not known deterministic". A
+#     deterministic plan never takes such a choice, as it never takes one cuDNN calls
+#     non-deterministic (``deterministic_only``); a benchmark through the cache for a
+#     deterministic plan measures such sizes again and stores the answer
+#     (ucudnn.measure.bench.measure), while a table or shipped data without the column cannot
+#     be planned deterministically: the planner's error names the kernel and says how many of
+#     its choices were of unknown determinism. Guessing from algorithm numbers was rejected:
+#     cuDNN's answer depends on the version and the problem, and a wrong guess would break the
+#     very promise asked for. ``deterministic_only`` keeps every size as a key (an empty list
+#     where none is deterministic), so strict planning does not mistake "none deterministic"
+#     for "not measured"; a kernel left with no choice at all is a :class:`PlanError` naming
+#     the layer and op (ucudnn.plan.network), as any kernel the planner cannot plan.
+#
+#     Micro-batching keeps a fixed plan reproducible: the chunks run one after another on one
+#     stream in the plan's order, each a deterministic choice, and backward-filter adds each
+#     micro-batch's gradient into the filter gradient (beta 1 after the first) in that same
+#     fixed order, so the sum is formed identically every run. The plan itself is fixed once
+#     made (ties broken by workspace, then choice: ``best_algorithms``); two processes that
+#     measure anew may still plan differently, each bitwise reproducible with itself.
+
+
+def deterministic_only(bench: Mapping[int, Sequence[AlgoPerf]]) -> Dict[int, List[AlgoPerf]]:
+    """``bench`` with only the choices known deterministic (Note [Deterministic plans]); every
+    size stays, with an empty list where none is."""
+    return {b: [p for p in perfs if p.deterministic is True] for b, perfs in bench.items()}
+
+
+def determinism_problem(bench: Mapping[int, Sequence[AlgoPerf]]) -> Optional[str]:
+    """Why ``bench`` offers no deterministic choice at any size (None where it does): how
+    many of its choices cuDNN called non-deterministic and how many were of unknown
+    determinism (Note [Deterministic plans])."""
+    perfs = [p for ps in bench.values() for p in ps]
+    if any(p.deterministic is True for p in perfs):
+        return None
+    unknown = sum(p.deterministic is None for p in perfs)
+    text = (f"no deterministic choice measured (deterministic planning): "
+            f"{len(perfs) - unknown} of its {len(perfs)} choices are non-deterministic")
+    if unknown:
+        text += (f", {unknown} of unknown determinism (measured before ucudnn recorded it: "
+                 "measure the kernel again, or plan from a table with a 'deterministic' "
+                 "column)")
+    return text
 
 
 def without_algorithms(bench: Mapping[int, Sequence[AlgoPerf]], algos) -> dict:

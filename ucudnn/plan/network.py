@@ -28,6 +28,11 @@ Note [One network planner]
     ``cap`` plans within that many bytes in all (owned workspace and arena): what a host asks
     for after an allocation failed. Every group then gets its calls' share of the cap.
 
+    A layer whose settings are ``deterministic`` is planned, baseline included, from its
+    deterministic choices only, whatever its optimizer (Note [Deterministic plans] in
+    :mod:`ucudnn.plan.dp`); a kernel with none is a :class:`PlanError` naming the layer, op
+    and shape.
+
 Note [Shared arena]
     Caffe runs a net's layers one after another, so a convolution's workspace lies idle except
     while its own layer runs. The ``shared`` optimizer gives the whole budget to every layer as
@@ -57,7 +62,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from .dp import Plan, desirable_set, plan_kernel, undivided_plan
+from .dp import (Plan, desirable_set, determinism_problem, deterministic_only, plan_kernel,
+                 undivided_plan)
 from .ilp import DEFAULT_TIME_LIMIT, IlpResult, solve_workspace_division
 from .layers import LayerSpec
 from .settings import PlanSettings
@@ -162,6 +168,12 @@ class NetworkPlan:
         return self._common("limit", None)
 
     @property
+    def deterministic(self) -> Optional[bool]:
+        """Whether the layers were planned from deterministic choices only (None: some
+        were)."""
+        return self._common("deterministic", None)
+
+    @property
     def netwide(self) -> bool:
         """Every kernel planned by the ILP, or every kernel in the shared arena."""
         return self.optimizer in NETWIDE_OPTIMIZERS
@@ -255,6 +267,25 @@ def _derived(layers: Sequence[LayerSpec], per: Mapping[str, PlanSettings], budge
     return PlanError(msg)
 
 
+def _deterministic_benches(layers: Sequence[LayerSpec], benches: Benches,
+                           per: Mapping[str, PlanSettings]) -> Benches:
+    """``benches`` with the kernels of deterministic layers left their deterministic choices
+    (Note [Deterministic plans] in :mod:`ucudnn.plan.dp`); PlanError naming the first kernel
+    left with none."""
+    if not any(per[l.name].deterministic for l in layers):
+        return benches
+    out = dict(benches)
+    for l in layers:
+        if not per[l.name].deterministic:
+            continue
+        for op in l.ops:
+            problem = determinism_problem(benches[l.name, op])
+            if problem is not None:
+                raise PlanError(f"layer {l.name!r} op {op} (N={l.n} {l.describe()}): {problem}")
+            out[l.name, op] = deterministic_only(benches[l.name, op])
+    return out
+
+
 def plan_network(layers: Sequence[LayerSpec], benches: Benches, settings: Settings, *,
                  strict: Union[bool, Callable[[str, str], bool]] = True,
                  cap: Optional[int] = None,
@@ -276,6 +307,7 @@ def plan_network(layers: Sequence[LayerSpec], benches: Benches, settings: Settin
         for op in l.ops:
             if (l.name, op) not in benches:
                 raise PlanError(f"layer {l.name!r}: no benchmark for op {op!r}")
+    benches = _deterministic_benches(layers, benches, per)
     is_strict = strict if callable(strict) else (lambda layer, op, s=bool(strict): s)
     if cap is not None and cap < 0:
         raise PlanError(f"cap: must not be negative, got {cap}")

@@ -67,7 +67,8 @@ class PlanSettings:
     layout of the net, net-wide (caffe.proto's ``ucudnn_param.layout``): Caffe runs its
     one-group convolutions in it and its grouped ones NCHW, and each layer's
     :class:`~ucudnn.plan.layers.LayerSpec` says which (Note [NHWC in Caffe] in Caffe's
-    ``include/caffe/util/layout.hpp``)."""
+    ``include/caffe/util/layout.hpp``); ``deterministic``: plan only choices that cuDNN
+    says are bitwise reproducible (Note [Deterministic plans] in :mod:`ucudnn.plan.dp`)."""
     policy: str = "powerOfTwo"
     sizes: Optional[Tuple[int, ...]] = None
     limit: int = DEFAULT_LIMIT
@@ -81,6 +82,7 @@ class PlanSettings:
     cache_path: Optional[str] = None
     engines: str = "both"
     layout: str = "NCHW"
+    deterministic: bool = False
 
     def __post_init__(self):
         set_ = object.__setattr__
@@ -103,6 +105,7 @@ class PlanSettings:
                 self.repeats < 1:
             raise InputError(f"repeats: must be a positive integer, got {self.repeats!r}")
         set_(self, "exclude_winograd", bool(self.exclude_winograd))
+        set_(self, "deterministic", bool(self.deterministic))
         if self.cache_path == "":
             set_(self, "cache_path", None)
 

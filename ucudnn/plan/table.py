@@ -10,7 +10,9 @@ This is the exchange format of the project (``../shared/data``, the package's sh
 ``cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t``; ``math`` the ``cudnnMathType_t`` the algorithm
 ran with. Only successful choices are listed. A table that holds graph-API engine configs has
 an eighth column, ``engine``: the config's text, with ``algo`` -1 (Note [Choices] in
-ucudnn/vocab.py); empty for an algorithm.
+ucudnn/vocab.py); empty for an algorithm. A table that knows whether its choices are
+deterministic has a column ``deterministic``: 1, 0, or empty where it is not known (Note
+[Deterministic plans] in ucudnn/plan/dp.py).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 __all__ = [
     "OPS", "AlgoPerf", "BenchRow", "KernelBench", "TableError",
     "read_table", "write_table", "group_by_kernel", "rows_from_kernel", "perf_problem",
+    "deterministic_value",
 ]
 
 from .. import files
@@ -33,6 +36,7 @@ from ..vocab import GRAPH_ALGO, OPS, SIZE_MAX, InputError, parse_engine
 
 TABLE_COLUMNS = ("layer", "op", "batch", "algo", "time_ms", "ws_bytes", "math")
 ENGINE_COLUMN = "engine"
+DETERMINISTIC_COLUMN = "deterministic"
 
 
 class TableError(InputError):
@@ -42,12 +46,15 @@ class TableError(InputError):
 @dataclass(frozen=True)
 class AlgoPerf:
     """One choice measured at one micro-batch size: an algorithm (``engine`` empty) or a
-    graph engine config (``algo`` -1, Note [Choices] in ucudnn/vocab.py)."""
+    graph engine config (``algo`` -1, Note [Choices] in ucudnn/vocab.py). ``deterministic``:
+    whether cuDNN says its results are bitwise reproducible, None where that was not
+    recorded (Note [Deterministic plans] in ucudnn/plan/dp.py)."""
     algo: int
     time_ms: float
     ws_bytes: int
     math: int = 0
     engine: str = ""
+    deterministic: Optional[bool] = None
 
 
 @dataclass(frozen=True)
@@ -60,10 +67,12 @@ class BenchRow:
     ws_bytes: int
     math: int = 0
     engine: str = ""
+    deterministic: Optional[bool] = None
 
     @property
     def perf(self) -> AlgoPerf:
-        return AlgoPerf(self.algo, self.time_ms, self.ws_bytes, self.math, self.engine)
+        return AlgoPerf(self.algo, self.time_ms, self.ws_bytes, self.math, self.engine,
+                        self.deterministic)
 
 
 #: micro-batch size -> algorithms measured at that size
@@ -88,7 +97,14 @@ def _integer(value) -> bool:
             and -SIZE_MAX - 1 <= value <= SIZE_MAX)
 
 
-def perf_problem(algo, time_ms, ws_bytes, math=0, engine="") -> Optional[str]:
+def deterministic_value(value) -> Optional[bool]:
+    """A choice's ``deterministic`` as stored (None, a bool, or a cache's 0 or 1) as
+    :class:`AlgoPerf` holds it."""
+    return None if value is None else bool(value)
+
+
+def perf_problem(algo, time_ms, ws_bytes, math=0, engine="", deterministic=None
+                 ) -> Optional[str]:
     """What is wrong with one measured choice (``field 'time_ms': must be a finite time >= 0,
     got -1.0``), or None: the check every measurement passes where it is read, shared by the
     tables' reader and the cache's reads and imports (values of any type: a cache's columns
@@ -114,6 +130,9 @@ def perf_problem(algo, time_ms, ws_bytes, math=0, engine="") -> Optional[str]:
                 f"{_shown(ws_bytes)}")
     if not _integer(math):
         return f"field 'math': must be an integer of 64 bits, got {_shown(math)}"
+    if deterministic is not None and deterministic not in (0, 1):
+        return (f"field 'deterministic': must be 1, 0 or unknown, got "
+                f"{_shown(deterministic)}")
     return None
 
 
@@ -123,7 +142,8 @@ def _check_row(where: str, row: BenchRow) -> None:
     if not 1 <= row.batch <= SIZE_MAX:
         raise TableError(f"{where}: field 'batch': must be from 1 to {SIZE_MAX}, got "
                          f"{row.batch}")
-    problem = perf_problem(row.algo, row.time_ms, row.ws_bytes, row.math, row.engine)
+    problem = perf_problem(row.algo, row.time_ms, row.ws_bytes, row.math, row.engine,
+                           row.deterministic)
     if problem is not None:
         raise TableError(f"{where}: {problem}")
 
@@ -173,6 +193,7 @@ def parse_table(text: str, source: str = "<table>") -> List[BenchRow]:
             ws_bytes=_field(where, "ws_bytes", d["ws_bytes"], int),
             math=_field(where, "math", d.get("math", "0") or "0", int),
             engine=d.get(ENGINE_COLUMN, ""),
+            deterministic=_deterministic(where, d.get(DETERMINISTIC_COLUMN, "")),
         )
         if not row.layer:
             raise TableError(f"{where}: field 'layer' is empty")
@@ -183,16 +204,30 @@ def parse_table(text: str, source: str = "<table>") -> List[BenchRow]:
     return rows
 
 
+def _deterministic(where: str, text: str) -> Optional[bool]:
+    if text == "":
+        return None
+    if text not in ("0", "1"):
+        raise TableError(f"{where}: field 'deterministic': must be 1, 0 or empty (not "
+                         f"known), got {text!r}")
+    return text == "1"
+
+
 def format_table(rows: Iterable[BenchRow]) -> str:
-    """The table's text; the ``engine`` column only when some row is an engine config."""
+    """The table's text; the ``engine`` column only when some row is an engine config, the
+    ``deterministic`` column only when some row's determinism is known."""
     rows = list(rows)
     engines = any(r.engine for r in rows)
+    known = any(r.deterministic is not None for r in rows)
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
-    w.writerow(TABLE_COLUMNS + ((ENGINE_COLUMN,) if engines else ()))
+    w.writerow(TABLE_COLUMNS + ((ENGINE_COLUMN,) if engines else ())
+               + ((DETERMINISTIC_COLUMN,) if known else ()))
     for r in rows:
         w.writerow([r.layer, r.op, r.batch, r.algo, f"{r.time_ms:.5f}", r.ws_bytes, r.math]
-                   + ([r.engine] if engines else []))
+                   + ([r.engine] if engines else [])
+                   + (["" if r.deterministic is None else int(r.deterministic)] if known
+                      else []))
     return out.getvalue()
 
 
@@ -215,5 +250,6 @@ def group_by_kernel(rows: Iterable[BenchRow]) -> Dict[Tuple[str, str], KernelBen
 
 
 def rows_from_kernel(layer: str, op: str, bench: Mapping[int, Sequence[AlgoPerf]]) -> List[BenchRow]:
-    return [BenchRow(layer, op, b, p.algo, p.time_ms, p.ws_bytes, p.math, p.engine)
+    return [BenchRow(layer, op, b, p.algo, p.time_ms, p.ws_bytes, p.math, p.engine,
+                     p.deterministic)
             for b in sorted(bench) for p in bench[b]]

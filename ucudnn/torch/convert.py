@@ -61,12 +61,13 @@ class ConvertReport:
 
 
 def settings_from(limit=None, policy=None, optimizer=None, engines=None, math=None,
-                  sizes=None, cache=None, budget=None) -> PlanSettings:
+                  sizes=None, cache=None, budget=None, deterministic=None) -> PlanSettings:
     """:class:`PlanSettings` with the given fields over the defaults (Note [Default
     settings] in :mod:`ucudnn.plan.settings`), each checked with the field named."""
     given = {"limit": limit, "policy": policy, "optimizer": optimizer, "engines": engines,
              "math": math, "sizes": tuple(sizes) if sizes is not None else None,
-             "cache_path": str(cache) if cache is not None else None, "budget": budget}
+             "cache_path": str(cache) if cache is not None else None, "budget": budget,
+             "deterministic": deterministic}
     return DEFAULTS.replace(**{k: v for k, v in given.items() if v is not None})
 
 
@@ -100,19 +101,23 @@ def why_kept(module: nn.Module) -> Optional[str]:
 
 def convert(model: nn.Module, *, limit=None, policy=None, optimizer=None, engines=None,
             math=None, sizes=None, cache=None, budget=None, example_inputs=None,
-            name: Optional[str] = None) -> ConvertReport:
+            name: Optional[str] = None, deterministic=None) -> ConvertReport:
     """Swap ``model``'s convolution modules for the core's, in place (``model`` itself too,
     where it is one), sharing their parameters, so that a state_dict loads unchanged either
     way. Settings as ``ucudnn plan`` takes them: ``limit`` (bytes or text such as
     ``"64MiB"``) per cuDNN call, ``policy``, ``optimizer``, ``engines``, ``math``, ``sizes``
     (micro-batch sizes), ``cache`` (the benchmark cache; default ``$UCUDNN_CACHE`` or the
-    user's), ``budget`` (bytes for ``ilp`` and ``shared``; default ``limit`` per call).
+    user's), ``budget`` (bytes for ``ilp`` and ``shared``; default ``limit`` per call),
+    ``deterministic`` (plan only deterministic choices always; without it, calls follow
+    PyTorch's deterministic flags when they run: Note [Deterministic calls] in
+    :mod:`.runtime`).
     ``optimizer`` ``dp`` plans each call alone when its shape first runs; ``ilp`` and
     ``shared`` plan the model's kernels together from one forward of ``example_inputs`` (a
     tensor or a tuple of the forward's arguments, as the model will be called; Note
     [Whole-model plans] in :mod:`.netwide`). Returns the report; the model is
     ``report.model``."""
-    settings = settings_from(limit, policy, optimizer, engines, math, sizes, cache, budget)
+    settings = settings_from(limit, policy, optimizer, engines, math, sizes, cache, budget,
+                             deterministic)
     plan = None
     if settings.netwide:
         if example_inputs is None:

@@ -33,6 +33,7 @@ from ..plan.network import NetworkPlan, plan_network
 from .convert import settings_from, why_kept
 from .geometry import DTYPE_NAMES, layer_spec
 from .netwide import model_calls
+from .runtime import torch_deterministic
 
 __all__ = ["plan", "PlanReport"]
 
@@ -62,13 +63,18 @@ class PlanReport:
 
 def plan(model: nn.Module, example_inputs, *, limit=None, policy=None, optimizer=None,
          engines=None, math=None, sizes=None, cache=None, budget=None,
-         name: Optional[str] = None, show: bool = False) -> PlanReport:
+         name: Optional[str] = None, show: bool = False, deterministic=None) -> PlanReport:
     """Plan ``model``'s convolutions for ``example_inputs`` (a tensor or a tuple of the
     forward's arguments) with the settings ``ucudnn plan`` takes (as for
     :func:`ucudnn.torch.convert`: ``ilp`` and ``shared`` plan the whole net's kernels
-    together, here with grouped convolutions as Caffe runs them). ``show``: print it too."""
+    together, here with grouped convolutions as Caffe runs them). ``show``: print it too.
+    ``deterministic``: as for :func:`ucudnn.torch.convert`; None (the default) follows
+    PyTorch's deterministic flags now (Note [Deterministic calls] in :mod:`.runtime`)."""
     inputs = example_inputs if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
-    base = settings_from(limit, policy, optimizer, engines, math, sizes, cache, budget)
+    if deterministic is None and torch_deterministic():
+        deterministic = True
+    base = settings_from(limit, policy, optimizer, engines, math, sizes, cache, budget,
+                         deterministic)
     label = name or type(model).__name__
     layers, settings, kept, seen = [], {}, [], {}
     for call_name, module, x, y in model_calls(model, inputs):

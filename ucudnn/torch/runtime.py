@@ -5,11 +5,13 @@ allocator (:func:`run`).
 
 Note [Plans per input shape]
     A core kernel is planned for one exact call: operation, input and weight sizes, stride,
-    padding, dilation, groups, layout, dtype, device and the module's settings. The first call
-    of a new shape benchmarks it through the benchmark cache that ``ucudnn plan`` and Caffe
-    use (:func:`ucudnn.measure.live.prepare_kernel`, the DP within the settings' ``limit``), so
-    a second process, or a second layer of the same shape, plans from the cache without
-    measuring. Layers of one shape share one kernel. Kernels live as long as the process.
+    padding, dilation, groups, layout, dtype, device and the module's settings (their
+    deterministic twin under PyTorch's deterministic flags: Note [Deterministic calls]). The
+    first call of a new shape benchmarks it through the benchmark cache that ``ucudnn plan``
+    and Caffe use (:func:`ucudnn.measure.live.prepare_kernel`, the DP within the settings'
+    ``limit``), so a second process, or a second layer of the same shape, plans from the
+    cache without measuring. Layers of one shape share one kernel. Kernels live as long as
+    the process.
 
 Note [Calls on PyTorch's stream]
     Each call runs on ``torch.cuda.current_stream()``: the thread's cuDNN handle of the core
@@ -51,7 +53,7 @@ from .geometry import DTYPE_NAMES, conv_shape
 from .netwide import ModelPlan, call_key
 
 __all__ = ["CaptureError", "DTYPE_NAMES", "config_id", "settings_of", "model_plan_of",
-           "kernel_for", "run", "planned_kernels"]
+           "kernel_for", "run", "planned_kernels", "torch_deterministic", "call_config"]
 
 
 class CaptureError(UcudnnError, RuntimeError):
@@ -99,6 +101,50 @@ def _config(config: int) -> Tuple[PlanSettings, Optional[ModelPlan]]:
         raise InputError(f"config: {config} names the {settings.optimizer} plan of a converted "
                          "model that no longer exists")
     return settings, model
+
+
+# Note [Deterministic calls]
+#     PyTorch asks for bitwise reproducible convolutions with ``torch.backends.cudnn.
+#     deterministic = True`` or ``torch.use_deterministic_algorithms(True)``, and its own
+#     convolutions read them when each call runs. So does every call of the operators here
+#     (:func:`run`, forward and both gradients): while either is on, a call of a config whose
+#     settings are not ``deterministic`` runs under its deterministic twin
+#     (:func:`call_config`), the same settings with ``deterministic`` set (Note
+#     [Deterministic plans] in ucudnn/plan/dp.py). The config is part of the kernel's key
+#     (Note [Plans per input shape]), so a kernel planned without the flag is never run while
+#     it is on, nor one planned with it after it is turned off; both stay planned. A model
+#     planned together (``ilp``, ``shared``) without the flag has no deterministic plan: its
+#     calls are then planned alone with ``dp`` within ``limit`` (Note [Settings of a model
+#     planned together]); converting it with ``deterministic=True`` plans the model together
+#     from deterministic choices, whatever PyTorch's flags. The config a traced or compiled
+#     graph holds is the module's: the twin is chosen when the call runs, as PyTorch's are.
+
+#: config -> the config its calls run under while PyTorch asks for determinism
+_twins: Dict[int, int] = {}
+
+
+def torch_deterministic() -> bool:
+    """Whether PyTorch asks for deterministic convolutions now (Note [Deterministic
+    calls])."""
+    return bool(torch.backends.cudnn.deterministic) or \
+        torch.are_deterministic_algorithms_enabled()
+
+
+def call_config(config: int) -> int:
+    """The config a call of ``config`` runs under now (Note [Deterministic calls])."""
+    if not torch_deterministic():
+        return config
+    settings, model = _config(config)       # refuses a config of a model that is gone
+    twin = _twins.get(config)
+    if twin is None:
+        if settings.deterministic:
+            twin = config
+        elif model is not None:
+            twin = config_id(settings.replace(optimizer="dp", budget=None, deterministic=True))
+        else:
+            twin = config_id(settings.replace(deterministic=True))
+        _twins[config] = twin
+    return twin
 
 
 def settings_of(config: int) -> PlanSettings:
@@ -222,7 +268,10 @@ def run(op: str, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, x_size: Tu
         w_size: Tuple[int, ...], stride, padding, dilation, groups: int, layout: str,
         config: int) -> torch.Tensor:
     """Run ``op`` of the core on CUDA tensors laid out as ``layout`` (fwd: a=x, b=w, out=y;
-    bwd_data: a=w, b=dy, out=dx; bwd_filter: a=x, b=dy, out=dw) and return ``out``."""
+    bwd_data: a=w, b=dy, out=dx; bwd_filter: a=x, b=dy, out=dw) and return ``out``; under
+    PyTorch's deterministic flags with the config's deterministic twin (Note [Deterministic
+    calls])."""
+    config = call_config(config)
     device = out.device
     key = (op, x_size, w_size, tuple(stride), tuple(padding), tuple(dilation), groups, layout,
            out.dtype, device.index, config)

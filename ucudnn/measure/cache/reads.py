@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from ...plan.table import AlgoPerf, perf_problem
+from ...plan.table import AlgoPerf, deterministic_value, perf_problem
 from .file import CacheFile
 from .key import UNKNOWN_CAP, CacheKey, batch_problem, key_from_row
 from .schema import REFUSED_WHERE, columns
@@ -72,7 +72,8 @@ class CacheReads(CacheFile):
         if not wanted:
             return {}
         cond, params = self._match(key, exact)
-        engine = columns(self.schema).engine
+        cols = columns(self.schema)
+        engine, deterministic = cols.engine, cols.deterministic
         out: Dict[int, List[AlgoPerf]] = {}
         for i in range(0, len(wanted), 500):        # stay below SQLite's parameter limit
             part = wanted[i:i + 500]
@@ -82,13 +83,13 @@ class CacheReads(CacheFile):
                 "batch ORDER BY workspace_cap DESC, created DESC, id DESC) AS rank FROM entries "
                 f"WHERE {cond} AND batch IN ({','.join('?' * len(part))})) "
                 "SELECT b.id, b.batch, b.workspace_cap, p.algo, p.time_ms, p.ws_bytes, "
-                f"p.algo_math, {engine} FROM best b "
+                f"p.algo_math, {engine}, {deterministic} FROM best b "
                 "LEFT JOIN perfs p ON p.entry = b.id WHERE b.rank = 1",
                 params + tuple(part))
             bad = set()
-            for eid, batch, cap, algo, t, ws, m, e in rows:
+            for eid, batch, cap, algo, t, ws, m, e, det in rows:
                 problem = batch_problem(batch) or _cap_problem(cap) or (
-                    None if algo is None else perf_problem(algo, t, ws, m, e))
+                    None if algo is None else perf_problem(algo, t, ws, m, e, det))
                 if problem is not None:
                     kernel = "|".join(map(str, key.kernel_columns()))
                     self._skip(eid, f"{kernel}|cap={cap!r}|{key.timing}, batch {batch!r}",
@@ -97,7 +98,7 @@ class CacheReads(CacheFile):
                     continue
                 perfs = out.setdefault(batch, [])
                 if algo is not None:
-                    perfs.append(AlgoPerf(algo, t, ws, m, e))
+                    perfs.append(AlgoPerf(algo, t, ws, m, e, deterministic_value(det)))
             for batch in bad:
                 out.pop(batch, None)
         for perfs in out.values():

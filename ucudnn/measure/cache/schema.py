@@ -52,6 +52,14 @@ Note [Schema migration]
     its 3-D entries as unreadable, and says that it kept every entry. A schema-6 file
     opened read-only is read as it is: it holds 2-D shapes only.
 
+    Schema 8 adds to each choice (``perfs``) whether cuDNN called it deterministic
+    (``deterministic``: 1, 0, or NULL where not known; Note [Deterministic plans] in
+    ucudnn/plan/dp.py). An older entry never recorded it, so the migration adds the column
+    with NULL for every row and loses nothing: its times stay good for every plan, a
+    deterministic plan never takes such a choice, and a benchmark for one measures the size
+    again (``ucudnn.measure.bench.measure``), which replaces the entry. An older file opened
+    read-only reads NULL for every choice (:func:`columns`).
+
     Only a command that may store opens a cache read-write, and so migrates it (``ucudnn
     bench``, ``cache import``, ``plan`` with a GPU to measure on, the C API); the reading
     commands (``cache list``, ``cache export``, ``plan`` without one) open it read-only and
@@ -94,7 +102,7 @@ log = logging.getLogger("ucudnn")
 
 #: ``PRAGMA application_id`` of ucudnn caches ("ucNN").
 APPLICATION_ID = 0x75634E4E
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 #: The first schema whose legacy backward-filter entries were timed with beta = 1.
 BWD_FILTER_BETA_1_SCHEMA = 6
 APP_NAME = "ucudnn-bench-cache"
@@ -128,9 +136,11 @@ CREATE TABLE refused (
     UNIQUE (gpu, cudnn_version, dtype, math, op, shape, engine)
 )
 """
+# Schema 7 -> 8: whether each choice is deterministic, NULL (not known) for the old ones.
+_MIGRATE_7_8 = "ALTER TABLE perfs ADD COLUMN deterministic INTEGER"
 _SCHEMA = ("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
            + _TABLES.format(entries="entries", perfs="perfs")
-           + "CREATE INDEX perfs_entry ON perfs(entry);" + _REFUSED)
+           + "CREATE INDEX perfs_entry ON perfs(entry);" + _REFUSED + ";" + _MIGRATE_7_8)
 
 # Schema 1 -> 2 (Note [Schema migration]): new tables, rows copied with their ids, old tables
 # dropped (perfs first: no cascade), new ones renamed (SQLite rewrites the foreign key).
@@ -195,7 +205,7 @@ CREATE TEMP VIEW entries AS SELECT id, gpu, cudnn_version, dtype, math, op, shap
     FROM main.entries
 """
 _MIGRATIONS = {1: _MIGRATE_1_2, 2: _MIGRATE_2_3, 3: _MIGRATE_3_4, 4: _MIGRATE_4_5,
-               5: _MIGRATE_5_6, 6: _MIGRATE_6_7}
+               5: _MIGRATE_5_6, 6: _MIGRATE_6_7, 7: _MIGRATE_7_8}
 
 # What each migration drops, and why (Note [Schema migration]).
 _DROPPED = {3: "graph-family entries measured before their results were checked",
@@ -211,6 +221,7 @@ class Columns(NamedTuple):
     kernel_where: str   # one kernel's entries (parameters: CacheKey.kernel_columns())
     visible: str        # the entries that may be read at all (not a schema-3 graph entry)
     usable: str         # visible, and holding no config of a refused engine
+    deterministic: str  # the column ``deterministic`` of perfs (before schema 8: NULL)
 
 
 def columns(version: int, entries: str = "", perfs: str = "") -> Columns:
@@ -218,7 +229,8 @@ def columns(version: int, entries: str = "", perfs: str = "") -> Columns:
     every one of its entries has; a schema-3 file's graph entries and a file's legacy
     backward-filter entries timed with beta = 0 (before schema 6) are not visible (Note
     [Schema migration]); from schema 5 an entry holding a config of an engine refused for
-    its kernel is not usable (Note [Refused engines]). ``entries``, ``perfs``: the tables'
+    its kernel is not usable (Note [Refused engines]); before schema 8 no choice's
+    determinism is known. ``entries``, ``perfs``: the tables'
     aliases with their dot (``"e."``), where a statement joins them."""
     family = f"{entries}family" if version >= 3 else "'legacy'"
     engine = f"{perfs}engine" if version >= 3 else "''"
@@ -237,7 +249,8 @@ def columns(version: int, entries: str = "", perfs: str = "") -> Columns:
         usable = (f"{visible} AND ({e}family != 'graph' OR NOT EXISTS (SELECT 1 FROM perfs q "
                   f"JOIN refused r ON {same} WHERE q.entry = {e}id AND (q.engine = 'eng' || "
                   "r.engine OR q.engine LIKE 'eng' || r.engine || '[%')))")
-    return Columns(family, engine, where, visible, usable)
+    deterministic = f"{perfs}deterministic" if version >= 8 else "NULL"
+    return Columns(family, engine, where, visible, usable, deterministic)
 
 
 #: The entries of one kernel in this schema (parameters: :meth:`CacheKey.kernel_columns`).

@@ -12,7 +12,7 @@ from typing import Dict, List, Mapping, NamedTuple, Sequence, Tuple
 
 from ...files import write_file
 from ...plan.conv import ConvShape
-from ...plan.table import OPS, AlgoPerf, BenchRow, perf_problem
+from ...plan.table import OPS, AlgoPerf, BenchRow, deterministic_value, perf_problem
 from .file import JOURNAL_MODE
 from .key import (DEFAULT_TIMING, DEFAULT_WORKSPACE_CAP, UNKNOWN_CAP, CacheKey, batch_problem,
                   key_from_row)
@@ -96,7 +96,8 @@ class CacheTransfer(CacheWrites):
             for op in ops:
                 key = CacheKey(gpu, cudnn_version, dtype, math, op, shape, workspace_cap, timing)
                 for batch, perfs in self.get_many(key, self.batches(key)).items():
-                    rows += [BenchRow(name, op, batch, p.algo, p.time_ms, p.ws_bytes, p.math)
+                    rows += [BenchRow(name, op, batch, p.algo, p.time_ms, p.ws_bytes, p.math,
+                                      deterministic=p.deterministic)
                              for p in perfs]
         return rows
 
@@ -163,11 +164,11 @@ class CacheTransfer(CacheWrites):
             raise SourceRefused(str(e)) from None
         with other:
             cols = columns(other.schema, entries="e.", perfs="p.")
-            family, engine = cols.family, cols.engine
+            family, engine, deterministic = cols.family, cols.engine, cols.deterministic
             rows = other._read(
                 "SELECT e.id, e.gpu, e.cudnn_version, e.dtype, e.math, e.op, e.shape, "
                 "e.timing, e.workspace_cap, e.batch, e.repeats, e.created, p.algo, p.time_ms, "
-                f"p.ws_bytes, p.algo_math, {family}, {engine} "
+                f"p.ws_bytes, p.algo_math, {family}, {engine}, {deterministic} "
                 f"FROM entries e LEFT JOIN perfs p ON p.entry = e.id WHERE {cols.usable} "
                 "ORDER BY e.id")
             refused = (other._read("SELECT rowid, gpu, cudnn_version, dtype, math, op, shape, "
@@ -185,7 +186,7 @@ class CacheTransfer(CacheWrites):
         entries: Dict[int, list] = {}
         legacy = set()
         for (eid, g, v, d, m, op, shape, timing, cap, batch, repeats, created,
-             algo, t, ws, am, fam, eng) in rows:
+             algo, t, ws, am, fam, eng, det) in rows:
             if cap == UNKNOWN_CAP:
                 legacy.add(eid)
                 continue
@@ -204,14 +205,15 @@ class CacheTransfer(CacheWrites):
                     _refuse(src, f"entry {eid}", problem)
                 entries[eid] = [key, batch, [], repeats, created]
             if algo is not None:
-                problem = perf_problem(algo, t, ws, am, eng or "")
+                problem = perf_problem(algo, t, ws, am, eng or "", det)
                 if problem is None and bool(eng) != (fam == "graph"):
                     problem = (f"field 'engine': a {fam} entry holds "
                                f"{'engine configs' if fam == 'graph' else 'algorithms'} only, "
                                f"got {eng!r}")
                 if problem is not None:
                     _refuse(src, f"entry {eid}", problem)
-                entries[eid][2].append(AlgoPerf(algo, t, ws, am, eng or ""))
+                entries[eid][2].append(AlgoPerf(algo, t, ws, am, eng or "",
+                                                deterministic_value(det)))
         try:
             stored, new = self._store([tuple(e) for e in entries.values()], keep_newer=True,
                                       refusals=refused)

@@ -145,10 +145,11 @@ class CacheWrites(CacheReads):
                     "timing, workspace_cap, batch, repeats, created) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", cols + (repeats, created))
                 conn.executemany(
-                    "INSERT INTO perfs (entry, algo, time_ms, ws_bytes, algo_math, engine) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO perfs (entry, algo, time_ms, ws_bytes, algo_math, engine, "
+                    "deterministic) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     [(cur.lastrowid, p.algo, float(p.time_ms), int(p.ws_bytes), p.math,
-                      p.engine) for p in perfs])
+                      p.engine, None if p.deterministic is None else int(p.deterministic))
+                     for p in perfs])
                 stored.append(1)
             now = time.time()
             for row in refusals:
