@@ -564,10 +564,10 @@ rounds, the order rotated per round. Per process: the first step (wall clock), t
 synchronised: near the GPU's, the step is CPU-bound) and the whole-process peak memory from
 NVML. Writes OUT/frontend.json (every process and the medians), OUT/frontend.txt (ucudnn/pytorch
 per dtype against the target 1.03, and the versions) and OUT/logs/. --quick: batch 32, one
-round, 5 steps, about 1-2 minutes. Full: 12 processes, estimated 5-8 minutes on one H200 (about
-20-30 s a process, plus ~30-60 s for each dtype's first ucudnn process benchmarking from an empty
-cache; Note [Front-end overhead] in ucudnn/experiments/torch_frontend.py); --compile adds about
-10-15 minutes."""
+round, 5 steps, about 1-1.5 minutes. Full: 12 processes, estimated 3.5-6 minutes on one H200
+(12-22 s a process, plus 25-40 s for each dtype's first ucudnn process benchmarking the net
+from an empty cache; Note [Front-end overhead] in ucudnn/experiments/torch_frontend.py);
+--compile adds about 8-15 minutes."""
 
 
 def _parser() -> argparse.ArgumentParser:

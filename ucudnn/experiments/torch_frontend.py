@@ -43,16 +43,19 @@ Note [Front-end overhead]
       dtype ``ucudnn`` / ``pytorch`` (and ``ucudnn_compile`` / ``pytorch_compile``) of those
       medians against :data:`TARGET`, with the same ratio per round beside it as a spread.
 
-    Duration, estimated for one H200 (the arithmetic the --help repeats): a process starts in
-    about 10 s (Python, torch, CUDA context, the model), its first step takes 2-10 s
-    (cudnn.benchmark, or ucudnn planning from a warm cache), and 10 + 50 steps take 3-6 s in
-    bf16 and 6-12 s in fp32 (ResNet-50 eager at batch 128: ~50 and ~100 ms a step); so about
-    20-30 s a process, 12 processes in the default 3 rounds, 4-6 minutes, plus the first
-    ucudnn process of each dtype benchmarking ResNet-50's ~60 kernels from an empty cache
-    (about 30-60 s each, from ResNet-18's 5 s at 32 kernels and 9 sizes, with more sizes'
-    workspace and both engine families here): 5-8 minutes in all. --compile adds two
-    variants whose first step compiles (about 60 s for ResNet-50 on an H200, the first one
-    cold), about 10-15 minutes more at 3 rounds.
+    Duration of the default run on one H200, estimated from the H200 results of the same net
+    (not yet timed as a whole): PyTorch's ResNet-50 v1 step at batch 128 channels_last fp32 is
+    40.8 ms and its first step 3.7-12.2 s (results/h200/engines, fusions, whole-iterations,
+    time_pytorch.py); a bf16 autocast step should take less. A process is then about 5-8 s of start (Python,
+    torch, CUDA context, the model), 4-12 s of first step and 60 steps of at most ~2.5 s:
+    12-22 s, and 12 processes (2 dtypes x 2 variants x 3 rounds) 2.5-4.5 minutes. The first
+    ucudnn process of each dtype also benchmarks the net from an empty cache: Caffe's cold
+    benchmark of the same ResNet-50 (NHWC, powerOfTwo, both families) took 24-26 s on the H200
+    (results/h200/nhwc-kernels), so about 25-40 s each without a cap. In all 3.5-6 minutes.
+    --quick (batch 32, 4 processes of 5 steps) is about 1-1.5 minutes.
+    --compile adds two variants whose first step compiles (47-65 s for ResNet-50 on the H200;
+    the run's shared Inductor cache makes later processes faster): about 8-15 minutes more at
+    3 rounds.
 """
 from __future__ import annotations
 
