@@ -180,6 +180,9 @@ def test_summary_medians_ratios_and_text_from_canned_processes(tmp_path):
             if m is not None:
                 canned[(dt, v, r)] = _canned(dt, v, [m - 1, m, m + 5], [m / 4] * 3,
                                              first=1000.0 * r)
+                if v == "ucudnn":
+                    canned[(dt, v, r)]["plans"] = {"kernels": 50 + r, "micro_batched": r,
+                                                   "max_workspace_bytes": 1}
     procs = _records(tmp_path, canned)
     failed = [p for p in procs if p["status"] != "ok"]
     assert len(failed) == 1 and failed[0]["error"].startswith("exit status 1, no JSON (logs/")
@@ -195,6 +198,10 @@ def test_summary_medians_ratios_and_text_from_canned_processes(tmp_path):
              if (p["dtype"], p["variant"]) == ("float32", "ucudnn")]
     assert ours32["peak_gpu_memory_bytes"] == statistics.median(peaks)
     assert ours32["peak_gpu_memory_max_bytes"] == max(peaks)
+    assert theirs32["plans"] is None
+    first_ok = min((p for p in procs if (p["dtype"], p["variant"]) == ("float32", "ucudnn")),
+                   key=lambda p: p["order"])
+    assert ours32["plans"] == first_ok["plans"]
     bf = rows[("bfloat16", "ucudnn")]
     assert (bf["ok"], bf["processes"], bf["statuses"]) == (2, 3, "failed,ok")
     ratios = {q["dtype"]: q for q in summary["ratios"]}
@@ -215,6 +222,8 @@ def test_summary_medians_ratios_and_text_from_canned_processes(tmp_path):
     assert f"ucudnn/pytorch {r32['ratio']:.3f} (target <= 1.03: met)" in text
     assert f"ucudnn/pytorch {rbf['ratio']:.3f} (target <= 1.03: not met)" in text
     assert "host/GPU 0.25" in text and "2/3 ok" in text
+    plans = ours32["plans"]
+    assert f"{plans['kernels']} kernels planned, {plans['micro_batched']} micro-batched" in text
 
 
 def test_a_dtype_whose_baseline_never_ran_has_no_ratio(tmp_path):
@@ -274,3 +283,4 @@ def test_run_writes_every_process_and_the_summary_as_it_goes(tmp_path):
     text = (out / "frontend.txt").read_text()
     assert text == tf.summary_text(doc) and "ucudnn/pytorch 1.020" in text
     assert doc["settings"]["batch"] == 4 and doc["wall_s"] > 0
+    assert f"{len(args.slots)} processes in " in text

@@ -77,7 +77,7 @@ TARGET = 1.03
 NET = "resnet50"
 DTYPES = ("float32", "bfloat16")
 #: how each dtype runs, as the text says it
-DTYPE_TEXT = {"float32": "fp32 parameters and input, TF32 convolutions (PyTorch's default)",
+DTYPE_TEXT = {"float32": "fp32 parameters and input; TF32 convolutions, PyTorch's default",
               "bfloat16": "bf16 autocast over fp32 parameters"}
 VARIANTS = ("pytorch", "ucudnn")
 COMPILE_VARIANTS = ("pytorch_compile", "ucudnn_compile")
@@ -270,7 +270,9 @@ def run(args, command: Callable[[Slot, Path], List[str]], versions: dict,
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     settings = {"net": NET, "batch": args.batch, "memory_format": "channels_last",
-                "dtypes": args.dtype_list, "variants": args.variant_list,
+                "dtypes": args.dtype_list, "dtype_runs_as": {d: DTYPE_TEXT[d] for d in
+                                                             args.dtype_list},
+                "variants": args.variant_list,
                 "processes": args.processes, "iterations": args.iterations,
                 "warmup": args.warmup, "limit": args.limit, "engines": args.engines,
                 "cache": str(cache_path(args)), "quick": args.quick}
@@ -303,7 +305,8 @@ def _median(values) -> Optional[float]:
 
 def summarize(procs: Sequence[dict]) -> dict:
     """``rows``: per (dtype, variant) the median over its ok processes of their medians (GPU
-    and host), their range, the median first step and NVML peak (and the largest);
+    and host), their range, the median first step and NVML peak (and the largest), and for
+    a ucudnn variant what its first process planned (:func:`plan_facts`);
     ``ratios``: per dtype and :data:`PAIRS` pair with both sides, the ratio of the medians
     against :data:`TARGET` and the same ratio per round where both ran."""
     groups: Dict[tuple, List[dict]] = {}
@@ -327,7 +330,8 @@ def summarize(procs: Sequence[dict]) -> dict:
             "first_step_max_ms": max((p["first_step_ms"] for p in ok), default=None),
             "peak_gpu_memory_bytes": _median(peaks),
             "peak_gpu_memory_max_bytes": max((b for b in peaks if b is not None),
-                                             default=None)})
+                                             default=None),
+            "plans": next((p["plans"] for p in ok if p.get("plans")), None)})
     order = {d: i for i, d in enumerate(DTYPES)}
     vorder = {v: i for i, v in enumerate(VARIANTS + COMPILE_VARIANTS)}
     rows.sort(key=lambda r: (order.get(r["dtype"], 99), vorder.get(r["variant"], 99)))
@@ -384,6 +388,9 @@ def summary_text(doc: dict) -> str:
              f"{s['warmup']} + 1; ucudnn: convert(limit={s['limit']}, engines={s['engines']})"
              + (" [--quick]" if s.get("quick") else ""),
              version_line(doc.get("versions") or {})]
+    if doc.get("wall_s") is not None:
+        n = sum(r["processes"] for r in summary["rows"])
+        lines.append(f"{n} processes in {doc['wall_s']:.0f} s")
     for dt in s["dtypes"]:
         lines.append(f"{dt} ({DTYPE_TEXT[dt]}):")
         for r in (r for r in summary["rows"] if r["dtype"] == dt):
@@ -392,9 +399,13 @@ def summary_text(doc: dict) -> str:
             h2g = "" if r["host_to_gpu"] is None else f" (host/GPU {r['host_to_gpu']:.2f})"
             first = ("-" if r["first_step_ms"] is None else
                      f"{r['first_step_ms'] / 1e3:.1f} s (max {r['first_step_max_ms'] / 1e3:.1f} s)")
+            plans = r.get("plans")
+            planned = ("" if not plans else f"; {plans['kernels']} kernels planned, "
+                       f"{plans['micro_batched']} micro-batched")
             lines.append(f"  {r['variant']:<16} {_ms(r['median_ms'])}/step{rng}; host "
                          f"{_ms(r['host_median_ms'])}/step{h2g}; first step {first}; peak "
-                         f"{_bytes(r['peak_gpu_memory_bytes'])}; {r['ok']}/{r['processes']} ok")
+                         f"{_bytes(r['peak_gpu_memory_bytes'])}; {r['ok']}/{r['processes']} ok"
+                         f"{planned}")
         for q in (q for q in summary["ratios"] if q["dtype"] == dt):
             if q["ratio"] is None:
                 lines.append(f"  {q['variant']}/{q['baseline']}: - (a side did not run)")
