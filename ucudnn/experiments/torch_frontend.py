@@ -22,7 +22,8 @@ Note [Front-end overhead]
       limit="unlimited")`` with the default registration style, policy and optimizer. With
       ``--compile`` also ``pytorch_compile`` and ``ucudnn_compile``: the same two under
       ``torch.compile(model)`` (default mode), whose Inductor and Triton caches the run's
-      processes share (:func:`process_env`).
+      processes share (:func:`process_env`). Every process is the same script and imports
+      ``ucudnn.torch``; a PyTorch process never calls it.
     * Processes: each (dtype, variant) runs once per round in a process of its own, the
       round's order rotated by the round (:func:`schedule`), so that a drift of the GPU's
       clocks falls on every variant alike. The run's ucudnn processes share one benchmark
