@@ -125,5 +125,8 @@ def test_frontend_compiled_variants_run(tmp_path):
     doc = _frontend_doc(tmp_path)
     assert {p["variant"] for p in doc["processes"]} == {"pytorch", "ucudnn", "pytorch_compile",
                                                        "ucudnn_compile"}
+    convs = _resnet50_convs()
+    assert all(p["converted"] == convs and p["plans"]["kernels"] > 0 for p in doc["processes"]
+               if p["variant"].startswith("ucudnn"))
     (_, compiled) = doc["summary"]["ratios"]
     assert compiled["variant"] == "ucudnn_compile" and compiled["ratio"] > 0
