@@ -6,6 +6,7 @@ a second process's start (docs/torch.md, "The 3-D study").
     python scripts/bench_torch.py layers3d --out DIR [--quick]
     python scripts/bench_torch.py models --out DIR [--quick]
     python scripts/bench_torch.py startup --out DIR [--quick]
+    python scripts/bench_torch.py frontend --out DIR [--quick] [--compile]
 
 ``overhead``: what one operator call costs in each registration style (Note [Two registration
 styles] in ucudnn/torch/ops.py). A convolution so small that the GPU waits for the host
@@ -24,6 +25,10 @@ interleaved: each of ``--reps`` repetitions times every variant once, in a rotat
 the result is each variant's median over the repetitions, in microseconds per call, with its
 ratio to ``custom_op``. The cheaper of the two styles becomes DEFAULT_STYLE in ops.py.
 
+``frontend``: a ResNet-50 training step through ucudnn.torch with no cap against PyTorch's own
+convolutions, fp32 and bf16 autocast, channels_last (Note [Front-end overhead] in
+ucudnn/experiments/torch_frontend.py, where its schedule, timing loop and medians live).
+
 ``layers3d``, ``models`` and ``startup``: the 3-D study, its layers, rows and schedule in
 ucudnn/experiments/torch_study.py, its models in scripts/study3d_models.py; each subcommand's
 --help says what it measures and how long it takes. GPU only; bad arguments are refused in one
@@ -32,6 +37,7 @@ line with exit status 2 before torch is imported.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -40,13 +46,15 @@ import statistics
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
+from ucudnn.experiments import torch_frontend as frontend_bench
 from ucudnn.experiments import torch_study as study
 from ucudnn.experiments.gpu_memory import run_watched
 from ucudnn.experiments.nvml import versions as nvml_versions
 from ucudnn.files import write_text
-from ucudnn.vocab import InputError
+from ucudnn.vocab import ENGINES, InputError
 
 torch = ops = F = None      # bound by _load_torch() once the arguments are checked
 
@@ -446,6 +454,70 @@ def startup(args) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------- frontend
+
+def frontend(args) -> int:
+    script = str(Path(__file__).resolve())
+    doc = frontend_bench.run(
+        args, lambda slot, js: frontend_bench.process_command(sys.executable, script, args,
+                                                              slot, js), _versions(args))
+    print(frontend_bench.summary_text(doc), end="")
+    return 0
+
+
+def frontend_process(args) -> int:
+    """One process of ``frontend`` (started by it): ResNet-50 v1, channels_last, in train
+    mode, converted for a ucudnn variant and compiled for a compiled one; its steps timed by
+    :func:`frontend_bench.time_steps`; the record goes to ``--json`` whatever happens."""
+    from torch_nets import build_net
+    rec = {"dtype": args.dtype, "variant": args.variant, "batch": args.batch,
+           "status": "failed"}
+    try:
+        torch.manual_seed(0)
+        torch.backends.cudnn.benchmark = True
+        model, shape, _ = build_net(frontend_bench.NET, args.batch)
+        model = model.cuda().train().to(memory_format=torch.channels_last)
+        x = torch.randn(shape, device="cuda").contiguous(memory_format=torch.channels_last)
+        labels = torch.zeros(shape[0], dtype=torch.long, device="cuda")
+        if args.variant.startswith("ucudnn"):
+            report = ucudnn_convert(model, limit=args.limit, engines=args.engines,
+                                    cache=args.cache)
+            model = report.model
+            rec.update(converted=len(report.converted), kept=[list(k) for k in report.kept],
+                       style=getattr(ops.active(), "style", None))
+        forward = torch.compile(model) if args.variant.endswith("_compile") else model
+        autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if args.dtype == "bfloat16"
+                    else contextlib.nullcontext())
+
+        def step():
+            model.zero_grad(set_to_none=True)
+            with autocast:
+                loss = F.cross_entropy(forward(x), labels)
+            loss.backward()
+
+        def mark():
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        rec.update(frontend_bench.time_steps(
+            step, iterations=args.iterations, warmup=args.warmup, mark=mark,
+            elapsed_ms=lambda a, b: a.elapsed_time(b), wait=lambda b: b.synchronize(),
+            sync=torch.cuda.synchronize, on_warm=torch.cuda.reset_peak_memory_stats))
+        rec["steady_max_allocated_bytes"] = torch.cuda.max_memory_allocated()
+        rec.update(status="ok", cudnn_allow_tf32=torch.backends.cudnn.allow_tf32)
+    except Exception as e:  # noqa: BLE001 - the process's result, recorded
+        rec.update(status="oom" if _is_oom(e) else "failed",
+                   error=f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}",
+                   traceback=traceback.format_exc()[-3000:])
+    if rec["status"] == "ok" and args.variant.startswith("ucudnn"):
+        try:                        # what was planned: beside the timing, never instead of it
+            rec["plans"] = frontend_bench.plan_facts(list(planned_kernels().values()))
+        except Exception as e:  # noqa: BLE001
+            rec["plans_error"] = f"{type(e).__name__}: {e}"[:300]
+    write_text(args.json, json.dumps(rec, indent=2) + "\n")
+    return 0
+
+
 # ------------------------------------------------------------------------------ arguments
 
 class _Parser(argparse.ArgumentParser):
@@ -481,6 +553,21 @@ fills it (cold), a second that plans from it (warm), and a PyTorch process with 
 the first step of each (wall clock, benchmarks included) and warm/PyTorch. Writes
 OUT/startup.json, OUT/startup.txt. --quick: the UNet, bf16, one round, about 1 minute. Full: 36
 processes, estimated 20-40 GPU minutes (not timed yet)."""
+
+FRONTEND_HELP = """Front-end overhead: a ResNet-50 v1 training step (forward, cross-entropy,
+backward; no optimizer step) at batch 128, model and input channels_last, in fp32 (TF32
+convolutions, PyTorch's default) and bf16 (autocast over fp32 parameters), each in its own
+process: PyTorch eager with cudnn.benchmark, and the model after ucudnn.torch.convert(limit=
+unlimited) (default registration style); --compile adds both under torch.compile. --processes
+rounds, the order rotated per round. Per process: the first step (wall clock), the median of
+--iterations CUDA-event timed steps after --warmup, the host's time per step (not
+synchronised: near the GPU's, the step is CPU-bound) and the whole-process peak memory from
+NVML. Writes OUT/frontend.json (every process and the medians), OUT/frontend.txt (ucudnn/pytorch
+per dtype against the target 1.03, and the versions) and OUT/logs/. --quick: batch 32, one
+round, 5 steps, about 1-1.5 minutes. Full: 12 processes, estimated 3.5-6 minutes on one H200
+(12-22 s a process, plus 25-40 s for each dtype's first ucudnn process benchmarking the net
+from an empty cache; Note [Front-end overhead] in ucudnn/experiments/torch_frontend.py);
+--compile adds about 8-15 minutes."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -529,6 +616,25 @@ def _parser() -> argparse.ArgumentParser:
         if name == "models":
             m.add_argument("--no-wscap", action="store_true",
                            help="leave out PyTorch under CUDNN_CONV_WSCAP_DBG")
+    f = sub.add_parser("frontend", help="ResNet-50 through ucudnn.torch against PyTorch",
+                       description=FRONTEND_HELP)
+    f.add_argument("--out", required=True)
+    f.add_argument("--quick", action="store_true")
+    f.add_argument("--dtypes", default=",".join(frontend_bench.DTYPES))
+    f.add_argument("--compile", action="store_true", help="also both under torch.compile")
+    f.add_argument("--batch", type=int, help="default 128 (--quick: 32)")
+    f.add_argument("--processes", type=int, help="rounds (default 3; --quick: 1)")
+    f.add_argument("--iterations", type=int, help="timed steps (default 50; --quick: 5)")
+    f.add_argument("--warmup", type=int, help="steps after the first (default 10; --quick: 2)")
+    f.add_argument("--limit", default="unlimited", help="ucudnn's workspace per call")
+    f.add_argument("--engines", default="both", choices=ENGINES)
+    f.add_argument("--cache", help="ucudnn's benchmark cache (default OUT/ucudnn-cache.sqlite)")
+    f.add_argument("--timeout", type=float, default=900.0, help="per process (s)")
+    fp = sub.add_parser("frontend-process", help="one process of frontend (internal)")
+    for flag in ("--dtype", "--variant", "--limit", "--engines", "--cache", "--json"):
+        fp.add_argument(flag, required=True)
+    for flag in ("--batch", "--iterations", "--warmup"):
+        fp.add_argument(flag, type=int, required=True)
     p = sub.add_parser("model-process", help="one process of models/startup (internal)")
     for flag in ("--model", "--dtype", "--side", "--cap", "--engines", "--cache", "--json"):
         p.add_argument(flag, required=True)
@@ -540,6 +646,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _check(args) -> None:
     """Turn the study's list arguments into lists; InputError naming the flag."""
+    if args.cmd == "frontend":
+        frontend_bench.resolve(args)
+        return
     for flag in ("calls", "reps", "processes", "iterations"):
         if getattr(args, flag, 1) < 1:
             raise InputError(f"--{flag}: must be at least 1, got {getattr(args, flag)}")
@@ -591,6 +700,10 @@ def main(argv=None) -> int:
         return startup(args)
     if args.cmd == "model-process":
         return model_process(args)
+    if args.cmd == "frontend":
+        return frontend(args)
+    if args.cmd == "frontend-process":
+        return frontend_process(args)
     doc = overhead(args)
     text = json.dumps(doc, indent=2) + "\n"
     if args.out:

@@ -1,7 +1,9 @@
 """scripts/bench_torch.py's 3-D study on a GPU, smallest configurations: ``layers3d`` writes
 every row it was asked for with measured sides, plans within their caps and keeps an earlier
 run's rows; ``models`` and ``startup`` run their processes to completion, ``models``'s each
-with its whole-process peak memory and GPU state from NVML. No timing is checked.
+with its whole-process peak memory and GPU state from NVML; ``frontend --quick`` runs ResNet-50
+through PyTorch and through ucudnn.torch in fp32 and bf16 (and, in a test of its own, under
+torch.compile). No timing is checked.
 
 Benchmarks go to the session's own cache (tests/conftest.py, inherited by the processes).
 """
@@ -72,3 +74,59 @@ def test_models_and_startup_processes_complete(tmp_path):
     assert all(p["status"] == "ok" for p in doc["processes"]), doc["processes"]
     (ratio,) = doc["warm_to_pytorch_first"]
     assert ratio["warm_to_pytorch"] is not None
+
+
+def _frontend_doc(out):
+    doc = json.loads((out / "frontend.json").read_text())
+    assert all(p["status"] == "ok" for p in doc["processes"]), doc["processes"]
+    return doc
+
+
+def _resnet50_convs() -> int:
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import torch_nets
+    finally:
+        sys.path.pop(0)
+    model, _, _ = torch_nets.build_net("resnet50", 1)
+    return sum(isinstance(m, torch.nn.Conv2d) for m in model.modules())
+
+
+def test_frontend_quick_runs_both_sides(tmp_path):
+    """--quick: fp32 and bf16, PyTorch and ucudnn, one process each, all to completion; every
+    ResNet-50 convolution converted and planned by the core, NVML watching each process."""
+    from ucudnn.experiments import torch_frontend as tf
+    r = _run("frontend", "--quick", "--out", tmp_path, timeout=900)
+    doc = _frontend_doc(tmp_path)
+    cells = {(p["dtype"], p["variant"]): p for p in doc["processes"]}
+    assert set(cells) == {(d, v) for d in tf.DTYPES for v in tf.VARIANTS}
+    convs = _resnet50_convs()
+    for (dtype, variant), p in cells.items():
+        assert p["batch"] == tf.QUICK["batch"] and len(p["step_ms"]) == tf.QUICK["iterations"]
+        assert p["median_ms"] > 0 and p["host_median_ms"] > 0 and p["first_step_ms"] > 0
+        assert p["nvml_error"] is None and p["peak_gpu_memory_bytes"] > 0, p
+        if variant == "ucudnn":
+            assert p["converted"] == convs and p["kept"] == [], p
+            assert p["plans"]["kernels"] > 0 and p["style"]
+        else:
+            assert "converted" not in p and "plans" not in p
+    ratios = {q["dtype"]: q for q in doc["summary"]["ratios"]}
+    assert set(ratios) == set(tf.DTYPES) and all(q["ratio"] > 0 for q in ratios.values())
+    text = (tmp_path / "frontend.txt").read_text()
+    assert text.count("ucudnn/pytorch ") == len(tf.DTYPES) and f"torch {torch.__version__}" in text
+    assert r.stdout.endswith(text)
+
+
+def test_frontend_compiled_variants_run(tmp_path):
+    """--compile: both sides under torch.compile as well (bf16, a small batch; a few
+    minutes, the compilations dominating)."""
+    _run("frontend", "--quick", "--compile", "--dtypes", "bfloat16", "--batch", "8",
+         "--out", tmp_path, timeout=1800)
+    doc = _frontend_doc(tmp_path)
+    assert {p["variant"] for p in doc["processes"]} == {"pytorch", "ucudnn", "pytorch_compile",
+                                                       "ucudnn_compile"}
+    convs = _resnet50_convs()
+    assert all(p["converted"] == convs and p["plans"]["kernels"] > 0 for p in doc["processes"]
+               if p["variant"].startswith("ucudnn"))
+    (_, compiled) = doc["summary"]["ratios"]
+    assert compiled["variant"] == "ucudnn_compile" and compiled["ratio"] > 0

@@ -29,6 +29,13 @@ def _run(*args, env=None):
     (("models", "--out", "{tmp}", "--processes", "0"), "--processes"),
     (("startup", "--out", "{tmp}", "--caps", "64MiB,1GiB"), "one cap"),
     (("startup", "--out", "{file}"), "is a file"),
+    (("frontend",), "--out"),
+    (("frontend", "--out", "{tmp}", "--dtypes", "float16"), "--dtypes: float16"),
+    (("frontend", "--out", "{tmp}", "--quick", "--iterations", "0"), "--iterations"),
+    (("frontend", "--out", "{tmp}", "--limit", "64Q"), "--limit: cannot parse '64Q'"),
+    (("frontend", "--out", "{tmp}", "--engines", "fast"), "--engines: invalid choice"),
+    (("frontend", "--out", "{tmp}", "--batch", "x"), "--batch: invalid int value"),
+    (("frontend", "--out", "{file}"), "is a file"),
     (("nosuch",), "invalid choice"),
 ])
 def test_bad_arguments_one_line_exit_2(tmp_path, args, says):
@@ -50,6 +57,28 @@ def test_without_torch_one_line_exit_2(tmp_path):
     assert r.returncode == 2
     assert r.stderr.strip().splitlines() == [
         "bench_torch.py: needs PyTorch (pip install 'ucudnn[torch]')"]
+
+
+def test_frontend_processes_take_the_command_the_parent_builds(tmp_path):
+    """The parent's command line for each slot parses in the script's hidden subcommand to
+    the run's settings."""
+    from ucudnn.experiments import torch_frontend as tf
+    bt = load_script("bench_torch")
+    args = bt._parser().parse_args(["frontend", "--out", str(tmp_path), "--quick", "--compile",
+                                    "--limit", "64MiB", "--engines", "legacy"])
+    bt._check(args)
+    assert {(s.dtype, s.variant) for s in args.slots} == {
+        (d, v) for d in tf.DTYPES for v in tf.VARIANTS + tf.COMPILE_VARIANTS}
+    for slot in args.slots:
+        cmd = tf.process_command(sys.executable, str(SCRIPT), args, slot, tmp_path / "p.json")
+        assert cmd[:2] == [sys.executable, str(SCRIPT)]
+        got = bt._parser().parse_args(cmd[2:])
+        bt._check(got)
+        assert (got.cmd, got.dtype, got.variant, got.limit, got.engines) == (
+            "frontend-process", slot.dtype, slot.variant, "64MiB", "legacy")
+        assert (got.batch, got.iterations, got.warmup) == (
+            tf.QUICK["batch"], tf.QUICK["iterations"], tf.QUICK["warmup"])
+        assert got.cache == str(tmp_path / "ucudnn-cache.sqlite")
 
 
 def test_quick_models_build_and_run_on_the_cpu():

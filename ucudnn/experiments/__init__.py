@@ -18,6 +18,9 @@ the figures drawn from saved results only.
 * :mod:`.plots` -- the figures;
 * :mod:`.torch_study` -- the 3-D study of scripts/bench_torch.py: its layers, models, rows,
   process schedule and figure (no torch at import);
+* :mod:`.torch_frontend` -- the front-end overhead benchmark of scripts/bench_torch.py
+  (ResNet-50 through ucudnn.torch against PyTorch's convolutions): its schedule, timing loop,
+  records and medians (no torch at import);
 * :mod:`.training` -- ``ucudnn training``: learning curves through pycaffe with and without
   micro-batching (a folder of its own).
 
