@@ -24,7 +24,8 @@ if not torch.cuda.is_available():
 from torch import nn  # noqa: E402
 
 import ucudnn.torch as ut  # noqa: E402
-from torch_cases import TOLERANCE, model2d as _model, rel_err as _err  # noqa: E402
+from torch_cases import (  # noqa: E402
+    TOLERANCE, model2d as _model, plans_text, rel_err as _err)
 from ucudnn.measure.planner_state import planner_state  # noqa: E402
 from ucudnn.plan.dp import Chunk, Plan  # noqa: E402
 from ucudnn.torch import ops, runtime  # noqa: E402
@@ -44,7 +45,8 @@ def _close(got, want, dtype, what):
     for i, (g, w) in enumerate(zip(got, want)):
         assert g.shape == w.shape, (what, i)
         err = _err(g, w)
-        assert err <= TOLERANCE[dtype], f"{what}: tensor {i}: relative error {err:.3g}"
+        assert err <= TOLERANCE[dtype], \
+            f"{what}: tensor {i}: relative error {err:.3g}; the plans:\n{plans_text()}"
 
 
 def _split_every_plan(keys):

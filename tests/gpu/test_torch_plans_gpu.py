@@ -20,7 +20,8 @@ if not torch.cuda.is_available():
 from torch import nn  # noqa: E402
 
 import ucudnn.torch as ut  # noqa: E402
-from torch_cases import TOLERANCE, model2d as _model, rel_err as _err  # noqa: E402
+from torch_cases import (  # noqa: E402
+    TOLERANCE, model2d as _model, plans_text, rel_err as _err)
 from ucudnn.measure import bench  # noqa: E402
 from ucudnn.torch import runtime  # noqa: E402
 from ucudnn.torch.libcudnn import mapped_cudnn  # noqa: E402
@@ -41,7 +42,8 @@ def _close(got, want, dtype, what):
     for i, (g, w) in enumerate(zip(got, want)):
         assert g.dtype == w.dtype and g.shape == w.shape, (what, i, g.dtype, w.dtype)
         err = _err(g, w)
-        assert err <= TOLERANCE[dtype], f"{what}: tensor {i}: relative error {err:.3g}"
+        assert err <= TOLERANCE[dtype], \
+            f"{what}: tensor {i}: relative error {err:.3g}; the plans:\n{plans_text()}"
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])

@@ -23,3 +23,18 @@ def model2d():
 def rel_err(a, b):
     """Max absolute difference relative to ``b``'s largest magnitude."""
     return (a.float() - b.float()).abs().max().item() / max(1e-6, b.float().abs().max().item())
+
+
+def plans_text() -> str:
+    """Every kernel ucudnn.torch planned in this process and its plan, a line each: what a
+    failed comparison prints so that the choice behind it can be tried alone."""
+    from ucudnn.torch import runtime
+    lines = []
+    for key, kern in runtime.planned_kernels().items():
+        op, xs, ws, stride, pad, dil, groups, layout, dtype = key[:9]
+        chunks = ", ".join(f"{c.batch} x {c.engine or f'algo {c.algo} math {c.math}'} "
+                           f"ws {c.ws_bytes}" for c in kern.plan.chunks)
+        lines.append(f"  {op} x{tuple(xs)} w{tuple(ws)} stride {tuple(stride)} pad "
+                     f"{tuple(pad)} dil {tuple(dil)} g{groups} {layout} {dtype} config "
+                     f"{key[-1]}: {chunks}")
+    return "\n".join(lines)
