@@ -301,8 +301,12 @@ def earlier_run(opts: Options, gpu_name: Optional[str]) -> Optional[dict]:
                              "another --out")
     for key, now in settings(opts).items():
         if before.get(key) != now:
-            raise ReproduceError(f"--resume: {SETTING_FLAGS[key]} differs from the run in "
-                                 f"{path}: {_shown(before.get(key))} there, {_shown(now)} now")
+            was = before.get(key)
+            if key in ("bf16", "control"):      # the flags say --no-bf16, --no-control
+                was, now = was is False, now is False
+            raise ReproduceError(f"{SETTING_FLAGS[key]}: {_shown(was)} in the run that "
+                                 f"--resume goes on with ({path}), {_shown(now)} now; give "
+                                 "the same, or another --out")
     gpus = sorted({r.get("gpu_name") for r in doc.get("runs", [])} - {None})
     if gpu_name and gpus and gpus != [gpu_name]:
         raise ReproduceError(f"--resume: the processes in {path} ran on {', '.join(gpus)}, "
