@@ -446,6 +446,7 @@ def test_deadline_stops_and_resume_finishes_as_one_run(tmp_path, monkeypatch, sc
     retried = next(p for p in done["processes"] if p["order"] == 4)
     assert (retried["attempt"], retried["run"]) == (2, 3)
     assert len(json.loads((out / "versions.json").read_text())["runs"]) == 3
+    assert "The processes ran in 3 commands" in (out / "README.md").read_text()
     assert (out / "points.csv").read_text() == (tmp_path / "whole" / "points.csv").read_text()
 
 

@@ -249,8 +249,9 @@ def versions(opts: Options, doc: dict, core: bool = False) -> dict:
     v.update(pytorch=torch, ucudnn_commit=git("rev-parse", "HEAD"), caffe_commit=CAFFE_COMMIT,
              caffe_patches=caffe_patches(parents[1]) if len(parents) > 2 else None,
              command=shlex.join(opts.argv) if opts.argv else None,
-             date=doc["date"], runs=doc.get("runs"), options={k: (str(x) if isinstance(x, Path) else x)
-                                        for k, x in dataclasses.asdict(opts).items()})
+             date=doc["date"], runs=doc.get("runs"),
+             options={k: (str(x) if isinstance(x, Path) else x)
+                      for k, x in dataclasses.asdict(opts).items()})
     return v
 
 

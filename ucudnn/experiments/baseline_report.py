@@ -216,6 +216,14 @@ def render_readme(points: List[dict], versions: dict) -> str:
         "alternate in one run (Note [Interleaved baseline]); peak memory is NVML's, whole "
         "process, on both sides.",
         "",
+    ]
+    runs = v.get("runs") or []
+    if len(runs) > 1:
+        commits = list(dict.fromkeys(r.get("ucudnn_commit") or "?" for r in runs))
+        lines += [f"The processes ran in {len(runs)} commands, each going on from the last "
+                  "(`--resume`, Note [Resuming a baseline]); ucudnn "
+                  + ", ".join(commits) + ". `versions.json` lists each command's.", ""]
+    lines += [
         "## fp32",
         "",
         "| net, batch | Caffe setting | Caffe + ucudnn | fastest PyTorch mode | Caffe / PyTorch "
