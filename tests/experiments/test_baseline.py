@@ -428,6 +428,8 @@ def test_deadline_stops_and_resume_finishes_as_one_run(tmp_path, monkeypatch, sc
                                           "reduce_overhead"), 2, screen=screen))
     assert [p["order"] for p in first["processes"]] == [1, 2, 3, 4]
     assert first["processes"][3]["status"] == "failed"
+    # a process may take no more than the seconds left: 135 - 40 at the second's start
+    assert "--timeout 95.0 " in first["processes"][1]["command"]
     assert first["remaining"] == n - 4 + 1           # the rest, and max_autotune once more
     assert said[-1].endswith(f"Resume with: ucudnn baseline --out {out} --resume")
     assert f"{n - 3} of {n} slots left" in said[-1]
@@ -440,6 +442,7 @@ def test_deadline_stops_and_resume_finishes_as_one_run(tmp_path, monkeypatch, sc
     done = bl.run(_fake_run(tmp_path, monkeypatch, out, screen=screen, resume=True),
                   say=said.append)
     assert _slots_of(done) == _slots_of(whole)
+    assert "--timeout 1800.0 " in done["processes"][-1]["command"]
     assert done["chosen"] == whole["chosen"] and len(done["runs"]) == 3
     # the first command's failed max_autotune ran once more, in the third command
     assert [(p["mode"], p["run"]) for p in done["superseded"]] == [("max_autotune", 1)]

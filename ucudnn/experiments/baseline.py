@@ -39,6 +39,10 @@ Note [Resuming a baseline]
     commits may differ; versions.json lists every command's in ``runs``. ``--deadline``
     starts no process when fewer seconds are left than the longest process so far (or
     ``--process-estimate``); the run then writes everything and says how many slots are left.
+    Under a deadline a process's ``--timeout`` is at most the seconds left, so that one longer
+    than a command can run (a cold max-autotune, say) ends as a recorded failure, retried once
+    by the next command, instead of with the command, which would leave its slot to run again
+    every time.
 """
 from __future__ import annotations
 
@@ -391,6 +395,7 @@ def run(opts: Options, say: Callable[[str], None] = print,
     took = [p["process_s"] for p in doc["processes"] if p.get("process_s") is not None]
     doc["remaining"] = 0
     for order, slot in todo:
+        each = opts
         if opts.deadline is not None:
             left = opts.deadline - (clock() - start)
             need = opts.process_estimate or max(took, default=0.0)
@@ -401,16 +406,19 @@ def run(opts: Options, say: Callable[[str], None] = print,
                     f"({need:.0f} s); {doc['remaining']} of {len(slots)} slots left. Resume "
                     f"with: {resume_command(opts)}")
                 return doc
+            # a process that outlasts the deadline ends as a failure, recorded, not with the
+            # command that runs it
+            each = dataclasses.replace(opts, timeout=min(opts.timeout, left))
         began = clock()
         if slot.side == "caffe":
-            rec = caffe_process(opts, pb2, slot, order)
+            rec = caffe_process(each, pb2, slot, order)
             mode = "caffe"
         else:
             mode, kind = resolve(slot, doc["processes"], doc["chosen"])
             if mode is None:
                 say(f"[{order}] {slot.net} {slot.mode}: no mode ran to choose from; skipped")
                 continue
-            rec = pytorch_process(opts, slot, mode, kind, order)
+            rec = pytorch_process(each, slot, mode, kind, order)
             if rec.get("pytorch"):
                 _check_pytorch(doc, rec)
         took.append(round(clock() - began, 3))
