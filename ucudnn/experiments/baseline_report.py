@@ -14,9 +14,10 @@ from typing import Dict, Iterable, List, Optional
 from ..files import read_text, write_text
 from .pytorch_modes import FP32_MODES, fastest
 
-#: processes.csv: one row per process, in the order they ran
-PROCESS_FIELDS = ("order", "net", "round", "side", "mode", "input", "status", "median_ms",
-                  "first_iteration_s", "peak_gpu_memory_bytes", "memory_method",
+#: processes.csv: one row per process, in the order of their slots (the order they ran, but
+#: for a slot run again by ``--resume``: ``attempt`` 2, ``run`` the command that ran it)
+PROCESS_FIELDS = ("order", "net", "round", "side", "mode", "input", "status", "attempt", "run",
+                  "median_ms", "first_iteration_s", "peak_gpu_memory_bytes", "memory_method",
                   "sm_clock_start_mhz", "sm_clock_end_mhz", "sm_clock_min_mhz",
                   "power_start_w", "power_end_w", "power_max_w", "temperature_start_c",
                   "temperature_end_c", "temperature_max_c", "wall_s", "log", "error")
