@@ -328,7 +328,8 @@ def test_run_interleaves_and_writes_every_process(tmp_path, monkeypatch):
     assert len(failed) == 6
     assert all("needs PyTorch" in p["error"] for p in failed
                if p["mode"] == "compile_channels_last")
-    assert len(said) == 1 + len(slots)
+    # a line per process, and the failed ones --resume would run once more
+    assert len(said) == 2 + len(slots) and said[-1].startswith(f"{len(failed)} slots failed")
     assert all(f"--compile-cache {tmp_path / 'cc'}" in p["command"] for p in procs
                if p["side"] == "pytorch")
 
@@ -358,3 +359,168 @@ def test_run_interleaves_and_writes_every_process(tmp_path, monkeypatch):
     # Caffe's net: the shipped AlexNet in its setting, its input drawn once
     model = (out / "prototxt" / "alexnet.alexnet_256.prototxt").read_text()
     assert 'type: "Python"' in model and "DummyData" not in model and "share_diffs: true" in model
+
+
+# -- the screened schedule; resuming a run -------------------------------------------------------
+
+def test_screened_schedule_times_every_mode_once():
+    modes = ("eager", "compile", "reduce_overhead")
+    slots = bl.schedule(["resnet18@256"], modes, 3, screen=True)
+    rounds = {r: [s.mode for s in slots if s.round == r] for r in (1, 2, 3)}
+    assert rounds[1] == ["caffe", *modes, bl.BF16, bl.CONTROL]
+    assert rounds[2] == ["caffe", bl.CONTROL, bl.BF16, bl.BEST]
+    assert rounds[3] == ["caffe", bl.BEST, bl.BF16, bl.CONTROL]
+    # unscreened, every mode in every round
+    assert [s.mode for s in bl.schedule(["resnet18@256"], modes, 3) if s.round == 3] == (
+        rounds[1])
+    # the best slot is the fastest fp32 mode of what ran, kept once chosen
+    done = [_proc("resnet18@256", "pytorch", m, ms) for m, ms in
+            (("eager", 40.0), ("compile", 26.0), ("reduce_overhead", 24.0))]
+    chosen = {}
+    best = bl.Slot("resnet18@256", 2, "pytorch", bl.BEST)
+    assert bl.resolve(best, done, chosen) == ("reduce_overhead", "gaussian")
+    done.append(_proc("resnet18@256", "pytorch", "eager", 1.0))
+    assert bl.resolve(best, done, chosen) == ("reduce_overhead", "gaussian")
+
+
+def _fake_run(tmp_path, monkeypatch, out, **kw):
+    from fake_caffe import fake_caffe
+    medians = {"eager": 30.0, "compile": 19.0, "reduce_overhead": 18.0,
+               "bf16_compile": 9.0, "bf16_reduce_overhead": 8.0}      # max_autotune fails
+    monkeypatch.setenv("FAKE_MEDIANS", json.dumps(medians))
+    script = tmp_path / "time_pytorch.py"
+    script.write_text(FAKE_PYTORCH)
+    caffe = tmp_path / "caffe-bin"
+    if not caffe.exists():
+        caffe.mkdir()
+    opts = dict(out=out, caffe=fake_caffe(caffe, "no-such-setting"), nets=["alexnet@256"],
+                modes=("eager", "compile", "max_autotune", "reduce_overhead"), processes=2,
+                iterations=5, pytorch_script=script,
+                argv=["ucudnn", "baseline", "--out", str(out)])
+    return bl.Options(**dict(opts, **kw))
+
+
+def _slots_of(doc):
+    return [(p["order"], p["round"], p["side"], p["slot"], p["mode"], p["input"], p["status"])
+            for p in doc["processes"]]
+
+
+def _ticks(step=10.0):
+    t = [0.0]
+
+    def clock():
+        t[0] += step
+        return t[0]
+    return clock
+
+
+@pytest.mark.parametrize("screen", [False, True])
+def test_deadline_stops_and_resume_finishes_as_one_run(tmp_path, monkeypatch, screen):
+    whole = bl.run(_fake_run(tmp_path, monkeypatch, tmp_path / "whole", screen=screen),
+                   say=lambda m: None)
+    assert whole["remaining"] == 0 and len(whole["runs"]) == 1
+    out = tmp_path / "parts"
+    said = []
+    # a clock of 10 s a reading and the longest process 10 s: four processes fit in 135 s
+    first = bl.run(_fake_run(tmp_path, monkeypatch, out, screen=screen, deadline=135.0),
+                   say=said.append, clock=_ticks())
+    n = len(bl.schedule(["alexnet@256"], ("eager", "compile", "max_autotune",
+                                          "reduce_overhead"), 2, screen=screen))
+    assert [p["order"] for p in first["processes"]] == [1, 2, 3, 4]
+    assert first["processes"][3]["status"] == "failed"
+    # a process may take no more than the seconds left: 135 - 40 at the second's start
+    assert "--timeout 95.0 " in first["processes"][1]["command"]
+    assert first["remaining"] == n - 4 + 1           # the rest, and max_autotune once more
+    assert said[-1].endswith(f"Resume with: ucudnn baseline --out {out} --resume")
+    assert f"{n - 3} of {n} slots left" in said[-1]
+    assert json.loads((out / "baseline.json").read_text())["remaining"] == n - 3
+    assert len(list(csv.DictReader(io.StringIO((out / "processes.csv").read_text())))) == 4
+    # a resumed run that starts with no time for a process runs none
+    again = bl.run(_fake_run(tmp_path, monkeypatch, out, screen=screen, resume=True,
+                             deadline=5.0, process_estimate=60.0), say=said.append)
+    assert _slots_of(again) == _slots_of(first) and len(again["runs"]) == 2
+    done = bl.run(_fake_run(tmp_path, monkeypatch, out, screen=screen, resume=True),
+                  say=said.append)
+    assert _slots_of(done) == _slots_of(whole)
+    assert "--timeout 1800.0 " in done["processes"][-1]["command"]
+    assert done["chosen"] == whole["chosen"] and len(done["runs"]) == 3
+    # the first command's failed max_autotune ran once more, in the third command
+    assert [(p["mode"], p["run"]) for p in done["superseded"]] == [("max_autotune", 1)]
+    retried = next(p for p in done["processes"] if p["order"] == 4)
+    assert (retried["attempt"], retried["run"]) == (2, 3)
+    assert len(json.loads((out / "versions.json").read_text())["runs"]) == 3
+    assert "The processes ran in 3 commands" in (out / "README.md").read_text()
+    assert (out / "points.csv").read_text() == (tmp_path / "whole" / "points.csv").read_text()
+
+
+def test_screened_run_reports_its_screened_modes(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    doc = bl.run(_fake_run(tmp_path, monkeypatch, out, screen=True, processes=3),
+                 say=lambda m: None)
+    assert [p["mode"] for p in doc["processes"] if p["slot"] == bl.BEST] == [
+        "reduce_overhead"] * 2
+    row = next(csv.DictReader(io.StringIO((out / "points.csv").read_text())))
+    assert row["screened_modes"] == "eager;compile;max_autotune"
+    assert (row["pytorch_eager_processes"], row["pytorch_reduce_overhead_processes"]) == (
+        "1", "3")
+    assert (row["pytorch_mode"], row["caffe_processes"], row["pytorch_processes"]) == (
+        "reduce_overhead", "3", "3")
+    readme = (out / "README.md").read_text()
+    assert "Screened (`--screen`)" in readme and "`eager`, `compile`, `max_autotune`" in readme
+    assert "18.00 (3)" in readme and "30.00 (1)" in readme
+
+
+def test_resume_refuses_another_run(tmp_path, monkeypatch):
+    from ucudnn.experiments.results import ReproduceError
+    out = tmp_path / "out"
+    monkeypatch.setattr(bl, "nvml_versions", lambda gpu: {"gpu_name": "NVIDIA H100 80GB HBM3"})
+    bl.run(_fake_run(tmp_path, monkeypatch, out, deadline=65.0), say=lambda m: None,
+           clock=_ticks())
+    before = (out / "baseline.json").read_text()
+    for kw, flag in (({"iterations": 6}, "^--iterations: 5 in the run .*, 6 now"),
+                     ({"screen": True}, "^--screen: off in the run .*, on now"),
+                     ({"nets": ["resnet18@256"]}, "^--nets: alexnet@256 in .*, resnet18@256 "),
+                     ({"bf16": False}, "^--no-bf16: off in .*, on now")):
+        with pytest.raises(ReproduceError, match=flag):
+            bl.run(_fake_run(tmp_path, monkeypatch, out, resume=True, **kw), say=print)
+    monkeypatch.setattr(bl, "nvml_versions", lambda gpu: {"gpu_name": "NVIDIA H200"})
+    with pytest.raises(ReproduceError, match="ran on NVIDIA H100 80GB HBM3, this GPU is "
+                       "NVIDIA H200"):
+        bl.run(_fake_run(tmp_path, monkeypatch, out, resume=True), say=print)
+    assert (out / "baseline.json").read_text() == before
+    # another torch in the earlier processes: refused once a new PyTorch process tells
+    monkeypatch.setattr(bl, "nvml_versions", lambda gpu: {"gpu_name": "NVIDIA H100 80GB HBM3"})
+    doc = json.loads(before)
+    for p in doc["processes"]:
+        if p.get("pytorch"):
+            p["pytorch"]["torch_version"] = "9.8"
+    (out / "baseline.json").write_text(json.dumps(doc))
+    with pytest.raises(ReproduceError, match="torch_version 9.8 there, 9.9 now"):
+        bl.run(_fake_run(tmp_path, monkeypatch, out, resume=True), say=print)
+    (out / "baseline.json").write_text(json.dumps({"processes": []}))
+    with pytest.raises(ReproduceError, match="no run's settings"):
+        bl.run(_fake_run(tmp_path, monkeypatch, out, resume=True), say=print)
+
+
+def test_cli_deadline_resume_and_bad_arguments(tmp_path, capsys):
+    from fake_caffe import fake_caffe
+    out = tmp_path / "out"
+    exe = fake_caffe(tmp_path, "no-such-setting")
+    args = ["baseline", "--caffe", exe, "--out", str(out), "--nets", "alexnet@256",
+            "--modes", "eager", "--processes", "2", "--iterations", "5"]
+    # the command's first millisecond goes before any process could start (git, NVML)
+    assert cli_main([*args, "--deadline", "0.001"]) == 0
+    said = capsys.readouterr().out.strip().splitlines()
+    assert "8 of 8 slots left. Resume with: ucudnn baseline" in said[1]
+    assert said[1].endswith(" --deadline 0.001 --resume")
+    assert json.loads((out / "baseline.json").read_text())["processes"] == []
+    for extra, what in ((["--resume", "--iterations", "6"], "--iterations: 5 in the run"),
+                        (["--resume", "--screen"], "--screen: off in the run"),
+                        (["--deadline", "-1"], "--deadline: must be a positive"),
+                        (["--deadline", "nan"], "--deadline: must be a positive"),
+                        (["--process-estimate", "5"], "--process-estimate: only with "
+                         "--deadline")):
+        assert cli_main([*args[:-2], *extra] if "--iterations" in extra else [*args, *extra]
+                        ) == 2, extra
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and what in err, err

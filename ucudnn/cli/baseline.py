@@ -51,6 +51,21 @@ def add_parser(sub) -> None:
                    "--warmup and --modes), and --nets "
                    f"{','.join(bl.QUICK['nets'])} and --compile-cache DIR/compile-cache "
                    "unless given")
+    s.add_argument("--screen", action="store_true",
+                   help="time every fp32 mode in round 1 only, and in the later rounds Caffe, "
+                   "the fastest fp32 mode of round 1, bf16 and the control: --processes a "
+                   "side for Caffe and its fp32 baseline, one for the other modes")
+    s.add_argument("--resume", action="store_true",
+                   help="go on with the run in --out (its baseline.json): run only the slots "
+                   "it has no process for, and once more those that failed in an earlier "
+                   "command; its settings must be these (a fresh run where --out has none)")
+    s.add_argument("--deadline", type=float, metavar="SECONDS",
+                   help="start no process once fewer SECONDS than one process (the longest so "
+                   "far, or --process-estimate) are left since the start; write everything, "
+                   "exit 0 and print the command that resumes")
+    s.add_argument("--process-estimate", type=float, metavar="SECONDS",
+                   help="with --deadline: the seconds one process is taken to need (default: "
+                   "the longest process so far)")
     s.add_argument("--readme-only", action="store_true",
                    help="run nothing: write --out's README.md again from its points.csv and "
                    "versions.json")
@@ -72,6 +87,12 @@ def run(args) -> int:
     c.positive(args.processes, "--processes")
     c.positive(args.iterations, "--iterations")
     c.positive(args.warmup, "--warmup")
+    for value, flag in ((args.deadline, "--deadline"), (args.process_estimate,
+                                                        "--process-estimate")):
+        if value is not None and not value > 0:
+            raise c.CliError(f"{flag}: must be a positive number of seconds, got {value}")
+    if args.process_estimate is not None and args.deadline is None:
+        raise c.CliError("--process-estimate: only with --deadline")
     caffe = args.caffe or str(caffe_binary())
     if not os.access(caffe, os.X_OK):
         raise c.CliError(f"--caffe: no Caffe binary at {caffe!r} (scripts/gpu_node.sh setup "
@@ -84,7 +105,9 @@ def run(args) -> int:
                       caffe_input=args.caffe_input,
                       compile_cache=None if args.compile_cache is None
                       else Path(args.compile_cache).resolve(),
-                      argv=["ucudnn", "baseline", *getattr(args, "argv", [])])
+                      argv=["ucudnn", "baseline", *getattr(args, "argv", [])],
+                      screen=args.screen, resume=args.resume, deadline=args.deadline,
+                      process_estimate=args.process_estimate)
     if args.quick:
         quick = dict(bl.QUICK, nets=bl.QUICK["nets"] if args.nets is None else nets,
                      compile_cache=opts.compile_cache or (out / "compile-cache").resolve())
@@ -94,4 +117,6 @@ def run(args) -> int:
     except ReproduceError as e:
         raise c.CliError(str(e)) from None
     print(f"wrote {out / 'points.csv'}, {out / 'README.md'}")
+    if doc["remaining"]:
+        return 0
     return 1 if any(p.get("status") != "ok" for p in doc["processes"]) else 0

@@ -18,6 +18,31 @@ Note [Interleaved baseline]
     the README (:mod:`.baseline_report`) are written from it after every process. Caffe's input
     is the net's DummyData drawn once (Note [Inputs drawn once]), the numbers PyTorch's
     ``--input gaussian`` draws.
+
+    Screened (``--screen``): round 1 times every fp32 mode once; rounds 2.. time Caffe, the
+    fastest fp32 mode of round 1 (the slot :data:`BEST`, chosen as the bf16 and control
+    modes are), bf16 and the control. Each point keeps ``--processes`` processes a side for
+    Caffe and its fp32 baseline, and the other modes have one each (points.csv's
+    ``screened_modes`` and ``pytorch_<mode>_processes``).
+
+Note [Resuming a baseline]
+    A full run is longer than one command on the GPU host, so a run can stop and go on. Slot
+    ``order`` (1-based, :func:`schedule`) names a process; ``baseline.json`` holds the run's
+    settings (:data:`SETTING_FLAGS`), its processes, the bf16/control/best choices made and
+    one entry per command that ran (``runs``: its GPU, driver, ucudnn commit, command).
+    ``--resume`` reads it back and runs the slots that have no record, in schedule order; a
+    slot whose process failed in an earlier command runs once more (``attempt`` 2; the failed
+    record moves to ``superseded``), a failure in the second attempt stays. Settings that
+    differ, or another GPU than the earlier commands' (NVML's name), are refused before
+    anything runs; PyTorch's torch, CUDA, cuDNN or GPU differing from the earlier processes'
+    are refused after the first new PyTorch process, whose record is dropped. The ucudnn
+    commits may differ; versions.json lists every command's in ``runs``. ``--deadline``
+    starts no process when fewer seconds are left than the longest process so far (or
+    ``--process-estimate``); the run then writes everything and says how many slots are left.
+    Under a deadline a process's ``--timeout`` is at most the seconds left, so that one longer
+    than a command can run (a cold max-autotune, say) ends as a recorded failure, retried once
+    by the next command, instead of with the command, which would leave its slot to run again
+    every time.
 """
 from __future__ import annotations
 
@@ -29,6 +54,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -61,7 +87,14 @@ QUICK = {"nets": ("resnet18@32",), "processes": 1, "iterations": 5, "warmup": 2,
 #: NVML's sampling interval for both sides (s)
 INTERVAL = 0.005
 #: the PyTorch slots resolved at run time (Note [Interleaved baseline])
-BF16, CONTROL = "bf16", "control"
+BF16, CONTROL, BEST = "bf16", "control", "best"
+#: the options a resumed run must share with the run it resumes, and their flags
+SETTING_FLAGS = {"nets": "--nets", "modes": "--modes", "processes": "--processes",
+                 "iterations": "--iterations", "warmup": "--warmup", "bf16": "--no-bf16",
+                 "control": "--no-control", "caffe_input": "--caffe-input",
+                 "screen": "--screen"}
+#: the fields of PyTorch's processes that one run's processes share
+PYTORCH_FIELDS = ("torch_version", "cuda_version", "cudnn_version", "gpu_name")
 
 
 @dataclasses.dataclass
@@ -81,12 +114,16 @@ class Options:
     compile_cache: Optional[Path] = None
     pytorch_script: Optional[Path] = None
     argv: Optional[Sequence[str]] = None
+    screen: bool = False
+    resume: bool = False
+    deadline: Optional[float] = None
+    process_estimate: Optional[float] = None
 
 
 @dataclasses.dataclass(frozen=True)
 class Slot:
     """One process of the run: ``side`` caffe or pytorch; ``mode`` "caffe", a mode of
-    :data:`.pytorch_modes.MODES`, :data:`BF16` or :data:`CONTROL`."""
+    :data:`.pytorch_modes.MODES`, :data:`BF16`, :data:`CONTROL` or :data:`BEST`."""
     net: str
     round: int
     side: str
@@ -94,12 +131,14 @@ class Slot:
 
 
 def schedule(nets: Sequence[str], modes: Sequence[str], processes: int, bf16: bool = True,
-             control: bool = True) -> List[Slot]:
-    """The processes of a run in their order (Note [Interleaved baseline])."""
+             control: bool = True, screen: bool = False) -> List[Slot]:
+    """The processes of a run in their order (Note [Interleaved baseline]); ``screen``: every
+    mode in round 1 only, the fastest of them (:data:`BEST`) in the later rounds."""
     out = []
     for net in nets:
         for r in range(1, processes + 1):
-            torch = list(modes) + [BF16] * bf16 + [CONTROL] * control
+            fp32 = [BEST] if screen and r > 1 else list(modes)
+            torch = fp32 + [BF16] * bf16 + [CONTROL] * control
             if r % 2 == 0:
                 torch.reverse()
             out.append(Slot(net, r, "caffe", "caffe"))
@@ -109,9 +148,9 @@ def schedule(nets: Sequence[str], modes: Sequence[str], processes: int, bf16: bo
 
 def resolve(slot: Slot, done: List[dict], chosen: Dict[str, str]) -> Tuple[Optional[str], str]:
     """(PyTorch mode, input) of ``slot`` given the processes ``done`` so far; ``chosen`` keeps
-    a net's bf16 and control modes once picked (keys ``NET/bf16``, ``NET/control``). Mode None:
-    nothing ran to choose from."""
-    if slot.mode not in (BF16, CONTROL):
+    a net's bf16, control and best modes once picked (keys ``NET/bf16``, ``NET/control``,
+    ``NET/best``). Mode None: nothing ran to choose from."""
+    if slot.mode not in (BF16, CONTROL, BEST):
         return slot.mode, "gaussian"
     key = f"{slot.net}/{slot.mode}"
     if key not in chosen:
@@ -214,8 +253,9 @@ def versions(opts: Options, doc: dict, core: bool = False) -> dict:
     v.update(pytorch=torch, ucudnn_commit=git("rev-parse", "HEAD"), caffe_commit=CAFFE_COMMIT,
              caffe_patches=caffe_patches(parents[1]) if len(parents) > 2 else None,
              command=shlex.join(opts.argv) if opts.argv else None,
-             date=doc["date"], options={k: (str(x) if isinstance(x, Path) else x)
-                                        for k, x in dataclasses.asdict(opts).items()})
+             date=doc["date"], runs=doc.get("runs"),
+             options={k: (str(x) if isinstance(x, Path) else x)
+                      for k, x in dataclasses.asdict(opts).items()})
     return v
 
 
@@ -226,7 +266,7 @@ def write_all(opts: Options, doc: dict, core: bool = False) -> None:
     for net in dict.fromkeys(p["net"] for p in doc["processes"]):
         procs = [p for p in doc["processes"] if p["net"] == net]
         batch = parse_net(net)[1]
-        points.append(point_row(net, batch, setting_point(net).key, procs))
+        points.append(point_row(net, batch, setting_point(net).key, procs, opts.screen))
     write_tables(out, doc["processes"], points)
     write_text(out / "versions.json", json.dumps(versions(opts, doc, core), indent=1) + "\n")
     write_readme(out)
@@ -243,8 +283,86 @@ def process_line(p: dict) -> str:
             + f", SM clock >= {state.get('sm_clock_min_mhz', '-')} MHz")
 
 
-def run(opts: Options, say: Callable[[str], None] = print) -> dict:
-    """Run the interleaved processes of Note [Interleaved baseline]; returns the document."""
+def settings(opts: Options) -> dict:
+    """The options of :data:`SETTING_FLAGS`, as baseline.json keeps them."""
+    return {k: list(v) if isinstance(v, (list, tuple)) else v
+            for k, v in ((k, getattr(opts, k)) for k in SETTING_FLAGS)}
+
+
+def earlier_run(opts: Options, gpu_name: Optional[str]) -> Optional[dict]:
+    """The document of the run in ``opts.out`` to resume (Note [Resuming a baseline]); None
+    where there is none. A :class:`ReproduceError` where it is not one this run can go on."""
+    path = Path(opts.out) / "baseline.json"
+    if not path.exists():
+        return None
+    try:
+        doc = json.loads(read_text(path, ReproduceError, "JSON"))
+    except ValueError as e:
+        raise ReproduceError(f"--resume: {path}: not JSON ({e})") from None
+    before = doc.get("settings") if isinstance(doc, dict) else None
+    if not isinstance(before, dict) or not isinstance(doc.get("processes"), list):
+        raise ReproduceError(f"--resume: {path} holds no run's settings and processes "
+                             "(written before --resume, or not ucudnn baseline's); give "
+                             "another --out")
+    for key, now in settings(opts).items():
+        if before.get(key) != now:
+            was = before.get(key)
+            if key in ("bf16", "control"):      # the flags say --no-bf16, --no-control
+                was, now = was is False, now is False
+            raise ReproduceError(f"{SETTING_FLAGS[key]}: {_shown(was)} in the run that "
+                                 f"--resume goes on with ({path}), {_shown(now)} now; give "
+                                 "the same, or another --out")
+    gpus = sorted({r.get("gpu_name") for r in doc.get("runs", [])} - {None})
+    if gpu_name and gpus and gpus != [gpu_name]:
+        raise ReproduceError(f"--resume: the processes in {path} ran on {', '.join(gpus)}, "
+                             f"this GPU is {gpu_name}; one run's processes share a GPU "
+                             "model: give another --out")
+    doc.setdefault("chosen", {})
+    doc.setdefault("runs", [])
+    doc.setdefault("superseded", [])
+    return doc
+
+
+def _shown(v) -> str:
+    if isinstance(v, list):
+        return ",".join(map(str, v))
+    return {True: "on", False: "off"}.get(v, str(v)) if isinstance(v, bool) else str(v)
+
+
+def to_run(slots: Sequence[Slot], doc: dict, command: int) -> List[Tuple[int, Slot]]:
+    """(order, slot) of the slots that command number ``command`` of the run still runs:
+    those without a process, and those whose first attempt failed in an earlier command."""
+    done = {p["order"]: p for p in doc["processes"]}
+    return [(o, s) for o, s in enumerate(slots, 1)
+            if o not in done or (done[o].get("status") != "ok" and done[o].get("attempt", 1) < 2
+                                 and done[o].get("run", 0) < command)]
+
+
+def resume_command(opts: Options) -> str:
+    argv = list(opts.argv or ["ucudnn", "baseline", "--out", str(opts.out)])
+    return shlex.join(argv + ([] if "--resume" in argv else ["--resume"]))
+
+
+def _check_pytorch(doc: dict, rec: dict) -> None:
+    """Refuses a PyTorch process whose torch, CUDA, cuDNN or GPU differs from the run's."""
+    got = rec.get("pytorch") or {}
+    for p in doc["processes"]:
+        had = p.get("pytorch")
+        if had:
+            diff = [k for k in PYTORCH_FIELDS if had.get(k) != got.get(k)]
+            if diff:
+                raise ReproduceError(
+                    "--resume: PyTorch differs from the run's earlier processes: " + ", ".join(
+                        f"{k} {had.get(k)} there, {got.get(k)} now" for k in diff)
+                    + "; the new process is not recorded: give another --out")
+            return
+
+
+def run(opts: Options, say: Callable[[str], None] = print,
+        clock: Callable[[], float] = time.monotonic) -> dict:
+    """Run the interleaved processes of Note [Interleaved baseline], going on from the run in
+    ``opts.out`` with ``opts.resume`` (Note [Resuming a baseline]); returns the document, its
+    ``remaining`` the slots left where ``opts.deadline`` stopped it (else 0)."""
     for net in opts.nets:
         if parse_net(net)[0] not in SETTINGS:
             raise ReproduceError(f"--nets: {net!r}: no Caffe setting for it (one of "
@@ -254,25 +372,70 @@ def run(opts: Options, say: Callable[[str], None] = print) -> dict:
     for m in opts.modes:
         if m not in MODES:
             raise ReproduceError(f"--modes: {m!r} is not one of {', '.join(MODES)}")
+    start = clock()
+    now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    gpu = nvml_versions(opts.gpu)
+    doc = earlier_run(opts, gpu.get("gpu_name")) if opts.resume else None
     pb2 = load_caffe_pb2()
     Path(opts.out).mkdir(parents=True, exist_ok=True)
-    doc = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-           "processes": [], "chosen": {}}
-    slots = schedule(opts.nets, opts.modes, opts.processes, opts.bf16, opts.control)
-    say(f"ucudnn baseline: {len(slots)} processes, {opts.processes} a side per mode and net")
-    for order, slot in enumerate(slots, 1):
+    slots = schedule(opts.nets, opts.modes, opts.processes, opts.bf16, opts.control,
+                     opts.screen)
+    line = (f"ucudnn baseline: {len(slots)} processes, {opts.processes} a side per mode and "
+            "net" + (", fp32 modes screened in round 1" if opts.screen else ""))
+    if doc is None:
+        doc = {"date": now, "settings": settings(opts), "processes": [], "chosen": {},
+               "runs": [], "superseded": []}
+    else:
+        line += f"; resuming {len(doc['processes'])} processes of {Path(opts.out)}"
+    doc["runs"].append(dict(gpu, date=now, ucudnn_commit=git("rev-parse", "HEAD"),
+                            command=shlex.join(opts.argv) if opts.argv else None))
+    index = len(doc["runs"])
+    todo = to_run(slots, doc, index)
+    say(line + (f"; {len(todo)} to run" if len(todo) != len(slots) else ""))
+    took = [p["process_s"] for p in doc["processes"] if p.get("process_s") is not None]
+    doc["remaining"] = 0
+    for order, slot in todo:
+        each = opts
+        if opts.deadline is not None:
+            left = opts.deadline - (clock() - start)
+            need = opts.process_estimate or max(took, default=0.0)
+            if left <= 0 or left < need:
+                doc["remaining"] = len(to_run(slots, doc, index + 1))
+                write_all(opts, doc, core=True)
+                say(f"--deadline: {max(left, 0):.0f} s left, less than a process "
+                    f"({need:.0f} s); {doc['remaining']} of {len(slots)} slots left. Resume "
+                    f"with: {resume_command(opts)}")
+                return doc
+            # a process that outlasts the deadline ends as a failure, recorded, not with the
+            # command that runs it
+            each = dataclasses.replace(opts, timeout=min(opts.timeout, left))
+        began = clock()
         if slot.side == "caffe":
-            rec = caffe_process(opts, pb2, slot, order)
+            rec = caffe_process(each, pb2, slot, order)
             mode = "caffe"
         else:
             mode, kind = resolve(slot, doc["processes"], doc["chosen"])
             if mode is None:
                 say(f"[{order}] {slot.net} {slot.mode}: no mode ran to choose from; skipped")
                 continue
-            rec = pytorch_process(opts, slot, mode, kind, order)
-        rec.update(order=order, net=slot.net, round=slot.round, side=slot.side, mode=mode)
+            rec = pytorch_process(each, slot, mode, kind, order)
+            if rec.get("pytorch"):
+                _check_pytorch(doc, rec)
+        took.append(round(clock() - began, 3))
+        earlier = next((p for p in doc["processes"] if p["order"] == order), None)
+        if earlier is not None:
+            doc["processes"].remove(earlier)
+            doc["superseded"].append(earlier)
+        rec.update(order=order, net=slot.net, round=slot.round, side=slot.side, mode=mode,
+                   slot=slot.mode, process_s=took[-1], run=index,
+                   attempt=1 if earlier is None else earlier.get("attempt", 1) + 1)
         doc["processes"].append(rec)
+        doc["processes"].sort(key=lambda p: p["order"])
         say(process_line(rec))
         write_all(opts, doc)
     write_all(opts, doc, core=True)
+    retry = len(to_run(slots, doc, index + 1))
+    if retry:
+        say(f"{retry} slots failed once or were skipped; --resume runs them again: "
+            f"{resume_command(opts)}")
     return doc

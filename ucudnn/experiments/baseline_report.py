@@ -14,16 +14,19 @@ from typing import Dict, Iterable, List, Optional
 from ..files import read_text, write_text
 from .pytorch_modes import FP32_MODES, fastest
 
-#: processes.csv: one row per process, in the order they ran
-PROCESS_FIELDS = ("order", "net", "round", "side", "mode", "input", "status", "median_ms",
-                  "first_iteration_s", "peak_gpu_memory_bytes", "memory_method",
+#: processes.csv: one row per process, in the order of their slots (the order they ran, but
+#: for a slot run again by ``--resume``: ``attempt`` 2, ``run`` the command that ran it)
+PROCESS_FIELDS = ("order", "net", "round", "side", "mode", "input", "status", "attempt", "run",
+                  "median_ms", "first_iteration_s", "peak_gpu_memory_bytes", "memory_method",
                   "sm_clock_start_mhz", "sm_clock_end_mhz", "sm_clock_min_mhz",
                   "power_start_w", "power_end_w", "power_max_w", "temperature_start_c",
                   "temperature_end_c", "temperature_max_c", "wall_s", "log", "error")
-#: points.csv: one row per net; a column per fp32 PyTorch mode (``pytorch_<mode>_ms``)
+#: points.csv: one row per net; two columns per fp32 PyTorch mode (``pytorch_<mode>_ms``, the
+#: median of its processes' medians, and ``pytorch_<mode>_processes``, how many ran)
 POINT_FIELDS = (("net", "batch", "caffe_setting", "input", "caffe_ms", "caffe_per_process_ms",
                  "peak_gpu_memory_bytes")
                 + tuple(f"pytorch_{m}_ms" for m in FP32_MODES)
+                + tuple(f"pytorch_{m}_processes" for m in FP32_MODES) + ("screened_modes",)
                 + ("pytorch_mode", "pytorch_ms", "pytorch_per_process_ms", "vs_pytorch_best",
                    "pytorch_peak_gpu_memory_bytes", "memory_vs_pytorch",
                    "bf16_mode", "bf16_ms", "bf16_per_process_ms", "vs_bf16",
@@ -71,12 +74,15 @@ def _peak(runs: List[dict]) -> Optional[int]:
                 if p.get("peak_gpu_memory_bytes") is not None), default=None)
 
 
-def point_row(net: str, batch: int, setting: str, procs: List[dict]) -> dict:
+def point_row(net: str, batch: int, setting: str, procs: List[dict],
+              screen: bool = False) -> dict:
     """A net's row of points.csv from its processes' records (each with ``side``, ``mode``,
-    ``input``, ``status``, ``median_ms``, ``peak_gpu_memory_bytes``): a side's or a mode's
-    time is the median of its processes' medians; the fp32 baseline the fastest fp32 mode
-    (Note [PyTorch's modes]); the control the constant-input processes against the gaussian
-    ones of the same mode."""
+    ``input``, ``status``, ``median_ms``, ``peak_gpu_memory_bytes``, ``round``): a side's or a
+    mode's time is the median of however many of its processes ran; the fp32 baseline the
+    fastest fp32 mode (Note [PyTorch's modes]); the control the constant-input processes
+    against the gaussian ones of the same mode. ``screen``: the run screened its fp32 modes
+    (Note [Interleaved baseline]); ``screened_modes`` are those it timed in round 1 only,
+    once later rounds began."""
     kind = input_kind(procs)
     caffe = _runs(procs, "caffe", kind=kind)
     row: Dict[str, object] = {"net": net, "batch": batch, "caffe_setting": setting,
@@ -86,8 +92,15 @@ def point_row(net: str, batch: int, setting: str, procs: List[dict]) -> dict:
     row["peak_gpu_memory_bytes"] = _peak(caffe)
     medians = {}
     for m in FP32_MODES:
-        medians[m] = _median([p["median_ms"] for p in _runs(procs, "pytorch", m)])
+        runs = _runs(procs, "pytorch", m)
+        medians[m] = _median([p["median_ms"] for p in runs])
         row[f"pytorch_{m}_ms"] = medians[m]
+        row[f"pytorch_{m}_processes"] = len(runs)
+    last = max((p.get("round", 1) for p in procs), default=1)
+    rounds = {m: {p.get("round", 1) for p in procs if p["side"] == "pytorch" and p["mode"] == m
+                  and p.get("input") == "gaussian"} for m in FP32_MODES}
+    row["screened_modes"] = ";".join(m for m in FP32_MODES if screen and last > 1
+                                     and rounds[m] == {1})
     best = fastest(medians)
     best_runs = _runs(procs, "pytorch", best) if best else []
     row.update(pytorch_mode=best, pytorch_ms=medians.get(best) if best else None,
@@ -116,9 +129,7 @@ def point_row(net: str, batch: int, setting: str, procs: List[dict]) -> dict:
                                  or row["control_constant_ms"] is None
                                  else row["control_constant_ms"] / row["control_gaussian_ms"] - 1)
     row["caffe_processes"] = len(caffe)
-    counts = [len(_runs(procs, "pytorch", m)) for m in FP32_MODES
-              if _runs(procs, "pytorch", m)]
-    row["pytorch_processes"] = min(counts) if counts else 0
+    row["pytorch_processes"] = len(best_runs)
     failed: Dict[str, int] = {}
     for p in procs:
         if p.get("status") != "ok":
@@ -206,6 +217,14 @@ def render_readme(points: List[dict], versions: dict) -> str:
         "alternate in one run (Note [Interleaved baseline]); peak memory is NVML's, whole "
         "process, on both sides.",
         "",
+    ]
+    runs = v.get("runs") or []
+    if len(runs) > 1:
+        commits = list(dict.fromkeys(r.get("ucudnn_commit") or "?" for r in runs))
+        lines += [f"The processes ran in {len(runs)} commands, each going on from the last "
+                  "(`--resume`, Note [Resuming a baseline]); ucudnn "
+                  + ", ".join(commits) + ". `versions.json` lists each command's.", ""]
+    lines += [
         "## fp32",
         "",
         "| net, batch | Caffe setting | Caffe + ucudnn | fastest PyTorch mode | Caffe / PyTorch "
@@ -220,12 +239,20 @@ def render_readme(points: List[dict], versions: dict) -> str:
             f"**{_f(r['vs_pytorch_best'], 3, 'x')}** | {_gib(r['peak_gpu_memory_bytes'])} / "
             f"{_gib(r['pytorch_peak_gpu_memory_bytes'])} ({_f(r['memory_vs_pytorch'], 2, 'x')})"
             f" | {r['caffe_processes']} / {r['pytorch_processes']} |")
-    lines += ["", "Every fp32 mode, ms (median of its processes' medians):", "",
+    lines += ["", "Every fp32 mode, ms (median of its processes' medians; in brackets, how "
+              "many processes ran):", "",
               "| net, batch | " + " | ".join(f"`{m}`" for m in FP32_MODES) + " |",
               "| --- |" + " --- |" * len(FP32_MODES)]
     for r in points:
-        lines.append(f"| {_net(r)} | "
-                     + " | ".join(_f(r[f"pytorch_{m}_ms"]) for m in FP32_MODES) + " |")
+        lines.append(f"| {_net(r)} | " + " | ".join(
+            f"{_f(r[f'pytorch_{m}_ms'])} ({r.get(f'pytorch_{m}_processes') or 0})"
+            for m in FP32_MODES) + " |")
+    screened = [f"{_net(r)}: " + ", ".join(f"`{m}`" for m in r["screened_modes"].split(";"))
+                for r in points if r.get("screened_modes")]
+    if screened:
+        lines += ["", "Screened (`--screen`): these modes ran one process each, in round 1; "
+                  "the later rounds timed Caffe, the fastest fp32 mode of round 1, bf16 and "
+                  "the control: " + "; ".join(screened) + "."]
     lines += ["", "## bf16 autocast (a precision class of its own)", "",
               "| net, batch | bf16 mode | PyTorch bf16 | Caffe + ucudnn fp32 / PyTorch bf16 "
               "| peak memory, PyTorch bf16 |", "| --- | --- | --- | --- | --- |"]
