@@ -68,7 +68,7 @@ from .caffe_run import PACKAGE_ROOT, run_caffe_time, variant_prototxt
 from .grid import Point, parse_net
 from .nvml import versions as nvml_versions
 from .pytorch_modes import FP32_MODES, MODES, bf16_of, fastest
-from .reproduce import default_pytorch_script, git
+from .reproduce import default_pytorch_script, source_commit
 from .results import ReproduceError
 
 #: Caffe + ucudnn's fastest setting per net (results/h200/vs-pytorch/): the shared arena at
@@ -250,7 +250,7 @@ def versions(opts: Options, doc: dict, core: bool = False) -> dict:
         except Exception as e:  # noqa: BLE001 - no GPU or no core: recorded, not fatal
             v["ucudnn_cudnn_error"] = str(e)
     parents = Path(opts.caffe).resolve().parents
-    v.update(pytorch=torch, ucudnn_commit=git("rev-parse", "HEAD"), caffe_commit=CAFFE_COMMIT,
+    v.update(pytorch=torch, ucudnn_commit=source_commit(), caffe_commit=CAFFE_COMMIT,
              caffe_patches=caffe_patches(parents[1]) if len(parents) > 2 else None,
              command=shlex.join(opts.argv) if opts.argv else None,
              date=doc["date"], runs=doc.get("runs"),
@@ -387,7 +387,7 @@ def run(opts: Options, say: Callable[[str], None] = print,
                "runs": [], "superseded": []}
     else:
         line += f"; resuming {len(doc['processes'])} processes of {Path(opts.out)}"
-    doc["runs"].append(dict(gpu, date=now, ucudnn_commit=git("rev-parse", "HEAD"),
+    doc["runs"].append(dict(gpu, date=now, ucudnn_commit=source_commit(),
                             command=shlex.join(opts.argv) if opts.argv else None))
     index = len(doc["runs"])
     todo = to_run(slots, doc, index)

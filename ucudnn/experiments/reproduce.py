@@ -124,13 +124,24 @@ def git(*args) -> Optional[str]:
         return None
 
 
+#: names the tree's commit where it has no git: a copy on a node without the checkout's .git
+COMMIT_ENV = "UCUDNN_COMMIT"
+
+
+def source_commit() -> Optional[str]:
+    """The commit of the ucudnn tree that runs: ``git rev-parse HEAD`` of the checkout, else
+    ``$UCUDNN_COMMIT`` (a copy of the tree without its ``.git``, as a GPU node gets it), else
+    None."""
+    return git("rev-parse", "HEAD") or os.environ.get(COMMIT_ENV) or None
+
+
 def metadata(opts: Options, mode: str) -> dict:
     """The invocation: its options, mode, date, host, ucudnn's commit (of the checkout this
     module runs from), the device and the Caffe binary."""
     meta = {"options": opts.to_json(), "mode": mode, "ucudnn_version": __version__,
             "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "host": platform.node(), "python": platform.python_version(),
-            "ucudnn_commit": git("rev-parse", "HEAD"),
+            "ucudnn_commit": source_commit(),
             "ucudnn_dirty": (bool(git("status", "--porcelain", "--untracked-files=no"))
                              if CHECKOUT else None)}
     if opts.argv is not None:

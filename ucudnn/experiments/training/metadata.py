@@ -17,7 +17,7 @@ from ... import __version__
 from ...measure.bench import device_info
 from ...paths import CHECKOUT, caffe_build, caffe_patches
 from ...vocab import CAFFE_COMMIT
-from ..reproduce import git
+from ..reproduce import git, source_commit
 from .child import STRICT_FP32_ENV
 from .nets import NETS, solver_text
 from .options import Options
@@ -48,7 +48,7 @@ def metadata(opts: Options, probe: dict, runs: Mapping[str, Mapping[str, dict]])
     meta: Dict[str, Any] = {
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(), "python": platform.python_version(),
-        "ucudnn_version": __version__, "ucudnn_commit": git("rev-parse", "HEAD"),
+        "ucudnn_version": __version__, "ucudnn_commit": source_commit(),
         "ucudnn_dirty": (bool(git("status", "--porcelain", "--untracked-files=no"))
                          if CHECKOUT else None),
         "mode": opts.mode, "environment": dict(STRICT_FP32_ENV),
