@@ -295,20 +295,12 @@ with open(a.json, "w") as f:
 
 
 def test_run_interleaves_and_writes_every_process(tmp_path, monkeypatch):
-    from fake_caffe import fake_caffe
     from repo_paths import LOGS
     from ucudnn.caffe.log import parse_caffe_time
-    medians = {"eager": 30.0, "compile": 19.0, "reduce_overhead": 18.0,
-               "bf16_compile": 9.0, "bf16_reduce_overhead": 8.0}      # max_autotune fails
-    monkeypatch.setenv("FAKE_MEDIANS", json.dumps(medians))
-    script = tmp_path / "time_pytorch.py"
-    script.write_text(FAKE_PYTORCH)
     out = tmp_path / "out"
     modes = ("eager", "compile", "max_autotune", "reduce_overhead", "compile_channels_last")
-    opts = bl.Options(out=out, caffe=fake_caffe(tmp_path, "no-such-setting"),
-                      nets=["alexnet@256"], modes=modes, processes=3, iterations=5,
-                      pytorch_script=script, compile_cache=tmp_path / "cc",
-                      argv=["ucudnn", "baseline", "--out", str(out)])
+    opts = _fake_run(tmp_path, monkeypatch, out, modes=modes, processes=3,
+                     compile_cache=tmp_path / "cc")
     said = []
     doc = bl.run(opts, say=said.append)
     procs = doc["processes"]
