@@ -500,7 +500,7 @@ def test_cli_deadline_resume_and_bad_arguments(tmp_path, capsys):
     exe = fake_caffe(tmp_path, "no-such-setting")
     args = ["baseline", "--caffe", exe, "--out", str(out), "--nets", "alexnet@256",
             "--modes", "eager", "--processes", "2", "--iterations", "5"]
-    # the command's first millisecond goes before any process could start (git, NVML)
+    # no process has run yet, and 0.001 s is less than a first one is taken to need
     assert cli_main([*args, "--deadline", "0.001"]) == 0
     said = capsys.readouterr().out.strip().splitlines()
     assert "8 of 8 slots left. Resume with: ucudnn baseline" in said[1]

@@ -61,8 +61,9 @@ def add_parser(sub) -> None:
                    "command; its settings must be these (a fresh run where --out has none)")
     s.add_argument("--deadline", type=float, metavar="SECONDS",
                    help="start no process once fewer SECONDS than one process (the longest so "
-                   "far, or --process-estimate) are left since the start; write everything, "
-                   "exit 0 and print the command that resumes")
+                   f"far, or --process-estimate; {bl.FIRST_PROCESS_S:.0f} s before any has run) "
+                   "are left since the start; write everything, exit 0 and print the command "
+                   "that resumes")
     s.add_argument("--process-estimate", type=float, metavar="SECONDS",
                    help="with --deadline: the seconds one process is taken to need (default: "
                    "the longest process so far)")

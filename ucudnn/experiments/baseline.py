@@ -38,7 +38,8 @@ Note [Resuming a baseline]
     are refused after the first new PyTorch process, whose record is dropped. The ucudnn
     commits may differ; versions.json lists every command's in ``runs``. ``--deadline``
     starts no process when fewer seconds are left than the longest process so far (or
-    ``--process-estimate``); the run then writes everything and says how many slots are left.
+    ``--process-estimate``; before any has run, :data:`FIRST_PROCESS_S`); the run then writes
+    everything and says how many slots are left.
     Under a deadline a process's ``--timeout`` is at most the seconds left, so that one longer
     than a command can run (a cold max-autotune, say) ends as a recorded failure, retried once
     by the next command, instead of with the command, which would leave its slot to run again
@@ -79,7 +80,11 @@ SETTINGS: Dict[str, dict] = {
     "alexnet": {"limit": "512MiB", "bn": "caffe", "layout": "NCHW"},
     "cifar10": {"limit": "64MiB", "bn": "caffe", "layout": "NCHW"},
 }
-#: the issue's targets: ResNet-18 at 256, ResNet-50 v1 at 128 and 256, AlexNet at 256
+#: what --deadline takes a process to need before any has run, without --process-estimate:
+#: about the shortest measured (a Caffe ResNet-50 v1 process, 31.5 s on an H100,
+#: results/h100/baseline-first)
+FIRST_PROCESS_S = 30.0
+#: the targets: ResNet-18 at 256, ResNet-50 v1 at 128 and 256, AlexNet at 256
 NETS = ("resnet18@256", "resnet50@128", "resnet50@256", "alexnet@256")
 #: --quick: the whole pipeline on the GPU host in minutes (max-autotune's search takes longer)
 QUICK = {"nets": ("resnet18@32",), "processes": 1, "iterations": 5, "warmup": 2,
@@ -398,7 +403,7 @@ def run(opts: Options, say: Callable[[str], None] = print,
         each = opts
         if opts.deadline is not None:
             left = opts.deadline - (clock() - start)
-            need = opts.process_estimate or max(took, default=0.0)
+            need = opts.process_estimate or max(took, default=FIRST_PROCESS_S)
             if left <= 0 or left < need:
                 doc["remaining"] = len(to_run(slots, doc, index + 1))
                 write_all(opts, doc, core=True)
