@@ -29,7 +29,7 @@ from .cache import DEFAULT_WORKSPACE_CAP, CacheKey, timing_name
 
 __all__ = ["NoGpuError", "core", "core_status", "device_info", "set_device", "driver_version", "cache_key",
            "benchmark_kernel", "measure_kernel", "measure", "merge_families", "holds_refused",
-           "Measured", "TIME_ITERS", "unknown_determinism"]
+           "Measured", "TIME_ITERS", "unknown_determinism", "fill_known"]
 
 #: The core's default re-timing: median of 5 CUDA-event runs (timing ``"events5"``).
 TIME_ITERS = 5
@@ -223,6 +223,18 @@ def unknown_determinism(bench: KernelBench) -> List[int]:
     return [b for b, perfs in bench.items() if any(p.deterministic is None for p in perfs)]
 
 
+def fill_known(cache, key, sizes, run, repeats: int, *, force: bool = False,
+               determinism: bool = False) -> KernelBench:
+    """``cache.fill(key, sizes, run, repeats, force=force)``; with ``determinism`` the sizes
+    it answers with a choice of unknown determinism are measured again and replaced (for a
+    deterministic plan: Note [Deterministic plans] in ucudnn/plan/dp.py)."""
+    got = cache.fill(key, sizes, run, repeats, force=force)
+    stale = unknown_determinism(got) if determinism else []
+    if stale:
+        got.update(cache.fill(key, stale, run, repeats, force=True))
+    return got
+
+
 def measure(kern, sizes: Iterable[int], *, repeats: int = FIND_REPEATS, cache_path=None,
             workspace_cap: Optional[int] = None, progress=None,
             time_iters: int = TIME_ITERS, cache=None, engines: str = "legacy",
@@ -238,12 +250,6 @@ def measure(kern, sizes: Iterable[int], *, repeats: int = FIND_REPEATS, cache_pa
     (for a deterministic plan: Note [Deterministic plans] in ucudnn/plan/dp.py)."""
     sizes = list(sizes)
 
-    def known(got, c, key, run):
-        stale = unknown_determinism(got) if determinism else []
-        if stale:
-            got.update(c.fill(key, stale, run, repeats, force=True))
-        return got
-
     def family_fill(c, family):
         key = cache_key(kern.shape, kern.op, kern.math, kern.dtype, workspace_cap=workspace_cap,
                         time_iters=time_iters, family=family)
@@ -252,11 +258,11 @@ def measure(kern, sizes: Iterable[int], *, repeats: int = FIND_REPEATS, cache_pa
             return measure_kernel(kern, missing, repeats=repeats, workspace_cap=workspace_cap,
                                   progress=progress, time_iters=time_iters, engines=family)
         if family != "graph":
-            return known(c.fill(key, sizes, run, repeats), c, key, run)
+            return fill_known(c, key, sizes, run, repeats, determinism=determinism)
         # Note [Refused engines] in ucudnn/measure/cache/schema.py
         stored = c.refusals(key)
         kern.refuse_engines(stored)
-        got = known(c.fill(key, sizes, run, repeats), c, key, run)
+        got = fill_known(c, key, sizes, run, repeats, determinism=determinism)
         refused = kern.refused_engines
         new = {e: why for e, why in refused.items() if e not in stored}
         if new:

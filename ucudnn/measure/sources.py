@@ -173,10 +173,8 @@ def _fill_kernel(cache, l, op: str, family: str, sizes, *, math: str, dtype: str
         _say(progress, f"{head}: done, elapsed {time.perf_counter() - t0:.1f} s")
         return results
 
-    got = cache.fill(key, sizes, measure, repeats, force=force)
-    stale = bench.unknown_determinism(got) if determinism else []
-    if stale:
-        got.update(cache.fill(key, stale, measure, repeats, force=True))
+    got = bench.fill_known(cache, key, sizes, measure, repeats, force=force,
+                           determinism=determinism)
     if not measured:
         _say(progress, f"{head}: {len(sizes)} sizes cached")
     return got
