@@ -232,18 +232,14 @@ cdef object _layer_from_c(const ucudnn_net_layer* l, int i):
     where = f"layer {name!r}: "
     dtype = _dtype_name(l.dtype, where)
     layout = _layout_name(l.layout, where)
-    depth = _depth(l.d, l.t, l.pad_d, l.stride_d, l.dil_d, where)
-    if depth is None:
-        spec = LayerSpec(name, l.n, l.c, l.h, l.w, l.k, l.r, l.s, pad=(l.pad_h, l.pad_w),
-                         stride=(l.stride_h, l.stride_w), dilation=(l.dil_h, l.dil_w),
-                         groups=l.groups, bwd_data=bool(l.backward_data),
-                         layout=layout)
-    else:
-        spec = LayerSpec(name, l.n, l.c, l.h, l.w, l.k, l.r, l.s,
-                         pad=(l.pad_d, l.pad_h, l.pad_w), stride=(l.stride_d, l.stride_h,
-                                                                  l.stride_w),
-                         dilation=(l.dil_d, l.dil_h, l.dil_w), groups=l.groups,
-                         bwd_data=bool(l.backward_data), layout=layout, d=l.d, t=l.t)
+    pad, stride, dil = (l.pad_h, l.pad_w), (l.stride_h, l.stride_w), (l.dil_h, l.dil_w)
+    three = {}
+    if _depth(l.d, l.t, l.pad_d, l.stride_d, l.dil_d, where) is not None:
+        pad, stride, dil = (l.pad_d,) + pad, (l.stride_d,) + stride, (l.dil_d,) + dil
+        three = dict(d=l.d, t=l.t)
+    spec = LayerSpec(name, l.n, l.c, l.h, l.w, l.k, l.r, l.s, pad=pad, stride=stride,
+                     dilation=dil, groups=l.groups, bwd_data=bool(l.backward_data),
+                     layout=layout, **three)
     text = l.ucudnn_param.decode("utf-8", "replace") if l.ucudnn_param != NULL else None
     return spec, dtype, text
 
