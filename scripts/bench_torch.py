@@ -161,6 +161,13 @@ def _is_oom(e: BaseException) -> bool:
     return isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower()
 
 
+def _error_line(e: BaseException, limit: int) -> str:
+    """``e`` in one line for a record: its type and the first ``limit`` characters of its
+    message's first line."""
+    text = str(e)
+    return f"{type(e).__name__}: {text.splitlines()[0][:limit] if text else ''}"
+
+
 def _events_ms(step, calls: int, reps: int) -> float:
     """Median over ``reps`` of the milliseconds per call of ``calls`` calls between events."""
     times = []
@@ -213,7 +220,7 @@ def _measure_pytorch(op, layer, x, w, dy, args) -> dict:
     except Exception as e:  # noqa: BLE001 - an OOM or a cuDNN error is the point's result
         torch.cuda.empty_cache()
         return {"pytorch_status": "oom" if _is_oom(e) else "failed",
-                "error": f"pytorch: {type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+                "error": f"pytorch: {_error_line(e, 200)}"}
     return {"pytorch_status": "ok", "pytorch_measured_ms": ms, "pytorch_peak_bytes": peak,
             "pytorch_workspace_bytes": max(0, peak - result)}
 
@@ -236,7 +243,7 @@ def _measure_ucudnn(side, op, layer, x, w, dy, family, cap, dtype, args) -> dict
     except Exception as e:  # noqa: BLE001 - recorded as the point's result
         torch.cuda.empty_cache()
         return {f"{side}_status": "oom" if _is_oom(e) else "failed",
-                "error": f"{side}: {type(e).__name__}: {str(e).splitlines()[0][:200]}"}
+                "error": f"{side}: {_error_line(e, 200)}"}
     row = {f"{side}_status": "ok", f"{side}_predicted_ms": kern.plan.time_ms,
            f"{side}_workspace_bytes": kern.workspace_size, f"{side}_measured_ms": ms}
     if side == "ucudnn":
@@ -363,7 +370,7 @@ def model_process(args) -> int:
         rec.update(status="ok", step=kind)
     except Exception as e:  # noqa: BLE001 - the process's result, recorded
         rec.update(status="oom" if _is_oom(e) else "failed",
-                   error=f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}")
+                   error=_error_line(e, 300))
     write_text(args.json, json.dumps(rec, indent=2) + "\n")
     return 0
 
@@ -507,7 +514,7 @@ def frontend_process(args) -> int:
         rec.update(status="ok", cudnn_allow_tf32=torch.backends.cudnn.allow_tf32)
     except Exception as e:  # noqa: BLE001 - the process's result, recorded
         rec.update(status="oom" if _is_oom(e) else "failed",
-                   error=f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}",
+                   error=_error_line(e, 300),
                    traceback=traceback.format_exc()[-3000:])
     if rec["status"] == "ok" and args.variant.startswith("ucudnn"):
         try:                        # what was planned: beside the timing, never instead of it
