@@ -464,3 +464,40 @@ def test_deconvolution_and_crop_refuse_what_caffe_refuses(layer, match):
     text = HEAD + _deconv("up", "data", 4, 4, "stride: 2 pad: 1") + layer
     with pytest.raises(ShapeError, match=match):
         infer_shapes(parse_net_text(text))
+
+
+_VOLUME = 'input: "vol" input_shape { dim: 2 dim: 4 dim: 3 dim: 8 dim: 8 }\n'
+
+
+@pytest.mark.parametrize("layer, match", [
+    ('layer { name: "p" type: "PReLU" bottom: "vol" top: "vol" }',
+     r"^<prototxt>: layer 'p' \(type PReLU\): the bottom \(2, 4, 3, 8, 8\) has 5 axes, "
+     r"and BVLC Caffe's PReLU takes at most 4$"),
+    ('layer { name: "n" type: "LRN" bottom: "vol" top: "n" }', r"'n'.*LRN takes exactly 4"),
+    ('layer { name: "m" type: "MVN" bottom: "vol" top: "m" }', r"'m'.*MVN takes at most 4"),
+    # cuDNN's ReLU, Sigmoid and TanH, which engine DEFAULT makes in a build with cuDNN
+    ('layer { name: "r" type: "ReLU" bottom: "vol" top: "vol" }',
+     r"'r' \(type ReLU\): field 'relu_param.engine': .*5 axes.*engine: CAFFE"),
+    ('layer { name: "s" type: "Sigmoid" bottom: "vol" top: "s" '
+     'sigmoid_param { engine: CUDNN } }', r"'s'.*field 'sigmoid_param.engine'"),
+    ('layer { name: "t" type: "TanH" bottom: "vol" top: "t" }', r"'t'.*'tanh_param.engine'"),
+])
+def test_layers_of_4_axes_refuse_a_volume(layer, match):
+    with pytest.raises(ShapeError, match=match):
+        infer_shapes(parse_net_text(_VOLUME + layer))
+
+
+def test_layers_of_any_axes_take_a_volume():
+    text = _VOLUME + "".join(
+        f'layer {{ name: "{n}" type: "{t}" bottom: "vol" top: "{n}" {extra} }}\n'
+        for n, t, extra in [("r", "ReLU", "relu_param { engine: CAFFE }"),
+                            ("s", "Sigmoid", "sigmoid_param { engine: CAFFE }"),
+                            ("d", "Dropout", ""), ("b", "BatchNorm", ""),
+                            ("sm", "Softmax", "")])
+    shapes = infer_shapes(parse_net_text(text))
+    assert {shapes[n] for n in ("r", "s", "d", "b", "sm")} == {(2, 4, 3, 8, 8)}
+    # 4 axes and fewer: what these layers take
+    flat = 'input: "x" input_shape { dim: 2 dim: 4 dim: 8 dim: 8 }\n' + \
+        'layer { name: "p" type: "PReLU" bottom: "x" top: "p" }\n' + \
+        'layer { name: "r" type: "ReLU" bottom: "x" top: "r" }\n'
+    assert infer_shapes(parse_net_text(flat))["p"] == (2, 4, 8, 8)

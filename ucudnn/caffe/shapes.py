@@ -80,6 +80,38 @@ _LOSSES = {"SoftmaxWithLoss", "EuclideanLoss", "SigmoidCrossEntropyLoss", "Hinge
 _FILE_DATA = {"Data", "ImageData", "HDF5Data", "WindowData"}
 _NO_TOPS = {"Silence", "HDF5Output"}
 
+# Note [Layers of 4 axes]
+#     BVLC layers that read their bottom as num, channels, height and width (Blob's legacy
+#     accessors stop Caffe past 4 axes): PReLU and MVN take at most 4 axes, LRN and SPP
+#     exactly 4 (Pooling too: NetShapes.pooling); ReLU, Sigmoid and TanH as cuDNN layers,
+#     which the layer factory makes of engine DEFAULT in a build with cuDNN (ucudnn's), while
+#     engine CAFFE takes any. A 3-D net with one is refused here, as Caffe would at set-up.
+#: layer type -> (the axes it takes: "at most" or "exactly" 4, its engine's parameter field)
+_FOUR_AXES = {"PReLU": ("at most", None), "MVN": ("at most", None),
+              "LRN": ("exactly", None), "SPP": ("exactly", None),
+              "ReLU": ("at most", "relu_param"), "Sigmoid": ("at most", "sigmoid_param"),
+              "TanH": ("at most", "tanh_param")}
+
+
+def four_axes_reason(layer, ltype: str, shape: Shape) -> Optional[str]:
+    """Why Caffe cannot set up ``layer`` on a bottom of ``shape`` (Note [Layers of 4 axes]);
+    None where it can."""
+    rule = _FOUR_AXES.get(ltype)
+    if rule is None:
+        return None
+    how, field = rule
+    if (len(shape) <= 4) if how == "at most" else (len(shape) == 4):
+        return None
+    if field is not None:
+        p = getattr(layer, field, None)
+        engine = getattr(p, "engine", 0)
+        if engine and p.Engine.Name(engine) == "CAFFE":
+            return None
+        return (f"field '{field}.engine': the bottom {shape} has {len(shape)} axes, and "
+                f"{ltype} as cuDNN's layer (engine DEFAULT or CUDNN in a Caffe built with "
+                f"cuDNN) takes {how} 4; '{field} {{ engine: CAFFE }}' takes any number")
+    return f"the bottom {shape} has {len(shape)} axes, and BVLC Caffe's {ltype} takes {how} 4"
+
 
 class ShapeError(PrototxtError):
     """A net Caffe would refuse, or whose shapes cannot be known; the message names the file,
@@ -411,6 +443,9 @@ class NetShapes:
             return self.convolution(layer, name, where, bottoms, tops)
         if None in bottoms:                 # below: rules that need known bottoms
             return None, ltype in ("InnerProduct", "Scale", "Bias", "PReLU", "Deconvolution")
+        reason = four_axes_reason(layer, ltype, bottoms[0]) if bottoms else None
+        if reason is not None:
+            raise ShapeError(f"{where}: {reason}")
         if ltype in _RULES:
             return _RULES[ltype](layer, where, bottoms, tops)
         if ltype == "Pooling":
