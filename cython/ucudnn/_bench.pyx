@@ -39,7 +39,7 @@ cdef object _benchmark(Kernel kern, sizes, int repeats, workspace_cap, progress,
     legacy, graph = "legacy" in families, "graph" in families
     built = {b: kern._graph_build(b) for b in sizes} if graph else {}
     t1 = perf_counter()
-    need = max((plan.ws_bytes for configs in built.values() for _, plan, _, _ in configs
+    need = max((plan.ws_bytes for configs in built.values() for _, plan, *_ in configs
                 if plan is not None and plan.ws_bytes <= cap), default=0)
     if legacy:
         need = max(need, kern._legacy_need(sizes, cap))
