@@ -3,6 +3,8 @@ PyTorch's own convolutions, gradients included, undivided and micro-batched, in 
 bf16, and 3-D ones (Conv3d, ConvTranspose3d) in fp32 and bf16, NCDHW and channels_last_3d;
 ``torch.compile(fullgraph=True)`` and CUDA-graph capture run them; a shape new inside a
 capture raises the clear error; a second process plans from the cache without benchmarking.
+fp32 is compared with TF32 off on both sides (Note [TF32 calls] in ucudnn/torch/runtime.py),
+and with TF32 allowed each side against an fp64 step.
 
 Benchmarks go to the session's own cache (tests/conftest.py); the kernels measure the legacy
 family unless a test says otherwise, to keep the tier short.
@@ -25,11 +27,17 @@ from torch import nn  # noqa: E402
 
 import ucudnn.torch as ut  # noqa: E402
 from torch_cases import (  # noqa: E402
-    TOLERANCE, model2d as _model, plans_text, rel_err as _err)
+    TOLERANCE, conv_tf32, model2d as _model, no_tf32, plans_text, rel_err as _err)
 from ucudnn.measure.planner_state import planner_state  # noqa: E402
 from ucudnn.plan.dp import Chunk, Plan  # noqa: E402
 from ucudnn.torch import ops, runtime  # noqa: E402
 from ucudnn.torch.convert import settings_from  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _ieee_fp32():
+    with no_tf32():
+        yield
 
 
 def _step(model, x):
@@ -116,6 +124,32 @@ def test_converted_3d_model_equals_pytorch(dtype, channels_last):
     # follows it, runs NCDHW (kernels an NCDHW case may have planned already)
     layouts = {k[7] for k in new}
     assert layouts >= {"NHWC"} if channels_last else layouts == {"NCHW"}
+
+
+def test_tf32_as_close_to_fp64_as_pytorchs():
+    """TF32 allowed (PyTorch's default): calls run the module's own config, whose choices
+    may run TF32 as PyTorch's may; each side is compared with an fp64 step, since TF32 moves
+    a cancelling gradient by percents on both. Not allowed: the fma twin, within 1e-5."""
+    torch.manual_seed(0)
+    ref = _model().cuda()
+    model = copy.deepcopy(ref)
+    ut.convert(model, limit="1MiB", engines="legacy")
+    config = model[0].ucudnn_config
+    x = torch.randn(8, 3, 20, 20, device="cuda")
+    truth = _step(copy.deepcopy(ref).double(), x.double())
+    with conv_tf32(True):
+        got, want = _step(model, x), _step(ref, x)
+    for i, (g, w, t) in enumerate(zip(got, want, truth)):
+        assert _err(g, t) <= max(2e-2, 3 * _err(w, t)), (i, _err(g, t), _err(w, t))
+    assert runtime.call_config(config) != config                   # TF32 off here
+    got = _step(model, x)
+    for i, (g, t) in enumerate(zip(got, truth)):
+        assert _err(g, t) <= 1e-5, (i, _err(g, t))
+    kernels = runtime.planned_kernels()
+    mine = [kernels[k] for k in kernels if k[-1] == config]
+    fma = [kernels[k] for k in kernels if k[-1] == runtime.call_config(config)]
+    assert mine and fma
+    assert {c.math for k in fma for c in k.plan.chunks} == {3}     # CUDNN_FMA_MATH
 
 
 def test_graph_engines_and_output_size():
