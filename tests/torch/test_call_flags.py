@@ -1,8 +1,11 @@
-"""PyTorch's deterministic flags at call time (Note [Deterministic calls] in
-ucudnn/torch/runtime.py), over the fake core: a call made while ``torch.backends.cudnn.
-deterministic`` or ``torch.use_deterministic_algorithms`` is on runs a kernel planned from
-deterministic choices only, under a config of its own, and a kernel planned without the flag
-is never reused for it (nor the other way round)."""
+"""PyTorch's flags at call time, over the fake core. Deterministic (Note [Deterministic calls]
+in ucudnn/torch/runtime.py): a call made while ``torch.backends.cudnn.deterministic`` or
+``torch.use_deterministic_algorithms`` is on runs a kernel planned from deterministic choices
+only, under a config of its own, and a kernel planned without the flag is never reused for it
+(nor the other way round). TF32 (Note [TF32 calls]): an fp32 call while
+``torch.backends.cudnn.allow_tf32`` is off runs a kernel planned with math "fma"; fp16 calls
+do not change.
+"""
 import contextlib
 
 import pytest
@@ -16,6 +19,7 @@ from ucudnn.measure.planner_state import planner_state  # noqa: E402
 from ucudnn.plan.table import AlgoPerf  # noqa: E402
 from ucudnn.torch import runtime  # noqa: E402
 from ucudnn.torch.convert import settings_from  # noqa: E402
+from torch_cases import no_tf32  # noqa: E402
 from torch_fakes import fake_cuda  # noqa: E402,F401 (a fixture)
 
 
@@ -58,9 +62,9 @@ def calls(fake_core, fake_cuda, monkeypatch):
     return ran
 
 
-def _fwd(config):
-    x, w = torch.randn(8, 16, 12, 12), torch.randn(32, 16, 3, 3)
-    y = torch.empty(8, 32, 12, 12)
+def _fwd(config, dtype=torch.float32):
+    x, w = torch.randn(8, 16, 12, 12, dtype=dtype), torch.randn(32, 16, 3, 3, dtype=dtype)
+    y = torch.empty(8, 32, 12, 12, dtype=dtype)
     runtime.run("fwd", x, w, y, tuple(x.shape), tuple(w.shape), (1, 1), (1, 1), (1, 1), 1,
                 "NCHW", config)
 
@@ -131,3 +135,66 @@ def test_plan_follows_the_flag(fake_core, fake_cuda):
     assert free.doc["deterministic"] is False and det.doc["deterministic"] is True
     assert {ch["algo"] for k in det.doc["kernels"] for ch in k["chunks"]} == {0}
     assert {ch["algo"] for k in free.doc["kernels"] for ch in k["chunks"]} == {1}
+
+
+def _maths(kern):
+    return {c.math for c in kern.plan.chunks}
+
+
+def test_fp32_calls_without_tf32_run_fma_kernels(calls, fake_core):
+    config = runtime.config_id(settings_from(limit="64MiB", engines="legacy"))
+    assert runtime.torch_tf32()                     # PyTorch's default
+    _fwd(config)
+    tf32 = calls[-1]
+    assert _maths(tf32) == {0} and planner_state(tf32).settings.math == "default"
+    with no_tf32():
+        twin = runtime.call_config(config)
+        assert runtime.settings_of(twin) == runtime.settings_of(config).replace(math="fma")
+        _fwd(config)
+        fma = calls[-1]
+        assert fma is not tf32 and _maths(fma) == {3}           # CUDNN_FMA_MATH
+        # fp16 keeps its config: PyTorch's flag is about fp32
+        assert runtime.call_config(config, torch.float16) == config
+        _fwd(config, torch.float16)
+        assert _maths(calls[-1]) == {0}
+        with cudnn_deterministic():                 # both flags: one twin with both
+            both = runtime.call_config(config)
+            assert runtime.settings_of(both) == runtime.settings_of(config).replace(
+                math="fma", deterministic=True)
+            _fwd(config)
+            assert _maths(calls[-1]) == {3} and _algos(calls[-1]) == {0}
+    assert runtime.call_config(config) == config
+    _fwd(config)
+    assert calls[-1] is tf32
+
+
+def test_settings_fma_need_no_flag_and_a_model_planned_together_goes_alone(
+        calls, fake_core, fake_cuda):
+    config = runtime.config_id(settings_from(limit="64MiB", engines="legacy", math="fma"))
+    with no_tf32():
+        assert runtime.call_config(config) == config
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1))
+    report = ut.convert(model, optimizer="ilp", example_inputs=torch.randn(4, 3, 8, 8),
+                        engines="legacy")
+    with no_tf32():
+        twin = runtime.call_config(model[0].ucudnn_config)
+        assert runtime.model_plan_of(twin) is None
+        assert runtime.settings_of(twin) == report.settings.replace(
+            optimizer="dp", budget=None, math="fma")
+    fma = ut.convert(nn.Sequential(nn.Conv2d(3, 8, 3, padding=1)), optimizer="ilp",
+                     example_inputs=torch.randn(4, 3, 8, 8), engines="legacy", math="fma")
+    with no_tf32():
+        config = fma.model[0].ucudnn_config
+        assert runtime.call_config(config) == config and runtime.model_plan_of(config)
+
+
+def test_plan_follows_the_tf32_flag_for_fp32_layers(fake_core, fake_cuda):
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1))
+    x = torch.randn(4, 3, 8, 8)
+    tf32 = ut.plan(model, x, limit="64MiB", engines="legacy")
+    with no_tf32():
+        fma = ut.plan(model, x, limit="64MiB", engines="legacy")
+        given = ut.plan(model, x, limit="64MiB", engines="legacy", math="default")
+    maths = [{ch["math"] for k in r.doc["kernels"] for ch in k["chunks"]}
+             for r in (tf32, fma, given)]
+    assert maths == [{0}, {3}, {0}]

@@ -5,10 +5,10 @@ allocator (:func:`run`).
 
 Note [Plans per input shape]
     A core kernel is planned for one exact call: operation, input and weight sizes, stride,
-    padding, dilation, groups, layout, dtype, device and the module's settings (their
-    deterministic twin under PyTorch's deterministic flags: Note [Deterministic calls]). The
-    first call of a new shape benchmarks it through the benchmark cache that ``ucudnn plan``
-    and Caffe use (:func:`ucudnn.measure.live.prepare_kernel`, the DP within the settings'
+    padding, dilation, groups, layout, dtype, device and the module's settings (their twin
+    under PyTorch's deterministic and TF32 flags: Note [Deterministic calls], Note [TF32
+    calls]). The first call of a new shape benchmarks it through the benchmark cache that
+    ``ucudnn plan`` and Caffe use (:func:`ucudnn.measure.live.prepare_kernel`, the DP within the settings'
     ``limit``), so a second process, or a second layer of the same shape, plans from the
     cache without measuring. Layers of one shape share one kernel. Kernels live as long as
     the process.
@@ -53,7 +53,8 @@ from .geometry import DTYPE_NAMES, conv_shape
 from .netwide import ModelPlan, call_key
 
 __all__ = ["CaptureError", "DTYPE_NAMES", "config_id", "settings_of", "model_plan_of",
-           "kernel_for", "run", "planned_kernels", "torch_deterministic", "call_config"]
+           "kernel_for", "run", "planned_kernels", "torch_deterministic", "torch_tf32",
+           "call_config"]
 
 
 class CaptureError(UcudnnError, RuntimeError):
@@ -119,8 +120,22 @@ def _config(config: int) -> Tuple[PlanSettings, Optional[ModelPlan]]:
 #     from deterministic choices, whatever PyTorch's flags. The config a traced or compiled
 #     graph holds is the module's: the twin is chosen when the call runs, as PyTorch's are.
 
-#: config -> the config its calls run under while PyTorch asks for determinism
-_twins: Dict[int, int] = {}
+# Note [TF32 calls]
+#     PyTorch's fp32 cuDNN convolutions may run TF32 tensor-core math while
+#     ``torch.backends.cudnn.conv.fp32_precision`` is "tf32" (the default; ``allow_tf32`` in
+#     the older API), and run IEEE fp32 otherwise; the core's math "default" is cuDNN's default math, which lets fp32 run TF32, and
+#     its "fma" never does (legacy algorithms with CUDNN_FMA_MATH, no TENSOR_CORE engine of
+#     the graph family). So an fp32 call while the flag is off runs under its config's fma
+#     twin, as Note [Deterministic calls] runs a deterministic twin, and with both flags the
+#     twin has both. TF32 can move a result by percents where a sum cancels, so a model
+#     compared with PyTorch's in fp32 is compared with both flags alike. fp16 and bf16 calls
+#     do not change. A model planned together has no fma plan unless converted with
+#     ``math="fma"``; its fp32 calls are otherwise planned alone with ``dp`` while the flag
+#     is off.
+
+#: (config, deterministic, fma) -> the config its calls run under while PyTorch asks for
+#: determinism, IEEE fp32, or both
+_twins: Dict[Tuple[int, bool, bool], int] = {}
 
 
 def torch_deterministic() -> bool:
@@ -130,20 +145,40 @@ def torch_deterministic() -> bool:
         torch.are_deterministic_algorithms_enabled()
 
 
-def call_config(config: int) -> int:
-    """The config a call of ``config`` runs under now (Note [Deterministic calls])."""
-    if not torch_deterministic():
+def torch_tf32() -> bool:
+    """Whether PyTorch lets fp32 cuDNN convolutions run TF32 now (Note [TF32 calls]):
+    ``torch.backends.cudnn.conv.fp32_precision`` is "tf32" (its getter resolves "none" from
+    the settings above it; reading the older ``allow_tf32`` raises once the two APIs are
+    mixed), or, in a PyTorch before that setting, ``allow_tf32``."""
+    conv = getattr(torch.backends.cudnn, "conv", None)
+    precision = getattr(conv, "fp32_precision", None)
+    if precision is not None:
+        return precision == "tf32"
+    return bool(torch.backends.cudnn.allow_tf32)
+
+
+def call_config(config: int, dtype: torch.dtype = torch.float32) -> int:
+    """The config a call of ``config`` in ``dtype`` runs under now (Note [Deterministic
+    calls], Note [TF32 calls])."""
+    det = torch_deterministic()
+    fma = dtype == torch.float32 and not torch_tf32()
+    if not det and not fma:
         return config
     settings, model = _config(config)       # refuses a config of a model that is gone
-    twin = _twins.get(config)
+    twin = _twins.get((config, det, fma))
     if twin is None:
-        if settings.deterministic:
+        changes = {}
+        if det and not settings.deterministic:
+            changes["deterministic"] = True
+        if fma and settings.math != "fma":
+            changes["math"] = "fma"
+        if not changes:
             twin = config
         elif model is not None:
-            twin = config_id(settings.replace(optimizer="dp", budget=None, deterministic=True))
+            twin = config_id(settings.replace(optimizer="dp", budget=None, **changes))
         else:
-            twin = config_id(settings.replace(deterministic=True))
-        _twins[config] = twin
+            twin = config_id(settings.replace(**changes))
+        _twins[(config, det, fma)] = twin
     return twin
 
 
@@ -269,9 +304,9 @@ def run(op: str, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, x_size: Tu
         config: int) -> torch.Tensor:
     """Run ``op`` of the core on CUDA tensors laid out as ``layout`` (fwd: a=x, b=w, out=y;
     bwd_data: a=w, b=dy, out=dx; bwd_filter: a=x, b=dy, out=dw) and return ``out``; under
-    PyTorch's deterministic flags with the config's deterministic twin (Note [Deterministic
-    calls])."""
-    config = call_config(config)
+    PyTorch's deterministic flags or without TF32 with the config's twin (Note [Deterministic
+    calls], Note [TF32 calls])."""
+    config = call_config(config, out.dtype)
     device = out.device
     key = (op, x_size, w_size, tuple(stride), tuple(padding), tuple(dilation), groups, layout,
            out.dtype, device.index, config)
