@@ -33,7 +33,7 @@ from ..plan.network import NetworkPlan, plan_network
 from .convert import settings_from, why_kept
 from .geometry import DTYPE_NAMES, layer_spec
 from .netwide import model_calls
-from .runtime import torch_deterministic
+from .runtime import torch_deterministic, torch_tf32
 
 __all__ = ["plan", "PlanReport"]
 
@@ -69,12 +69,19 @@ def plan(model: nn.Module, example_inputs, *, limit=None, policy=None, optimizer
     :func:`ucudnn.torch.convert`: ``ilp`` and ``shared`` plan the whole net's kernels
     together, here with grouped convolutions as Caffe runs them). ``show``: print it too.
     ``deterministic``: as for :func:`ucudnn.torch.convert`; None (the default) follows
-    PyTorch's deterministic flags now (Note [Deterministic calls] in :mod:`.runtime`)."""
+    PyTorch's deterministic flags now (Note [Deterministic calls] in :mod:`.runtime`), and
+    ``math`` None its TF32 flag for fp32 layers (Note [TF32 calls])."""
     inputs = example_inputs if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
     if deterministic is None and torch_deterministic():
         deterministic = True
     base = settings_from(limit, policy, optimizer, engines, math, sizes, cache, budget,
                          deterministic)
+
+    def fma_now(dtype):
+        """math "fma" for an fp32 layer while PyTorch's TF32 is off, unless ``math`` is
+        given (Note [TF32 calls] in :mod:`.runtime`)."""
+        return {"math": "fma"} if (math is None and DTYPE_NAMES[dtype] == "float32"
+                                   and not torch_tf32()) else {}
     label = name or type(model).__name__
     layers, settings, kept, seen = [], {}, [], {}
     for call_name, module, x, y in model_calls(model, inputs):
@@ -86,7 +93,7 @@ def plan(model: nn.Module, example_inputs, *, limit=None, policy=None, optimizer
             kept.append((layer_name, kind, why))
             continue
         layers.append(layer_spec(layer_name, module, x, y))
-        settings[layer_name] = base.replace(dtype=DTYPE_NAMES[x.dtype])
+        settings[layer_name] = base.replace(dtype=DTYPE_NAMES[x.dtype], **fma_now(x.dtype))
     kept_doc = [{"layer": n, "module": k, "reason": r} for n, k, r in kept]
     if not layers:
         doc = {"network": label, "kernels": [], "kept_by_pytorch": kept_doc,
