@@ -92,8 +92,9 @@ def test_whole_model_plans_equal_pytorch(optimizer):
     if optimizer == "ilp":
         assert live.arena is None and live.plan.ws_bytes <= live.plan.budget
         assert not any(k in runtime._slots for k in keys)
-    else:
-        assert live.arena.numel() == live.plan.arena_bytes <= live.plan.budget
+    else:       # fma choices of these sizes may need no workspace, and then no arena
+        arena_bytes = live.arena.numel() if live.arena is not None else 0
+        assert arena_bytes == live.plan.arena_bytes <= live.plan.budget
         for k in keys:
             kern = runtime.planned_kernels()[k]
             if kern.workspace_size:
