@@ -93,24 +93,25 @@ _FOUR_AXES = {"PReLU": ("at most", None), "MVN": ("at most", None),
               "TanH": ("at most", "tanh_param")}
 
 
-def four_axes_reason(layer, ltype: str, shape: Shape) -> Optional[str]:
-    """Why Caffe cannot set up ``layer`` on a bottom of ``shape`` (Note [Layers of 4 axes]);
-    None where it can."""
-    rule = _FOUR_AXES.get(ltype)
-    if rule is None:
-        return None
-    how, field = rule
-    if (len(shape) <= 4) if how == "at most" else (len(shape) == 4):
-        return None
-    if field is not None:
-        p = getattr(layer, field, None)
-        engine = getattr(p, "engine", 0)
-        if engine and p.Engine.Name(engine) == "CAFFE":
-            return None
-        return (f"field '{field}.engine': the bottom {shape} has {len(shape)} axes, and "
-                f"{ltype} as cuDNN's layer (engine DEFAULT or CUDNN in a Caffe built with "
-                f"cuDNN) takes {how} 4; '{field} {{ engine: CAFFE }}' takes any number")
-    return f"the bottom {shape} has {len(shape)} axes, and BVLC Caffe's {ltype} takes {how} 4"
+def _check_four_axes(layer, ltype: str, bottoms: Sequence[Shape], where: str) -> None:
+    """ShapeError where Caffe cannot set ``layer`` up on its first bottom (Note [Layers of
+    4 axes])."""
+    how, field = _FOUR_AXES.get(ltype, (None, None))
+    shape = bottoms[0] if bottoms else None
+    if how is None or shape is None or (len(shape) <= 4 if how == "at most" else
+                                        len(shape) == 4):
+        return
+    n = len(shape)
+    if field is None:
+        raise ShapeError(f"{where}: the bottom {shape} has {n} axes, and BVLC Caffe's {ltype} "
+                         f"takes {how} 4")
+    p = getattr(layer, field, None)
+    engine = getattr(p, "engine", 0)
+    if not (engine and p.Engine.Name(engine) == "CAFFE"):
+        raise ShapeError(f"{where}: field '{field}.engine': the bottom {shape} has {n} axes, "
+                         f"and {ltype} as cuDNN's layer (engine DEFAULT or CUDNN in a Caffe "
+                         f"built with cuDNN) takes {how} 4; '{field} {{ engine: CAFFE }}' "
+                         "takes any number")
 
 
 class ShapeError(PrototxtError):
@@ -327,8 +328,7 @@ class NetShapes:
         self.lines = None if text is None else layer_lines(text, len(net.layer))
         #: a fork's layer type -> the bottom whose shape its tops have (--layer-shape)
         self.layer_shapes = dict(layer_shapes or {})
-        self.given = dict(given or {})
-        self.need_convs = need_convs
+        self.given, self.need_convs = dict(given or {}), need_convs
         self.shapes: Dict[str, Optional[Shape]] = {}
         self.maker: Dict[str, str] = {}             # blob -> the first layer writing it
         #: an unknown blob -> the blob whose unknown shape it comes from (a data or Python
@@ -443,9 +443,7 @@ class NetShapes:
             return self.convolution(layer, name, where, bottoms, tops)
         if None in bottoms:                 # below: rules that need known bottoms
             return None, ltype in ("InnerProduct", "Scale", "Bias", "PReLU", "Deconvolution")
-        reason = four_axes_reason(layer, ltype, bottoms[0]) if bottoms else None
-        if reason is not None:
-            raise ShapeError(f"{where}: {reason}")
+        _check_four_axes(layer, ltype, bottoms, where)
         if ltype in _RULES:
             return _RULES[ltype](layer, where, bottoms, tops)
         if ltype == "Pooling":
