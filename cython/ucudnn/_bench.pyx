@@ -39,8 +39,8 @@ cdef object _benchmark(Kernel kern, sizes, int repeats, workspace_cap, progress,
     legacy, graph = "legacy" in families, "graph" in families
     built = {b: kern._graph_build(b) for b in sizes} if graph else {}
     t1 = perf_counter()
-    need = max((plan.ws_bytes for configs in built.values() for _, plan, *_ in configs
-                if plan is not None and plan.ws_bytes <= cap), default=0)
+    need = max((c.plan.ws_bytes for configs in built.values() for c in configs
+                if c.plan is not None and c.plan.ws_bytes <= cap), default=0)
     if legacy:
         need = max(need, kern._legacy_need(sizes, cap))
     need = min(cap, max(1 << 20, need))
@@ -145,11 +145,12 @@ cdef object _graph_c(Kernel kern, Handle handle, int b, list built, DeviceBuffer
     r.y_step = <size_t>(b * kern.k.y_nstride * kern.k.elem_size)
     r.slices = max(1, slices)
     out, timed = [], []
-    deterministic = {engine: det for engine, _, _, _, det in built}
+    deterministic = {c.engine: c.deterministic for c in built}
     t0 = perf_counter()
-    for engine, plan, status, compiled, _ in built:
+    for c in built:
+        engine, plan, status = c.engine, c.plan, c.status
         stats["configs"] += 1
-        if compiled:
+        if c.compiled:
             stats["runtime_compiled"] += 1
         if plan is None:
             stats["failed"] += 1

@@ -20,6 +20,7 @@ from ucudnn._types cimport (UCG_MAX_CONFIGS, ucudnn_engine_config, ucudnn_graph_
                             ucg_engine_notes, ucg_graph_build, ucg_graph_destroy,
                             ucg_heuristics, ucg_plan_build, ucg_plan_destroy)
 
+from collections import namedtuple
 from time import perf_counter
 
 from ucudnn.vocab import (NUMERICAL_NOTES, InputError, PlanError, engine_text, focus_configs,
@@ -187,9 +188,13 @@ cdef object _graph_configs(Kernel kern, int batch, double beta):
         free(cfgs)
 
 
+#: one config of the graph family built at a micro-batch size (:func:`_graph_build`)
+GraphConfig = namedtuple("GraphConfig", "engine plan status compiled deterministic")
+
+
 cdef object _graph_build(Kernel kern, int b):
     """The graph family's configs at micro-batch ``b`` (Note [Graph choices tried]), each
-    built into its plan: ``[(engine, GraphPlan or None, cudnnStatus_t, runtime
+    built into its plan: ``[GraphConfig(engine, GraphPlan or None, cudnnStatus_t, runtime
     compiled, deterministic)]`` (deterministic: its engine lacks the NONDETERMINISTIC
     note, Note [Deterministic plans] in ucudnn/plan/dp.py). The plans of an op that
     accumulates (backward-filter) have beta 1 (Note [Backward-filter timed with beta 1] in
@@ -209,9 +214,9 @@ cdef object _graph_build(Kernel kern, int b):
         if plan is not None and beta != 0.0:
             other, status, _ = kern._graph_plan(engine, b, 0.0)
             spent["graph_build"] += other.build_seconds if other is not None else 0.0
-        out.append((engine, plan if status == 0 else None, status,
-                    bool(behavior & BEHAVIOR_RUNTIME_COMPILATION),
-                    not numerical & NOTE_NONDETERMINISTIC))
+        out.append(GraphConfig(engine, plan if status == 0 else None, status,
+                               bool(behavior & BEHAVIOR_RUNTIME_COMPILATION),
+                               not numerical & NOTE_NONDETERMINISTIC))
     return out
 
 
