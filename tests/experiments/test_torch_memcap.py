@@ -151,9 +151,13 @@ def test_a_cap_binds_by_oom_or_slowdown_and_ucudnn_meets_or_misses():
     e = v[("unet", "1GiB")]                 # one ucudnn process ran out of memory: not met
     assert e["binds"] and e["ucudnn_status"] == "oom" and e["verdict"] == "not met"
     assert "ucudnn at the cap oom" in e["why"]
+    assert "; ucudnn oom in 1/2 processes, 10.00 ms in the others, peak 3.0GiB;" in \
+        mc.verdict_line(e)
     e = v[("vae", "4GiB")]                  # one PyTorch process of three ran out of memory
     assert (e["binds_by"], e["pytorch_ms"], e["verdict"]) == ("oom", 9.5, "met")
     assert "pytorch oom in 1/3 processes, 9.50 ms in the others" in mc.verdict_line(e)
+    assert "; binds (oom), met: ucudnn 1.020x its unlimited time (target <= 1.10)" in \
+        mc.verdict_line(e)
     by = {(r["model"], r["side"], r["memory_cap"]): r for r in rows}
     ref = by[("unet", "pytorch", "unlimited")]
     assert (ref["median_ms"], ref["memory_cap_bytes"], ref["cap"]) == (10.0, None, "unlimited")

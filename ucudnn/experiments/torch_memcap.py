@@ -287,14 +287,18 @@ def evaluate(rows: Sequence[dict]) -> List[dict]:
             why = f"ucudnn unlimited reference {_said(ours_ref)}"
         else:
             verdict = "met" if ratio <= TARGET else "not met"
-            why = f"ucudnn {ratio:.3f}x its unlimited time (target <= {TARGET})"
+            why = f"ucudnn {ratio:.3f}x its unlimited time (target <= {TARGET:.2f})"
         out.append({"model": m, "dtype": dt, "memory_cap": mc, "memory_cap_bytes": nbytes,
                     "pytorch_status": theirs["status"], "pytorch_oom": theirs["oom"],
                     "pytorch_processes": theirs["processes"],
                     "pytorch_ms": theirs["median_ms"],
                     "pytorch_unlimited_ms": theirs_ref["median_ms"],
-                    "pytorch_slowdown": slowdown, "binds": binds, "binds_by": by_what,
-                    "ucudnn_status": ours["status"], "ucudnn_ms": ours["median_ms"],
+                    "pytorch_slowdown": slowdown,
+                    "pytorch_peak_bytes": theirs.get("peak_gpu_memory_bytes"),
+                    "binds": binds, "binds_by": by_what,
+                    "ucudnn_status": ours["status"], "ucudnn_oom": ours["oom"],
+                    "ucudnn_processes": ours["processes"], "ucudnn_ms": ours["median_ms"],
+                    "ucudnn_peak_bytes": ours.get("peak_gpu_memory_bytes"),
                     "ucudnn_unlimited_ms": ours_ref["median_ms"], "ucudnn_ratio": ratio,
                     "ucudnn_to_pytorch_unlimited": _ratio(ours["median_ms"],
                                                           theirs_ref["median_ms"]),
@@ -304,6 +308,10 @@ def evaluate(rows: Sequence[dict]) -> List[dict]:
 
 def _ms(v: Optional[float]) -> str:
     return "-" if v is None else f"{v:.2f} ms"
+
+
+def _size(n: Optional[int]) -> str:
+    return "-" if n is None else format_size(n)
 
 
 def _side_text(status: str, ms: Optional[float], oom: int = 0, n: int = 0) -> str:
@@ -319,10 +327,13 @@ def verdict_line(e: dict) -> str:
     theirs = _side_text(e["pytorch_status"], e["pytorch_ms"], e["pytorch_oom"],
                         e["pytorch_processes"])
     slow = "" if e["pytorch_slowdown"] is None else f" ({e['pytorch_slowdown']:.2f}x unlimited)"
-    ours = _side_text(e["ucudnn_status"], e["ucudnn_ms"])
+    ours = _side_text(e["ucudnn_status"], e["ucudnn_ms"], e["ucudnn_oom"],
+                      e["ucudnn_processes"])
     ratio = "" if e["ucudnn_ratio"] is None else f" ({e['ucudnn_ratio']:.3f}x unlimited)"
-    return (f"{e['model']} {e['dtype']} memory cap {e['memory_cap']}: pytorch {theirs}{slow}; "
-            f"ucudnn {ours}{ratio}; {e['verdict']}: {e['why']}")
+    binds = f"binds ({e['binds_by']}), " if e["binds"] else ""
+    return (f"{e['model']} {e['dtype']} memory cap {e['memory_cap']}: pytorch {theirs}{slow}, "
+            f"peak {_size(e['pytorch_peak_bytes'])}; ucudnn {ours}{ratio}, peak "
+            f"{_size(e['ucudnn_peak_bytes'])}; {binds}{e['verdict']}: {e['why']}")
 
 
 def summary_text(doc: dict) -> str:
@@ -339,11 +350,10 @@ def summary_text(doc: dict) -> str:
              version_line(doc.get("versions") or {})]
     for r in doc["summary"]:
         if r["memory_cap"] == UNLIMITED_CAP:
-            peak = ("-" if r["peak_gpu_memory_bytes"] is None
-                    else format_size(r["peak_gpu_memory_bytes"]))
             lines.append(f"{r['model']} {r['dtype']} {r['side']} unlimited: "
                          f"{_side_text(r['status'], r['median_ms'], r['oom'], r['processes'])}"
-                         f", peak {peak}, {r['ok']}/{r['processes']} ok")
+                         f", peak {_size(r['peak_gpu_memory_bytes'])}, "
+                         f"{r['ok']}/{r['processes']} ok")
     lines += [verdict_line(e) for e in doc["verdicts"]]
     return "\n".join(lines) + "\n"
 
