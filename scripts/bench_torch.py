@@ -486,21 +486,27 @@ def startup(args) -> int:
 def memcap(args) -> int:
     """Every process of ``args.slots``, each under its memory cap (Note [Memory-capped study]
     in ucudnn/experiments/torch_memcap.py); OUT/memcap.json and .txt after each, the figure
-    at the end."""
+    at the end. The processes of an earlier run into OUT are kept and not run again."""
     out = Path(args.out)
     settings = {k: getattr(args, k) for k in ("cap", "processes", "iterations", "warmup",
                                               "engines", "quick", "device_total_bytes")}
     settings.update(models=args.model_list, dtypes=args.dtype_list,
                     memory_caps=[c for c, _ in args.memory_cap_list])
-    procs, doc = [], {}
-    for i, s in enumerate(args.slots, 1):
-        procs.append(_spawn(args, s.model, s.dtype, s.side,
-                            memcap_study.workspace_cap(s.side, args.cap), i,
-                            out / "ucudnn-cache.sqlite", s.side, s.memory_cap))
+    procs, todo = memcap_study.resume(out / "memcap.json", settings, args.slots)
+
+    def write():
         rows = memcap_study.summarize(procs)
-        doc = _write_runs(args, "memcap", procs, rows, {
+        return _write_runs(args, "memcap", procs, rows, {
             "settings": settings, "verdicts": memcap_study.evaluate(rows)},
             memcap_study.summary_text)
+    for s in todo:
+        procs.append(_spawn(args, s.model, s.dtype, s.side,
+                            memcap_study.workspace_cap(s.side, args.cap),
+                            max((p["order"] for p in procs), default=0) + 1,
+                            out / "ucudnn-cache.sqlite", s.side, s.memory_cap))
+        procs[-1]["round"] = s.round
+        write()
+    doc = write()
     try:
         n = memcap_study.plot(doc["summary"], str(out / "memcap.png"))
         print(f"{out / 'memcap.png'}: {n} points")
@@ -759,12 +765,12 @@ def main(argv=None) -> int:
         return 2
     if args.cmd == "memcap":
         args.device_total_bytes = torch.cuda.get_device_properties(0).total_memory
-        try:
+        try:            # a cap above this device, or an earlier run's memcap.json in --out
             memcap_study.check_device(args.memory_cap_list, args.device_total_bytes)
+            return memcap(args)
         except InputError as e:
             print(f"bench_torch.py memcap: {e}", file=sys.stderr)
             return 2
-        return memcap(args)
     if args.cmd == "layers3d":
         return layers3d(args)
     if args.cmd == "models":

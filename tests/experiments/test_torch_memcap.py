@@ -4,6 +4,8 @@ process records -- a cap that binds by OOM or by PyTorch's slowdown, one where u
 target or runs out of memory too, one that binds nothing (no claim), and the cases where a side
 or a reference is missing or failed (undetermined)."""
 import argparse
+import dataclasses
+import json
 import statistics
 
 import pytest
@@ -92,6 +94,34 @@ def test_schedule_runs_every_variant_once_per_round_in_rotated_orders():
         assert len({tuple(o) for o in orders}) == 3       # each round in another order
     assert mc.workspace_cap("ucudnn", "64MiB") == "64MiB"
     assert mc.workspace_cap("pytorch", "64MiB") == "unlimited"
+
+
+def test_a_run_into_the_same_folder_keeps_the_processes_it_has(tmp_path):
+    settings = {"cap": "256MiB", "iterations": 3, "warmup": 1, "engines": "both",
+                "quick": True, "device_total_bytes": 80 << 30, "processes": 1}
+    slots = mc.schedule(["unet"], ["bfloat16"], ["1GiB", "2GiB"], 1)
+    path = tmp_path / "memcap.json"
+    assert mc.resume(path, settings, slots) == ([], slots)
+    done = [dict(dataclasses.asdict(s), status="oom", order=i)
+            for i, s in enumerate(slots[:3], 1)]
+    stale = dict(done[0], memory_cap="8GiB", order=4)       # a cap this run does not take
+    path.write_text(json.dumps({"subcommand": "memcap", "settings": settings,
+                                "processes": done + [stale]}))
+    kept, todo = mc.resume(path, dict(settings, processes=2), slots)
+    assert kept == done and todo == slots[3:]
+    more = mc.schedule(["unet"], ["bfloat16"], ["1GiB", "2GiB"], 2)   # a second round
+    kept, todo = mc.resume(path, settings, more)
+    assert kept == done and [mc.slot_key(s) for s in todo] == [
+        mc.slot_key(s) for s in more if s not in slots[:3]]
+    with pytest.raises(InputError, match=r"memcap.json: an earlier run with other settings "
+                       r"\(cap '256MiB', now '1GiB'\); give another --out"):
+        mc.resume(path, dict(settings, cap="1GiB"), slots)
+    path.write_text("{")
+    with pytest.raises(InputError, match="memcap.json: not readable as JSON"):
+        mc.resume(path, settings, slots)
+    path.write_text(json.dumps({"subcommand": "models", "processes": []}))
+    with pytest.raises(InputError, match="memcap.json: not a memcap.json"):
+        mc.resume(path, settings, slots)
 
 
 # ---------------------------------------------------------------------------- the verdicts

@@ -88,8 +88,8 @@ def test_models_and_startup_processes_complete(tmp_path):
 def test_memcap_quick_processes_finish_ok_or_oom(tmp_path):
     """memcap --quick: both models, bf16, the two quick memory caps and the references, both
     sides; every process ends ok or oom (never failed), NVML watched each, every capped process
-    ran under its fraction of the device, ucudnn converted the models' convolutions, and every
-    memory cap has a verdict and a line."""
+    ran under its fraction of the device, ucudnn converted the models' convolutions, every
+    memory cap has a verdict and a line; a second run into the folder keeps them all."""
     from ucudnn.experiments import torch_memcap as mc
     r = _run("memcap", "--quick", "--out", tmp_path, timeout=1800)
     doc = json.loads((tmp_path / "memcap.json").read_text())
@@ -114,6 +114,9 @@ def test_memcap_quick_processes_finish_ok_or_oom(tmp_path):
     text = (tmp_path / "memcap.txt").read_text()
     assert sum(" memory cap " in line for line in text.splitlines()) == 2 * len(caps)
     assert r.stdout.endswith(text) and (tmp_path / "memcap.png").stat().st_size > 0
+    _run("memcap", "--quick", "--out", tmp_path, timeout=300)  # all there: nothing runs again
+    again = json.loads((tmp_path / "memcap.json").read_text())
+    assert again["processes"] == doc["processes"]
 
 
 def test_memcap_refuses_a_cap_above_the_device(tmp_path):

@@ -40,7 +40,9 @@ Note [Memory-capped study]
 from __future__ import annotations
 
 import dataclasses
+import json
 import statistics
+from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..vocab import UNLIMITED, InputError, format_size, parse_size
@@ -72,7 +74,9 @@ cap (the references). --processes rounds, the order rotated per round. Per proce
 failed, the median of --iterations CUDA-event timed steps, the NVML whole-process peak. Per
 memory cap: the cap binds where PyTorch ran out of memory or is >= 1.5x its unlimited time;
 there the target is ucudnn <= 1.10x its unlimited time. Writes OUT/memcap.json (every process,
-the rows, the verdicts), OUT/memcap.txt, OUT/memcap.png and OUT/logs/. --quick: the small
+the rows, the verdicts), OUT/memcap.txt, OUT/memcap.png and OUT/logs/; the processes of an earlier run
+into OUT with the same settings are kept, so a run cut short goes on where it stopped, and
+--models, --dtypes or --memory-caps can split one into commands. --quick: the small
 models, bf16, memory caps 256MiB and 1GiB, one round, 3 steps: 12 processes, a few minutes.
 Full (default memory caps 1GiB,2GiB,4GiB,8GiB): 120 processes, not timed yet (models's 96
 take an estimated 1-2 GPU hours)."""
@@ -187,6 +191,45 @@ def schedule(models: Sequence[str], dtypes: Sequence[str], memory_caps: Sequence
     an order rotated by the round (:func:`.torch_study.rotated`)."""
     return [Slot(m, dt, r, s, c) for m in models for dt in dtypes
             for r, (s, c) in study.rotated(variants(memory_caps), processes)]
+
+
+#: the settings that a run's processes must share for a later run into the same folder to
+#: keep them (:func:`resume`)
+SHARED_SETTINGS = ("cap", "iterations", "warmup", "engines", "quick", "device_total_bytes")
+
+
+def slot_key(rec) -> tuple:
+    """The (model, dtype, round, side, memory cap) of a process record or a :class:`Slot`."""
+    get = rec.get if isinstance(rec, dict) else lambda k: getattr(rec, k)
+    return tuple(get(k) for k in ("model", "dtype", "round", "side", "memory_cap"))
+
+
+def resume(path, settings: dict, slots: Sequence[Slot]) -> Tuple[List[dict], List[Slot]]:
+    """``(kept, todo)``: the processes of the earlier run's memcap.json at ``path`` (where
+    there is one) that are among ``slots``, kept, and the slots still to run: a run cut short
+    (a command's time limit) goes on where it stopped, a run with more rounds adds them.
+    InputError naming ``path`` where it is not a memcap.json or the earlier run's
+    :data:`SHARED_SETTINGS` differ."""
+    where = Path(path)
+    if not where.is_file():
+        return [], list(slots)
+    try:
+        doc = json.loads(where.read_text())
+        ok = doc.get("subcommand") == "memcap" and isinstance(doc.get("processes"), list)
+    except (OSError, ValueError, AttributeError) as e:
+        raise InputError(f"{where}: not readable as JSON ({e})") from None
+    if not ok:
+        raise InputError(f"{where}: not a memcap.json (no subcommand memcap, no processes)")
+    old = doc.get("settings") or {}
+    differ = [k for k in SHARED_SETTINGS if old.get(k) != settings.get(k)]
+    if differ:
+        raise InputError(f"{where}: an earlier run with other settings ("
+                         + ", ".join(f"{k} {old.get(k)!r}, now {settings.get(k)!r}"
+                                     for k in differ) + "); give another --out")
+    want = {slot_key(s) for s in slots}
+    kept = [p for p in doc.get("processes", []) if slot_key(p) in want]
+    done = {slot_key(p) for p in kept}
+    return kept, [s for s in slots if slot_key(s) not in done]
 
 
 def workspace_cap(side: str, cap: str) -> str:
