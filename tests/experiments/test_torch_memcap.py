@@ -104,14 +104,14 @@ def test_a_run_into_the_same_folder_keeps_the_processes_it_has(tmp_path):
     assert mc.resume(path, settings, slots) == ([], slots)
     done = [dict(dataclasses.asdict(s), status="oom", order=i)
             for i, s in enumerate(slots[:3], 1)]
-    stale = dict(done[0], memory_cap="8GiB", order=4)       # a cap this run does not take
+    other = dict(done[0], model="vae", memory_cap="8GiB", order=4)  # another command's
     path.write_text(json.dumps({"subcommand": "memcap", "settings": settings,
-                                "processes": done + [stale]}))
+                                "processes": done + [other]}))
     kept, todo = mc.resume(path, dict(settings, processes=2), slots)
-    assert kept == done and todo == slots[3:]
+    assert kept == done + [other] and todo == slots[3:]
     more = mc.schedule(["unet"], ["bfloat16"], ["1GiB", "2GiB"], 2)   # a second round
     kept, todo = mc.resume(path, settings, more)
-    assert kept == done and [mc.slot_key(s) for s in todo] == [
+    assert kept == done + [other] and [mc.slot_key(s) for s in todo] == [
         mc.slot_key(s) for s in more if s not in slots[:3]]
     with pytest.raises(InputError, match=r"memcap.json: an earlier run with other settings "
                        r"\(cap '256MiB', now '1GiB'\); give another --out"):
@@ -210,7 +210,8 @@ def test_a_cap_that_binds_nothing_claims_nothing():
            "summary": rows, "verdicts": [e]}
     (line,) = [s for s in mc.summary_text(doc).splitlines() if "memory cap 16GiB" in s]
     assert "does not bind" in line and "no claim" in line and " met" not in line
-    assert "of 80.0GiB" in mc.summary_text(doc)
+    assert mc.summary_text(doc).startswith(
+        "Memory-capped models: vae; float32; memory caps 16GiB of 80.0GiB\n")
 
 
 @pytest.mark.parametrize("caps, says", [

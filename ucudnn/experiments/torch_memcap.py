@@ -206,10 +206,10 @@ def slot_key(rec) -> tuple:
 
 def resume(path, settings: dict, slots: Sequence[Slot]) -> Tuple[List[dict], List[Slot]]:
     """``(kept, todo)``: the processes of the earlier run's memcap.json at ``path`` (where
-    there is one) that are among ``slots``, kept, and the slots still to run: a run cut short
-    (a command's time limit) goes on where it stopped, a run with more rounds adds them.
-    InputError naming ``path`` where it is not a memcap.json or the earlier run's
-    :data:`SHARED_SETTINGS` differ."""
+    there is one), all kept, and those of ``slots`` that it lacks: a run cut short (a
+    command's time limit) goes on where it stopped, a run with more rounds, models, dtypes or
+    memory caps adds them. InputError naming ``path`` where it is not a memcap.json or the
+    earlier run's :data:`SHARED_SETTINGS` differ."""
     where = Path(path)
     if not where.is_file():
         return [], list(slots)
@@ -226,8 +226,7 @@ def resume(path, settings: dict, slots: Sequence[Slot]) -> Tuple[List[dict], Lis
         raise InputError(f"{where}: an earlier run with other settings ("
                          + ", ".join(f"{k} {old.get(k)!r}, now {settings.get(k)!r}"
                                      for k in differ) + "); give another --out")
-    want = {slot_key(s) for s in slots}
-    kept = [p for p in doc.get("processes", []) if slot_key(p) in want]
+    kept = doc["processes"]
     done = {slot_key(p) for p in kept}
     return kept, [s for s in slots if slot_key(s) not in done]
 
@@ -382,16 +381,21 @@ def verdict_line(e: dict) -> str:
 def summary_text(doc: dict) -> str:
     """OUT/memcap.txt: what ran on what, the references, and a line per (model, dtype,
     memory cap)."""
-    s = doc["settings"]
+    s, rows = doc["settings"], doc["summary"]
     total = s.get("device_total_bytes")
-    lines = [f"Memory-capped models: {', '.join(s['models'])}; {', '.join(s['dtypes'])}; memory "
-             f"caps {', '.join(s['memory_caps'])}"
+    caps = sorted({(r["memory_cap_bytes"], r["memory_cap"]) for r in rows
+                   if r["memory_cap_bytes"] is not None})
+
+    def names(field):
+        return ", ".join(dict.fromkeys(r[field] for r in rows)) or "-"
+    lines = [f"Memory-capped models: {names('model')}; {names('dtype')}; memory caps "
+             f"{', '.join(c for _, c in caps) or '-'}"
              + (f" of {format_size(total)}" if total else ""),
              f"{s['processes']} round(s) x {s['iterations']} steps after {s['warmup']} + 1; "
              f"pytorch: cudnn.benchmark; ucudnn: convert(limit={s['cap']}, "
              f"engines={s['engines']})" + (" [--quick]" if s.get("quick") else ""),
              version_line(doc.get("versions") or {})]
-    for r in doc["summary"]:
+    for r in rows:
         if r["memory_cap"] == UNLIMITED_CAP:
             lines.append(f"{r['model']} {r['dtype']} {r['side']} unlimited: "
                          f"{_side_text(r['status'], r['median_ms'], r['oom'], r['processes'])}"
