@@ -6,6 +6,7 @@ a second process's start (docs/torch.md, "The 3-D study").
     python scripts/bench_torch.py layers3d --out DIR [--quick]
     python scripts/bench_torch.py models --out DIR [--quick]
     python scripts/bench_torch.py startup --out DIR [--quick]
+    python scripts/bench_torch.py memcap --out DIR [--quick] [--memory-caps 1GiB,4GiB]
     python scripts/bench_torch.py frontend --out DIR [--quick] [--compile]
 
 ``overhead``: what one operator call costs in each registration style (Note [Two registration
@@ -30,7 +31,8 @@ convolutions, fp32 and bf16 autocast, channels_last (Note [Front-end overhead] i
 ucudnn/experiments/torch_frontend.py, where its schedule, timing loop and medians live).
 
 ``layers3d``, ``models`` and ``startup``: the 3-D study, its layers, rows and schedule in
-ucudnn/experiments/torch_study.py, its models in scripts/study3d_models.py; each subcommand's
+ucudnn/experiments/torch_study.py, its models in scripts/study3d_models.py; ``memcap``: the same
+models under a per-process memory cap (ucudnn/experiments/torch_memcap.py). Each subcommand's
 --help says what it measures and how long it takes. GPU only; bad arguments are refused in one
 line with exit status 2 before torch is imported.
 """
@@ -50,6 +52,7 @@ import traceback
 from pathlib import Path
 
 from ucudnn.experiments import torch_frontend as frontend_bench
+from ucudnn.experiments import torch_memcap as memcap_study
 from ucudnn.experiments import torch_study as study
 from ucudnn.experiments.gpu_memory import run_watched
 from ucudnn.experiments.nvml import versions as nvml_versions
@@ -146,9 +149,7 @@ def overhead(args) -> dict:
         "ratio_to_custom_op": {v: med[v] / med["custom_op"] for v in VARIANTS},
         "cheaper_style": min(ops.STYLES, key=lambda s: med[s]),
         "samples_us_per_call": times,
-        "machine": {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-                    "cuda": torch.version.cuda, "torch_cudnn": torch.backends.cudnn.version(),
-                    "python": platform.python_version()},
+        "machine": _machine(),
     }
 
 
@@ -158,7 +159,10 @@ DIL = [1, 1, 1]
 
 
 def _is_oom(e: BaseException) -> bool:
-    return isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in str(e).lower()
+    """PyTorch's out-of-memory error, or a cuDNN or cuBLAS allocation failure."""
+    text = str(e).lower()
+    return (isinstance(e, torch.cuda.OutOfMemoryError) or "out of memory" in text
+            or "status_alloc_failed" in text)
 
 
 def _error_line(e: BaseException, limit: int) -> str:
@@ -331,13 +335,22 @@ def _versions(args) -> dict:
 # ------------------------------------------------------------------------- models, startup
 
 def model_process(args) -> int:
-    """One process of ``models`` or ``startup`` (started by them): build the model, convert it
-    for side ucudnn, time its first step (wall clock, benchmarks included) and then
-    ``--iterations`` steps with CUDA events; the record goes to ``--json`` whatever happens."""
+    """One process of ``models``, ``startup`` or ``memcap`` (started by them): cap its memory
+    (``--memory-cap``, before any allocation), build the model, convert it for side ucudnn,
+    time its first step (wall clock, benchmarks included) and then ``--iterations`` steps with
+    CUDA events; the record goes to ``--json`` whatever happens."""
     import study3d_models
     rec = {"model": args.model, "dtype": args.dtype, "side": args.side, "cap": args.cap,
            "status": "failed"}
     try:
+        if args.memory_cap is not None:
+            rec.update(memory_cap=args.memory_cap,
+                       memory_cap_bytes=memcap_study.memory_cap_bytes(args.memory_cap))
+        if rec.get("memory_cap_bytes") is not None:
+            total = torch.cuda.get_device_properties(0).total_memory
+            rec.update(device_total_bytes=total,
+                       memory_fraction=memcap_study.fraction(rec["memory_cap_bytes"], total))
+            torch.cuda.set_per_process_memory_fraction(rec["memory_fraction"], 0)
         spec = (study.QUICK_MODELS if args.quick else study.MODELS)[args.model]
         torch.manual_seed(0)
         torch.backends.cudnn.benchmark = True
@@ -380,15 +393,19 @@ def ucudnn_convert(model, **kw):
     return ut.convert(model, **kw)
 
 
-def _spawn(args, model, dtype, side, cap, order: int, cache: Path, label: str) -> dict:
-    """Run one model-process, its whole-process peak memory sampled by NVML here."""
+def _spawn(args, model, dtype, side, cap, order: int, cache: Path, label: str,
+           memory_cap=None) -> dict:
+    """Run one model-process (under ``memory_cap`` where one is given), its whole-process peak
+    memory sampled by NVML here."""
     out = Path(args.out) / "logs"
     out.mkdir(parents=True, exist_ok=True)
-    stem = f"{order:03d}.{model}.{dtype}.{label}.{cap}"
+    mem = [] if memory_cap is None else ["--memory-cap", memory_cap]
+    stem = f"{order:03d}.{model}.{dtype}.{label}.{cap}" + "".join(f".mem{m}" for m in mem[1:])
     cmd = [sys.executable, str(Path(__file__).resolve()), "model-process", "--model", model,
            "--dtype", dtype, "--side", side, "--cap", cap, "--iterations",
            str(args.iterations), "--warmup", str(args.warmup), "--engines", args.engines,
-           "--cache", str(cache), "--json", str(out / f"{stem}.json")] + ["--quick"] * args.quick
+           "--cache", str(cache), "--json", str(out / f"{stem}.json"), *mem] + \
+        ["--quick"] * args.quick
     env = dict(os.environ)
     if side == "wscap":
         env["CUDNN_CONV_WSCAP_DBG"] = str(study.wscap_mib(cap))
@@ -402,20 +419,25 @@ def _spawn(args, model, dtype, side, cap, order: int, cache: Path, label: str) -
     rec.update(side=label, order=order, exit_status=run.rc, log=f"logs/{stem}.log",
                wall_s=run.wall_s, peak_gpu_memory_bytes=run.peak_gpu_memory_bytes,
                nvml_error=run.nvml_error, gpu_state=run.gpu_state, command=shlex.join(cmd))
-    print(f"{order:3d} {model} {dtype} {label}@{cap}: {rec['status']}"
+    if memory_cap is not None:
+        rec.update(memory_cap=memory_cap,
+                   memory_cap_bytes=memcap_study.memory_cap_bytes(memory_cap))
+    print(f"{order:3d} {model} {dtype} {label}@{cap}"
+          + ("" if memory_cap is None else f" memory cap {memory_cap}") + f": {rec['status']}"
           + (f", {rec['median_ms']:.2f} ms, first {rec['first_iteration_ms']:.0f} ms"
              if rec["status"] == "ok" else f" ({rec.get('error', '')})"), flush=True)
     return rec
 
 
-def _write_runs(args, name: str, procs, rows, extra=None) -> None:
+def _write_runs(args, name: str, procs, rows, extra=None, text=None) -> dict:
     out = Path(args.out)
     doc = {"subcommand": name, "versions": _versions(args), "summary": rows,
            "processes": procs}
     if extra:
         doc.update(extra)
     write_text(out / f"{name}.json", json.dumps(doc, indent=2) + "\n")
-    write_text(out / f"{name}.txt", study.summary_text(rows))
+    write_text(out / f"{name}.txt", (text or study.summary_text)(doc if text else rows))
+    return doc
 
 
 def models(args) -> int:
@@ -458,6 +480,39 @@ def startup(args) -> int:
                             {"warm_to_pytorch_first": study.startup_ratios(rows)})
     for line in study.startup_lines(study.startup_ratios(study.summarize(procs))):
         print(line)
+    return 0
+
+
+def memcap(args) -> int:
+    """Every process of ``args.slots``, each under its memory cap (Note [Memory-capped study]
+    in ucudnn/experiments/torch_memcap.py); OUT/memcap.json and .txt after each, the figure
+    at the end. The processes of an earlier run into OUT are kept and not run again."""
+    out = Path(args.out)
+    settings = {k: getattr(args, k) for k in ("cap", "processes", "iterations", "warmup",
+                                              "engines", "quick", "device_total_bytes")}
+    settings.update(models=args.model_list, dtypes=args.dtype_list,
+                    memory_caps=[c for c, _ in args.memory_cap_list])
+    procs, todo = memcap_study.resume(out / "memcap.json", settings, args.slots)
+
+    def write():
+        rows = memcap_study.summarize(procs)
+        return _write_runs(args, "memcap", procs, rows, {
+            "settings": settings, "verdicts": memcap_study.evaluate(rows)},
+            memcap_study.summary_text)
+    for s in todo:
+        procs.append(_spawn(args, s.model, s.dtype, s.side,
+                            memcap_study.workspace_cap(s.side, args.cap),
+                            max((p["order"] for p in procs), default=0) + 1,
+                            out / "ucudnn-cache.sqlite", s.side, s.memory_cap))
+        procs[-1]["round"] = s.round
+        write()
+    doc = write()
+    try:
+        n = memcap_study.plot(doc["summary"], str(out / "memcap.png"))
+        print(f"{out / 'memcap.png'}: {n} points")
+    except InputError as e:
+        print(f"bench_torch.py: no figure: {e}", file=sys.stderr)
+    print(memcap_study.summary_text(doc), end="")
     return 0
 
 
@@ -623,6 +678,9 @@ def _parser() -> argparse.ArgumentParser:
         if name == "models":
             m.add_argument("--no-wscap", action="store_true",
                            help="leave out PyTorch under CUDNN_CONV_WSCAP_DBG")
+    mc = sub.add_parser("memcap", help="whole models under a per-process memory cap",
+                        description=memcap_study.HELP)
+    memcap_study.add_arguments(mc, dts)
     f = sub.add_parser("frontend", help="ResNet-50 through ucudnn.torch against PyTorch",
                        description=FRONTEND_HELP)
     f.add_argument("--out", required=True)
@@ -647,6 +705,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument(flag, required=True)
     p.add_argument("--iterations", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--memory-cap", help="this process's memory cap (memcap)")
     p.add_argument("--quick", action="store_true")
     return ap
 
@@ -655,6 +714,11 @@ def _check(args) -> None:
     """Turn the study's list arguments into lists; InputError naming the flag."""
     if args.cmd == "frontend":
         frontend_bench.resolve(args)
+        return
+    if args.cmd == "memcap":
+        if Path(args.out).is_file():
+            raise InputError(f"--out: {args.out} is a file, not a folder")
+        memcap_study.resolve(args)
         return
     for flag in ("calls", "reps", "processes", "iterations"):
         if getattr(args, flag, 1) < 1:
@@ -699,6 +763,14 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("bench_torch.py: no CUDA device visible", file=sys.stderr)
         return 2
+    if args.cmd == "memcap":
+        args.device_total_bytes = torch.cuda.get_device_properties(0).total_memory
+        try:            # a cap above this device, or an earlier run's memcap.json in --out
+            memcap_study.check_device(args.memory_cap_list, args.device_total_bytes)
+            return memcap(args)
+        except InputError as e:
+            print(f"bench_torch.py memcap: {e}", file=sys.stderr)
+            return 2
     if args.cmd == "layers3d":
         return layers3d(args)
     if args.cmd == "models":

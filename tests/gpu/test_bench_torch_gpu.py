@@ -3,7 +3,8 @@ every row it was asked for with measured sides, plans within their caps and keep
 run's rows; ``models`` and ``startup`` run their processes to completion, ``models``'s each
 with its whole-process peak memory and GPU state from NVML; ``frontend --quick`` runs ResNet-50
 through PyTorch and through ucudnn.torch in fp32 and bf16 (and, in a test of its own, under
-torch.compile). No timing is checked.
+torch.compile); ``memcap --quick`` runs every process to ok or oom under its memory cap, and
+refuses a cap above the device. No timing is checked.
 
 Benchmarks go to the session's own cache (tests/conftest.py, inherited by the processes).
 """
@@ -15,6 +16,7 @@ import sys
 import pytest
 
 from repo_paths import REPO
+from ucudnn.vocab import parse_size
 
 pytestmark = pytest.mark.gpu
 
@@ -81,6 +83,52 @@ def test_models_and_startup_processes_complete(tmp_path):
     _all_ok(doc)
     (ratio,) = doc["warm_to_pytorch_first"]
     assert ratio["warm_to_pytorch"] is not None
+
+
+def test_memcap_quick_processes_finish_ok_or_oom(tmp_path):
+    """memcap --quick: both models, bf16, the two quick memory caps and the references, both
+    sides; every process ends ok or oom (never failed), NVML watched each, every capped process
+    ran under its fraction of the device, ucudnn converted the models' convolutions, every
+    memory cap has a verdict and a line; a second run into the folder keeps them all."""
+    from ucudnn.experiments import torch_memcap as mc
+    r = _run("memcap", "--quick", "--out", tmp_path, timeout=1800)
+    doc = json.loads((tmp_path / "memcap.json").read_text())
+    caps = [c for c, _ in mc.parse_memory_caps(mc.QUICK_MEMORY_CAPS)]
+    got = {(p["model"], p["side"], p["memory_cap"]) for p in doc["processes"]}
+    assert got == {(m, s, c) for m in ("unet", "vae") for s in mc.SIDES
+                   for c in ["unlimited"] + caps}
+    bad = [p for p in doc["processes"] if p["status"] not in ("ok", "oom")]
+    assert not bad, json.dumps(bad, indent=1, default=str)[-4000:]
+    total = torch.cuda.get_device_properties(0).total_memory
+    for p in doc["processes"]:
+        assert p["nvml_error"] is None and p["peak_gpu_memory_bytes"] > 0, p
+        if p["memory_cap"] == "unlimited":
+            assert p["status"] == "ok" and p["memory_cap_bytes"] is None, p
+        else:
+            assert p["memory_cap_bytes"] == parse_size(p["memory_cap"])
+            assert p["memory_fraction"] == pytest.approx(p["memory_cap_bytes"] / total)
+        if p["side"] == "ucudnn" and p["status"] == "ok":
+            assert p["converted"] > 0 and p["cap"] == mc.DEFAULT_CAP, p
+    assert len(doc["verdicts"]) == 2 * len(caps)
+    assert all(v["verdict"] in mc.VERDICTS for v in doc["verdicts"])
+    text = (tmp_path / "memcap.txt").read_text()
+    assert sum(" memory cap " in line for line in text.splitlines()) == 2 * len(caps)
+    assert r.stdout.endswith(text) and (tmp_path / "memcap.png").stat().st_size > 0
+    _run("memcap", "--quick", "--out", tmp_path, timeout=300)  # all there: nothing runs again
+    again = json.loads((tmp_path / "memcap.json").read_text())
+    assert again["processes"] == doc["processes"]
+
+
+def test_memcap_refuses_a_cap_above_the_device(tmp_path):
+    total = torch.cuda.get_device_properties(0).total_memory
+    r = subprocess.run([sys.executable, str(SCRIPT), "memcap", "--quick", "--out", tmp_path,
+                        "--memory-caps", f"{total + (1 << 30)}"], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 2, r.stderr
+    last = r.stderr.strip().splitlines()[-1]        # after any warning of torch's import
+    assert last.startswith("bench_torch.py memcap: --memory-caps: ") and \
+        "more than this device's memory" in last, r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "logs").exists()
 
 
 def _frontend_doc(out):

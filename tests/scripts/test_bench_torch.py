@@ -2,6 +2,7 @@
 before torch is imported, a missing torch said in one line, and the study's models built on the
 CPU (where torch is installed)."""
 import argparse
+import shlex
 import signal
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import sys
 import pytest
 
 from repo_paths import REPO, load_script
+from ucudnn.vocab import parse_size
 
 SCRIPT = REPO / "scripts" / "bench_torch.py"
 
@@ -36,6 +38,14 @@ def _run(*args, env=None):
     (("frontend", "--out", "{tmp}", "--engines", "fast"), "--engines: invalid choice"),
     (("frontend", "--out", "{tmp}", "--batch", "x"), "--batch: invalid int value"),
     (("frontend", "--out", "{file}"), "is a file"),
+    (("memcap",), "--out"),
+    (("memcap", "--out", "{tmp}", "--memory-caps", "0"), "--memory-caps: '0': a memory cap "
+     "must be more than 0"),
+    (("memcap", "--out", "{tmp}", "--memory-caps", "6Q"), "--memory-caps: cannot parse '6Q'"),
+    (("memcap", "--out", "{tmp}", "--memory-caps", "unlimited"), "references run anyway"),
+    (("memcap", "--out", "{tmp}", "--cap", "1X"), "--cap: cannot parse '1X'"),
+    (("memcap", "--out", "{tmp}", "--quick", "--processes", "0"), "--processes"),
+    (("memcap", "--out", "{file}"), "is a file"),
     (("nosuch",), "invalid choice"),
 ])
 def test_bad_arguments_one_line_exit_2(tmp_path, args, says):
@@ -79,6 +89,28 @@ def test_frontend_processes_take_the_command_the_parent_builds(tmp_path):
         assert (got.batch, got.iterations, got.warmup) == (
             tf.QUICK["batch"], tf.QUICK["iterations"], tf.QUICK["warmup"])
         assert got.cache == str(tmp_path / "ucudnn-cache.sqlite")
+
+
+def test_memcap_processes_take_the_command_the_parent_builds(tmp_path):
+    """memcap's slots, through the command line of a real model process (of a model the study
+    lacks: failed everywhere), parse in the script's hidden subcommand to the slot's side,
+    workspace cap and memory cap; the record keeps the memory cap and its bytes."""
+    bt = load_script("bench_torch")
+    args = bt._parser().parse_args(["memcap", "--out", str(tmp_path), "--quick", "--cap",
+                                    "64MiB"])
+    bt._check(args)
+    assert {(s.side, s.memory_cap) for s in args.slots} == {
+        (side, m) for side in ("pytorch", "ucudnn") for m in ("unlimited", "256MiB", "1GiB")}
+    for i, s in enumerate(args.slots[:4], 1):
+        rec = bt._spawn(args, "no_such_model", s.dtype, s.side, bt.memcap_study.workspace_cap(
+            s.side, args.cap), i, tmp_path / "c.sqlite", s.side, s.memory_cap)
+        got = bt._parser().parse_args(shlex.split(rec["command"])[2:])
+        assert (got.cmd, got.model, got.side, got.memory_cap, got.quick) == (
+            "model-process", "no_such_model", s.side, s.memory_cap, True)
+        assert got.cap == ("64MiB" if s.side == "ucudnn" else "unlimited")
+        assert rec["status"] == "failed" and rec["memory_cap"] == s.memory_cap
+        assert rec["memory_cap_bytes"] == (None if s.memory_cap == "unlimited"
+                                           else parse_size(s.memory_cap))
 
 
 def test_quick_models_build_and_run_on_the_cpu():

@@ -18,6 +18,9 @@ the figures drawn from saved results only.
 * :mod:`.plots` -- the figures;
 * :mod:`.torch_study` -- the 3-D study of scripts/bench_torch.py: its layers, models, rows,
   process schedule and figure (no torch at import);
+* :mod:`.torch_memcap` -- the memory-capped study of scripts/bench_torch.py (the 3-D models
+  under a per-process memory cap): its schedule, rows, verdict per cap and figure (no torch at
+  import);
 * :mod:`.torch_frontend` -- the front-end overhead benchmark of scripts/bench_torch.py
   (ResNet-50 through ucudnn.torch against PyTorch's convolutions): its schedule, timing loop,
   records and medians (no torch at import);

@@ -32,11 +32,13 @@ import csv
 import dataclasses
 import io
 import statistics
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
 from ..files import write_text
 from ..vocab import InputError, format_size, parse_size
 from .plots import OP_COLORS, _plt, _save, _ws_axis
+
+T = TypeVar("T")
 
 #: the study's per-call workspace caps; "unlimited" is no cap
 CAPS: Tuple[str, ...] = ("64MiB", "256MiB", "1GiB", "unlimited")
@@ -331,18 +333,21 @@ def variants(caps: Sequence[str], wscap: bool = True) -> List[Tuple[str, str]]:
     return out
 
 
+def rotated(cells: Sequence[T], processes: int) -> List[Tuple[int, T]]:
+    """``(round, cell)`` of ``processes`` rounds (from 1) of every cell: round r runs them in
+    an order rotated by r, so each cell's processes spread over the run alike."""
+    out = []
+    for r in range(processes):
+        k = r % len(cells)
+        out += [(r + 1, c) for c in list(cells[k:]) + list(cells[:k])]
+    return out
+
+
 def schedule(models: Sequence[str], dtypes: Sequence[str], caps: Sequence[str], processes: int,
              wscap: bool = True) -> List[Slot]:
-    """Every process of a run, rounds interleaved: round r runs the variants in an order
-    rotated by r, so each variant's processes spread over the run alike."""
-    out = []
-    for m in models:
-        for dt in dtypes:
-            vs = variants(caps, wscap)
-            for r in range(processes):
-                k = r % len(vs)
-                out += [Slot(m, dt, r + 1, s, c) for s, c in vs[k:] + vs[:k]]
-    return out
+    """Every process of a run, rounds interleaved (:func:`rotated`)."""
+    return [Slot(m, dt, r, s, c) for m in models for dt in dtypes
+            for r, (s, c) in rotated(variants(caps, wscap), processes)]
 
 
 def wscap_mib(cap: str) -> int:
