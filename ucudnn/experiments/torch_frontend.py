@@ -124,21 +124,28 @@ def schedule(dtypes: Sequence[str], variant_names: Sequence[str], processes: int
     return slots
 
 
-def resolve(args) -> None:
-    """Check ``frontend``'s arguments and fill in the defaults (--quick's where it is given
-    and the flag is not); InputError naming the flag. Sets ``args.dtype_list``,
-    ``args.variant_list`` and ``args.slots``."""
-    base = QUICK if args.quick else DEFAULTS
+def fill_run_counts(args, base: Mapping[str, int], counts: Sequence[str]) -> None:
+    """Give the flags of ``base`` that ``args`` leaves None their value there, then check
+    ``counts`` (at least 1), ``warmup`` (not negative) and ``timeout`` (positive);
+    InputError naming the flag."""
     for flag, value in base.items():
         if getattr(args, flag) is None:
             setattr(args, flag, value)
-    for flag in ("batch", "processes", "iterations"):
+    for flag in counts:
         if getattr(args, flag) < 1:
             raise InputError(f"--{flag}: must be at least 1, got {getattr(args, flag)}")
     if args.warmup < 0:
         raise InputError(f"--warmup: must not be negative, got {args.warmup}")
     if args.timeout <= 0:
         raise InputError(f"--timeout: must be positive, got {args.timeout}")
+
+
+def resolve(args) -> None:
+    """Check ``frontend``'s arguments and fill in the defaults (--quick's where it is given
+    and the flag is not); InputError naming the flag. Sets ``args.dtype_list``,
+    ``args.variant_list`` and ``args.slots``."""
+    fill_run_counts(args, QUICK if args.quick else DEFAULTS, ("batch", "processes",
+                                                             "iterations"))
     parse_size(args.limit, "--limit")
     names = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     bad = [d for d in names if d not in DTYPES]

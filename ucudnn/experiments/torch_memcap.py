@@ -48,7 +48,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from ..vocab import UNLIMITED, InputError, format_size, parse_size
 from . import torch_study as study
 from .plots import _plt, _save
-from .torch_frontend import version_line
+from .torch_frontend import fill_run_counts, version_line
 
 SIDES: Tuple[str, ...] = ("pytorch", "ucudnn")
 #: the label of no memory cap (the references)
@@ -146,17 +146,7 @@ def resolve(args) -> None:
     """Check ``memcap``'s arguments and fill in the defaults (--quick's where it is given);
     InputError naming the flag. Sets ``memory_cap_list``, ``model_list``, ``dtype_list`` and
     ``slots``."""
-    base = QUICK if args.quick else DEFAULTS
-    for flag, value in base.items():
-        if getattr(args, flag) is None:
-            setattr(args, flag, value)
-    for flag in ("processes", "iterations"):
-        if getattr(args, flag) < 1:
-            raise InputError(f"--{flag}: must be at least 1, got {getattr(args, flag)}")
-    if args.warmup < 0:
-        raise InputError(f"--warmup: must not be negative, got {args.warmup}")
-    if args.timeout <= 0:
-        raise InputError(f"--timeout: must be positive, got {args.timeout}")
+    fill_run_counts(args, QUICK if args.quick else DEFAULTS, ("processes", "iterations"))
     parse_size(args.cap, "--cap")
     args.memory_cap_list = parse_memory_caps(
         args.memory_caps or (QUICK_MEMORY_CAPS if args.quick else DEFAULT_MEMORY_CAPS))
