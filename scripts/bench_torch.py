@@ -441,15 +441,17 @@ def _write_runs(args, name: str, procs, rows, extra=None, text=None) -> dict:
 
 
 def models(args) -> int:
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out)                # an earlier run's models.json: its processes kept
     slots = study.schedule(args.model_list, args.dtype_list, [c for c, _ in args.cap_list],
                            args.processes, wscap=not args.no_wscap)
-    procs = []
-    for i, s in enumerate(slots, 1):
-        procs.append(_spawn(args, s.model, s.dtype, s.side, s.cap, i,
-                            out / "ucudnn-cache.sqlite", s.side))
-        _write_runs(args, "models", procs, study.summarize(procs))
+    settings = {k: getattr(args, k) for k in study.MODEL_SETTINGS}
+    procs, todo = study.resume_run(out / "models.json", "models", settings,
+                                   study.MODEL_SETTINGS, slots, study.SLOT_FIELDS)
+    for s in todo:
+        procs.append(_spawn(args, s.model, s.dtype, s.side, s.cap, max(
+            (p["order"] for p in procs), default=0) + 1, out / "ucudnn-cache.sqlite", s.side))
+        procs[-1]["round"] = s.round
+        _write_runs(args, "models", procs, study.summarize(procs), {"settings": settings})
     print(study.summary_text(study.summarize(procs)), end="")
     return 0
 

@@ -3,6 +3,7 @@ arithmetic against brute-force twins, the points CSV's schema, the figure from a
 synthetic CSV, the models' process schedule and the medians."""
 import csv
 import dataclasses
+import json
 import math
 import statistics
 
@@ -199,3 +200,25 @@ def test_startup_ratio_is_warm_over_pytorch():
     assert (r["cold_ms"], r["warm_ms"], r["pytorch_ms"]) == (900.0, 50.0, 500.0)
     assert r["warm_to_pytorch"] == pytest.approx(0.1)
     assert "warm/pytorch 0.100" in study.startup_lines([r])[0]
+
+
+def test_a_models_run_goes_on_from_the_earlier_runs_processes(tmp_path):
+    slots = study.schedule(["unet"], ["bfloat16"], ["256MiB"], 2)
+    settings = {"iterations": 20, "warmup": 5, "engines": "both", "quick": False}
+    path = tmp_path / "models.json"
+    assert study.resume_run(path, "models", settings, study.MODEL_SETTINGS, slots,
+                            study.SLOT_FIELDS) == ([], slots)
+    done = [dict(dataclasses.asdict(s), order=i, status="ok" if i != 2 else "failed")
+            for i, s in enumerate(slots[:3], 1)]
+    path.write_text(json.dumps({"subcommand": "models", "settings": settings,
+                                "processes": done}))
+    kept, todo = study.resume_run(path, "models", dict(settings, processes=3),
+                                  study.MODEL_SETTINGS, slots, study.SLOT_FIELDS)
+    assert kept == done and todo == slots[3:]       # a failed process is a result, kept
+    with pytest.raises(InputError, match=r"models.json: an earlier run with other settings "
+                                         r"\(iterations 20, now 50\)"):
+        study.resume_run(path, "models", dict(settings, iterations=50), study.MODEL_SETTINGS,
+                         slots, study.SLOT_FIELDS)
+    with pytest.raises(InputError, match="not a startup.json"):
+        study.resume_run(path, "startup", settings, study.MODEL_SETTINGS, slots,
+                         study.SLOT_FIELDS)

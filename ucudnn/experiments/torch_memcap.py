@@ -40,9 +40,7 @@ Note [Memory-capped study]
 from __future__ import annotations
 
 import dataclasses
-import json
 import statistics
-from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..vocab import UNLIMITED, InputError, format_size, parse_size
@@ -188,37 +186,20 @@ def schedule(models: Sequence[str], dtypes: Sequence[str], memory_caps: Sequence
 SHARED_SETTINGS = ("cap", "iterations", "warmup", "engines", "quick", "device_total_bytes")
 
 
+#: the fields that name a process of the study
+SLOT_FIELDS = ("model", "dtype", "round", "side", "memory_cap")
+
+
 def slot_key(rec) -> tuple:
     """The (model, dtype, round, side, memory cap) of a process record or a :class:`Slot`."""
-    get = rec.get if isinstance(rec, dict) else lambda k: getattr(rec, k)
-    return tuple(get(k) for k in ("model", "dtype", "round", "side", "memory_cap"))
+    return study.record_key(rec, SLOT_FIELDS)
 
 
 def resume(path, settings: dict, slots: Sequence[Slot]) -> Tuple[List[dict], List[Slot]]:
-    """``(kept, todo)``: the processes of the earlier run's memcap.json at ``path`` (where
-    there is one), all kept, and those of ``slots`` that it lacks: a run cut short (a
-    command's time limit) goes on where it stopped, a run with more rounds, models, dtypes or
-    memory caps adds them. InputError naming ``path`` where it is not a memcap.json or the
-    earlier run's :data:`SHARED_SETTINGS` differ."""
-    where = Path(path)
-    if not where.is_file():
-        return [], list(slots)
-    try:
-        doc = json.loads(where.read_text())
-        ok = doc.get("subcommand") == "memcap" and isinstance(doc.get("processes"), list)
-    except (OSError, ValueError, AttributeError) as e:
-        raise InputError(f"{where}: not readable as JSON ({e})") from None
-    if not ok:
-        raise InputError(f"{where}: not a memcap.json (no subcommand memcap, no processes)")
-    old = doc.get("settings") or {}
-    differ = [k for k in SHARED_SETTINGS if old.get(k) != settings.get(k)]
-    if differ:
-        raise InputError(f"{where}: an earlier run with other settings ("
-                         + ", ".join(f"{k} {old.get(k)!r}, now {settings.get(k)!r}"
-                                     for k in differ) + "); give another --out")
-    kept = doc["processes"]
-    done = {slot_key(p) for p in kept}
-    return kept, [s for s in slots if slot_key(s) not in done]
+    """``(kept, todo)`` of :func:`.torch_study.resume_run` for memcap.json at ``path``: its
+    processes all kept, the slots it lacks to run; the earlier run's
+    :data:`SHARED_SETTINGS` must be these."""
+    return study.resume_run(path, "memcap", settings, SHARED_SETTINGS, slots, SLOT_FIELDS)
 
 
 def workspace_cap(side: str, cap: str) -> str:

@@ -31,7 +31,9 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import json
 import statistics
+from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
 from ..files import write_text
@@ -348,6 +350,47 @@ def schedule(models: Sequence[str], dtypes: Sequence[str], caps: Sequence[str], 
     """Every process of a run, rounds interleaved (:func:`rotated`)."""
     return [Slot(m, dt, r, s, c) for m in models for dt in dtypes
             for r, (s, c) in rotated(variants(caps, wscap), processes)]
+
+
+#: the settings a ``models`` run into an earlier run's folder must share with it
+MODEL_SETTINGS = ("iterations", "warmup", "engines", "quick")
+#: the fields that name a process of ``models``: a :class:`Slot`'s, kept in its record
+SLOT_FIELDS = ("model", "dtype", "round", "side", "cap")
+
+
+def record_key(rec, fields: Sequence[str]) -> tuple:
+    """The ``fields`` of a process record (a dict) or of a slot."""
+    get = rec.get if isinstance(rec, dict) else lambda k: getattr(rec, k)
+    return tuple(get(k) for k in fields)
+
+
+def resume_run(path, subcommand: str, settings: dict, shared: Sequence[str], slots: Sequence,
+               fields: Sequence[str]) -> Tuple[List[dict], list]:
+    """``(kept, todo)``: the processes of the earlier run's document at ``path`` (where there
+    is one), all kept, and those of ``slots`` it lacks by ``fields``: a run cut short (a
+    command's time limit) goes on where it stopped, and a run with more rounds, models,
+    dtypes or caps adds them. InputError naming ``path`` where it is not ``subcommand``'s
+    document, or where the earlier run's ``shared`` settings differ."""
+    where = Path(path)
+    if not where.is_file():
+        return [], list(slots)
+    try:
+        doc = json.loads(where.read_text())
+        ok = doc.get("subcommand") == subcommand and isinstance(doc.get("processes"), list)
+    except (OSError, ValueError, AttributeError) as e:
+        raise InputError(f"{where}: not readable as JSON ({e})") from None
+    if not ok:
+        raise InputError(f"{where}: not a {subcommand}.json (no subcommand {subcommand}, no "
+                         "processes)")
+    old = doc.get("settings") or {}
+    differ = [k for k in shared if old.get(k) != settings.get(k)]
+    if differ:
+        raise InputError(f"{where}: an earlier run with other settings ("
+                         + ", ".join(f"{k} {old.get(k)!r}, now {settings.get(k)!r}"
+                                     for k in differ) + "); give another --out")
+    kept = doc["processes"]
+    done = {record_key(p, fields) for p in kept}
+    return kept, [s for s in slots if record_key(s, fields) not in done]
 
 
 def wscap_mib(cap: str) -> int:
