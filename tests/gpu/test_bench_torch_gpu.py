@@ -76,6 +76,9 @@ def test_models_and_startup_processes_complete(tmp_path):
     for p in doc["processes"]:          # NVML (the gpu extra) watched every process
         assert p["nvml_error"] is None and p["peak_gpu_memory_bytes"] > 0, p
         assert p["gpu_state"]["samples"] >= 1 and p["exit_status"] == 0
+    _run("models", "--quick", "--out", tmp_path / "m", "--models", "unet", timeout=900)
+    again = json.loads((tmp_path / "m" / "models.json").read_text())
+    assert again["processes"] == doc["processes"]       # all there: none run again
     _run("startup", "--quick", "--out", tmp_path / "s", timeout=900)
     doc = json.loads((tmp_path / "s" / "startup.json").read_text())
     assert sorted(p["side"] for p in doc["processes"]) == ["pytorch", "ucudnn-cold",
