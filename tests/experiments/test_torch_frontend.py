@@ -284,3 +284,32 @@ def test_run_writes_every_process_and_the_summary_as_it_goes(tmp_path):
     assert text == tf.summary_text(doc) and "ucudnn/pytorch 1.020" in text
     assert doc["settings"]["batch"] == 4 and doc["wall_s"] > 0
     assert f"{len(args.slots)} processes in " in text
+
+
+def test_a_run_into_an_earlier_runs_folder_runs_what_it_lacks(tmp_path):
+    child = tmp_path / "child.py"
+    child.write_text(CHILD)
+
+    def runs(**kw):
+        args = _args(tmp_path, **dict(dict(iterations=1, warmup=0, batch=4, timeout=60.0), **kw))
+        tf.resolve(args)
+        lines = []
+
+        def command(slot, js):
+            flags = tf.process_command(sys.executable, "bench_torch.py", args, slot, js)[3:]
+            return [sys.executable, str(child)] + flags
+        return tf.run(args, command, versions={"gpu": "test"}, say=lines.append), lines
+    first, _ = runs(processes=1)
+    n = len(first["processes"])
+    doc, lines = runs(processes=2)                  # a second round: only it runs
+    assert doc["processes"][:n] == first["processes"]     # the failed one too: a result
+    assert [p["round"] for p in doc["processes"][n:]] == [2] * n
+    assert lines[0].endswith(f"frontend.json: {n} processes kept, {n} to run")
+    assert len(lines) == 1 + n
+    again, lines = runs(processes=2)                # nothing left to run
+    assert again["processes"] == doc["processes"] and len(lines) == 1
+    assert json.loads((Path(tmp_path) / "out" / "frontend.json").read_text()) == \
+        json.loads(json.dumps(again))
+    with pytest.raises(InputError, match=r"frontend.json: an earlier run with other "
+                                         r"settings \(batch 4, now 8\)"):
+        runs(processes=2, batch=8)

@@ -72,7 +72,11 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 from ..files import write_text
 from ..vocab import InputError, format_size, parse_size
 from .gpu_memory import WatchedRun, run_watched
+from .torch_study import resume_run
 
+#: the settings a run into an earlier run's folder must share with it (more rounds may differ)
+RESUME_SETTINGS = ("batch", "iterations", "warmup", "limit", "engines", "quick", "dtypes",
+                   "variants")
 #: the target of the question: ucudnn's step at most this many times PyTorch's
 TARGET = 1.03
 NET = "resnet50"
@@ -271,7 +275,8 @@ def _say(line: str) -> None:
 
 def run(args, command: Callable[[Slot, Path], List[str]], versions: dict,
         say: Optional[Callable[[str], None]] = None) -> dict:
-    """Run every process of ``args.slots`` in turn, each watched by NVML; write
+    """Run every process of ``args.slots`` that OUT/frontend.json lacks (an earlier run's are
+    kept: :func:`.torch_study.resume_run`) in turn, each watched by NVML; write
     OUT/frontend.json and OUT/frontend.txt after each; each process's line to ``say`` (default:
     stdout, flushed). Returns the document."""
     out = Path(args.out)
@@ -284,10 +289,15 @@ def run(args, command: Callable[[Slot, Path], List[str]], versions: dict,
                 "processes": args.processes, "iterations": args.iterations,
                 "warmup": args.warmup, "limit": args.limit, "engines": args.engines,
                 "cache": str(cache_path(args)), "quick": args.quick}
-    procs: List[dict] = []
+    procs, todo = resume_run(out / "frontend.json", "frontend", settings, RESUME_SETTINGS,
+                             args.slots, ("dtype", "variant", "round"))
+    if procs:
+        (say or _say)(f"{out / 'frontend.json'}: {len(procs)} processes kept, "
+                      f"{len(todo)} to run")
     t0 = time.perf_counter()
+    earlier_s = sum(p.get("wall_s") or 0.0 for p in procs)
     doc: dict = {}
-    for slot in args.slots:
+    for slot in todo:
         js = logs / f"{slot.stem}.json"
         js.unlink(missing_ok=True)          # an earlier run's into the same --out
         cmd = command(slot, js)
@@ -296,11 +306,16 @@ def run(args, command: Callable[[Slot, Path], List[str]], versions: dict,
                               interval=NVML_INTERVAL, states=True)
         procs.append(process_record(slot, js, watched, cmd, out))
         (say or _say)(process_line(procs[-1]))
-        doc = {"subcommand": "frontend", "versions": versions, "settings": settings,
-               "summary": summarize(procs), "wall_s": time.perf_counter() - t0,
-               "processes": procs}
-        write_text(out / "frontend.json", json.dumps(doc, indent=2) + "\n")
-        write_text(out / "frontend.txt", summary_text(doc))
+        doc = _write(out, versions, settings, procs, earlier_s + time.perf_counter() - t0)
+    return doc or _write(out, versions, settings, procs, earlier_s)
+
+
+def _write(out: Path, versions: dict, settings: dict, procs: List[dict], wall_s: float) -> dict:
+    """OUT/frontend.json and OUT/frontend.txt of ``procs``; the document."""
+    doc = {"subcommand": "frontend", "versions": versions, "settings": settings,
+           "summary": summarize(procs), "wall_s": wall_s, "processes": procs}
+    write_text(out / "frontend.json", json.dumps(doc, indent=2) + "\n")
+    write_text(out / "frontend.txt", summary_text(doc))
     return doc
 
 
