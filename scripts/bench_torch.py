@@ -345,7 +345,7 @@ def model_process(args) -> int:
     try:
         if args.memory_cap is not None:
             rec.update(memory_cap=args.memory_cap,
-                       memory_cap_bytes=memcap_study.memory_cap_bytes(args.memory_cap))
+                       memory_cap_bytes=study.cap_bytes(args.memory_cap))
         if rec.get("memory_cap_bytes") is not None:
             total = torch.cuda.get_device_properties(0).total_memory
             rec.update(device_total_bytes=total,
@@ -421,7 +421,7 @@ def _spawn(args, model, dtype, side, cap, order: int, cache: Path, label: str,
                nvml_error=run.nvml_error, gpu_state=run.gpu_state, command=shlex.join(cmd))
     if memory_cap is not None:
         rec.update(memory_cap=memory_cap,
-                   memory_cap_bytes=memcap_study.memory_cap_bytes(memory_cap))
+                   memory_cap_bytes=study.cap_bytes(memory_cap))
     print(f"{order:3d} {model} {dtype} {label}@{cap}"
           + ("" if memory_cap is None else f" memory cap {memory_cap}") + f": {rec['status']}"
           + (f", {rec['median_ms']:.2f} ms, first {rec['first_iteration_ms']:.0f} ms"

@@ -11,6 +11,7 @@ import statistics
 import pytest
 
 from ucudnn.experiments import torch_memcap as mc
+from ucudnn.experiments import torch_study
 from ucudnn.vocab import InputError, parse_size
 
 
@@ -46,7 +47,7 @@ def test_a_cap_above_the_device_is_refused_and_fractions_are_of_the_device():
     for bad in (0, total + 1):
         with pytest.raises(ValueError, match="not within"):
             mc.fraction(bad, total)
-    assert mc.memory_cap_bytes("6GiB") == 6 << 30 and mc.memory_cap_bytes("unlimited") is None
+    assert torch_study.cap_bytes("6GiB") == 6 << 30 and torch_study.cap_bytes(mc.UNLIMITED_CAP) is None
 
 
 def _args(**kw):

@@ -136,10 +136,6 @@ def fraction(cap_bytes: int, total_bytes: int) -> float:
     return cap_bytes / total_bytes
 
 
-def memory_cap_bytes(label: str) -> Optional[int]:
-    return None if label == UNLIMITED_CAP else parse_size(label)
-
-
 def resolve(args) -> None:
     """Check ``memcap``'s arguments and fill in the defaults (--quick's where it is given);
     InputError naming the flag. Sets ``memory_cap_list``, ``model_list``, ``dtype_list`` and
@@ -232,7 +228,7 @@ def summarize(procs: Sequence[dict]) -> List[dict]:
         peaks = [p["peak_gpu_memory_bytes"] for p in ps if p.get("peak_gpu_memory_bytes")]
         rows.append({
             "model": m, "dtype": dt, "side": side, "memory_cap": mc,
-            "memory_cap_bytes": memory_cap_bytes(mc), "cap": ps[0].get("cap"),
+            "memory_cap_bytes": study.cap_bytes(mc), "cap": ps[0].get("cap"),
             "processes": len(ps), "ok": len(ok),
             "oom": sum(p.get("status") == "oom" for p in ps),
             "failed": sum(p.get("status") not in ("ok", "oom") for p in ps),
