@@ -72,7 +72,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 from ..files import write_text
 from ..vocab import InputError, format_size, parse_size
 from .gpu_memory import WatchedRun, run_watched
-from .torch_study import resume_run
+from .torch_study import resume_run, rotated
 
 #: the settings a run into an earlier run's folder must share with it (more rounds may differ)
 RESUME_SETTINGS = ("batch", "iterations", "warmup", "limit", "engines", "quick", "dtypes",
@@ -118,14 +118,9 @@ def variants(compile_too: bool) -> tuple:
 
 def schedule(dtypes: Sequence[str], variant_names: Sequence[str], processes: int) -> List[Slot]:
     """Every process of a run: each round runs every (dtype, variant) once, in the order of
-    the first round rotated by the round's index."""
+    the first round rotated by the round's index (:func:`.torch_study.rotated`)."""
     cells = [(dt, v) for dt in dtypes for v in variant_names]
-    slots: List[Slot] = []
-    for r in range(processes):
-        k = r % len(cells)
-        for dt, v in cells[k:] + cells[:k]:
-            slots.append(Slot(len(slots) + 1, r + 1, dt, v))
-    return slots
+    return [Slot(i, r, dt, v) for i, (r, (dt, v)) in enumerate(rotated(cells, processes), 1)]
 
 
 def fill_run_counts(args, base: Mapping[str, int], counts: Sequence[str]) -> None:
