@@ -21,18 +21,12 @@ if not torch.cuda.is_available():
 from torch import nn  # noqa: E402
 
 import ucudnn.torch as ut  # noqa: E402
-from torch_cases import (  # noqa: E402
-    TOLERANCE, model2d as _model, no_tf32, plans_text, rel_err as _err)
+from torch_cases import (  # noqa: E402,F401 (ieee_fp32: an autouse fixture)
+    TOLERANCE, ieee_fp32, model2d as _model, plans_text, rel_err as _err)
 from ucudnn.measure import bench  # noqa: E402
 from ucudnn.torch import runtime  # noqa: E402
 from ucudnn.torch.libcudnn import mapped_cudnn  # noqa: E402
 from ucudnn.vocab import InputError  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _ieee_fp32():
-    with no_tf32():
-        yield
 
 
 def _step(model, x, autocast=None):

@@ -3,6 +3,7 @@
 Imported by test modules that have skipped already where torch is missing."""
 import contextlib
 
+import pytest
 import torch
 from torch import nn
 
@@ -48,17 +49,23 @@ def conv_tf32(allowed: bool):
     """fp32 cuDNN convolutions with TF32 ``allowed`` or not, set as the user of this PyTorch
     would (Note [TF32 calls] in ucudnn/torch/runtime.py)."""
     conv = getattr(torch.backends.cudnn, "conv", None)
-    if getattr(conv, "fp32_precision", None) is None:
-        before, torch.backends.cudnn.allow_tf32 = torch.backends.cudnn.allow_tf32, allowed
+    if getattr(conv, "fp32_precision", None) is None:   # a PyTorch before that setting
+        owner, name, value = torch.backends.cudnn, "allow_tf32", allowed
     else:
-        before, conv.fp32_precision = conv.fp32_precision, "tf32" if allowed else "ieee"
+        owner, name, value = conv, "fp32_precision", "tf32" if allowed else "ieee"
+    before = getattr(owner, name)
+    setattr(owner, name, value)
     try:
         yield
     finally:
-        if getattr(conv, "fp32_precision", None) is None:
-            torch.backends.cudnn.allow_tf32 = before
-        else:
-            conv.fp32_precision = before
+        setattr(owner, name, before)
+
+
+@pytest.fixture(autouse=True)
+def ieee_fp32():
+    """:func:`no_tf32` around every test of a module that imports this fixture."""
+    with no_tf32():
+        yield
 
 
 def no_tf32():
