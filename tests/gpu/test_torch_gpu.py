@@ -30,7 +30,7 @@ from torch_cases import (  # noqa: E402,F401 (ieee_fp32: an autouse fixture)
     TOLERANCE, conv_tf32, ieee_fp32, model2d as _model, plans_text, rel_err as _err)
 from ucudnn.measure.planner_state import planner_state  # noqa: E402
 from ucudnn.plan.dp import Chunk, Plan  # noqa: E402
-from ucudnn.torch import ops, runtime  # noqa: E402
+from ucudnn.torch import eager, ops, runtime  # noqa: E402
 from ucudnn.torch.convert import settings_from  # noqa: E402
 
 
@@ -173,6 +173,31 @@ def test_opcheck(style):
 
 
 # Inductor imports torch.jit code that warns of its own deprecation
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_eager_calls_equal_the_operators_bit_for_bit(dtype, monkeypatch):
+    """Note [Eager calls]: the same kernels through either path, deterministic ones (PyTorch's
+    flag), give the same bits; bf16 under autocast over fp32 parameters. Each path is checked
+    to be the one taken."""
+    torch.manual_seed(6)
+    model = _model().cuda()
+    ut.convert(model, limit="8MiB", engines="both")
+    x = torch.randn(4, 3, 16, 16, device="cuda")
+    autocast = torch.autocast("cuda", dtype=dtype, enabled=dtype != torch.float32)
+    results, paths = {}, {}
+    monkeypatch.setattr(torch.backends.cudnn, "deterministic", True)
+    for flag in ("0", "1", "0"):
+        monkeypatch.setenv(eager.EAGER_ENV, flag)
+        with autocast:
+            results.setdefault(flag, []).append(_step(model, x))
+            y = model[0](x)
+        paths[flag] = type(y.grad_fn.next_functions[0][0]).__name__
+    assert paths["1"] == "_ConvFwdBackward" and paths["0"] != paths["1"]
+    operators, again = results["0"]
+    for name, got in (("eager", results["1"][0]), ("operators again", again)):
+        for i, (g, w) in enumerate(zip(got, operators)):
+            assert torch.equal(g, w), f"{name}: tensor {i} differs"
+
+
 @pytest.mark.filterwarnings("ignore:.torch.jit.script_method. is deprecated:DeprecationWarning")
 def test_compile_fullgraph():
     torch.manual_seed(2)

@@ -9,13 +9,15 @@ docs/torch.md.
 * :mod:`.modules` -- the converted modules, subclasses of PyTorch's;
 * :mod:`.ops` -- the operators ``ucudnn::conv_fwd``, ``conv_bwd_data``, ``conv_bwd_filter``:
   CUDA, fake and autograd implementations, in two registration styles;
+* :mod:`.eager` -- a module's call: the operators, or in plain eager mode their
+  implementations under an autograd Function of its own (Note [Eager calls]);
 * :mod:`.runtime` -- the settings ids, one planned kernel per input shape, the call on
   PyTorch's stream with PyTorch's memory;
 * :mod:`.netwide` -- a converted model's kernels planned together (``ilp``, ``shared``);
 * :mod:`.geometry` -- the one bridge from a PyTorch convolution to the core's geometry;
 * :mod:`.libcudnn` -- one libcudnn in the process (Note [One cuDNN with PyTorch]).
 
-Within the folder: libcudnn, geometry < netwide < runtime < ops < modules < convert < planning.
+Within the folder: libcudnn, geometry < netwide < runtime < ops < eager < modules < convert < planning.
 Importing it checks that PyTorch and the core share one cuDNN (:func:`.libcudnn.check_process`)
 and registers the operators; ``import ucudnn`` never imports it.
 Imports every other layer of the package (the plan printing of :mod:`ucudnn.cli.plan`, the

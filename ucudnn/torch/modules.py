@@ -1,7 +1,7 @@
 """The convolution modules that run through the core: :class:`Conv2d`, :class:`Conv3d`,
 :class:`ConvTranspose2d` and :class:`ConvTranspose3d`, subclasses of PyTorch's with the same
 parameters and buffers (a state_dict loads unchanged either way), whose forward calls the
-operators of :mod:`.ops`.
+operators of :mod:`.ops`, in plain eager mode through :mod:`.eager` (Note [Eager calls]).
 
 ``from_torch(module, settings)`` makes one from PyTorch's module, sharing its parameters; the
 module keeps its :class:`~ucudnn.plan.settings.PlanSettings` (and for ``ilp`` and ``shared`` its
@@ -21,7 +21,7 @@ from torch import nn
 from ..plan.settings import PlanSettings
 from .geometry import same_padding, transposed_out_size
 from .netwide import ModelPlan
-from .ops import active
+from .eager import conv_fwd, conv_transpose
 from .runtime import config_id
 
 __all__ = ["Conv2d", "Conv3d", "ConvTranspose2d", "ConvTranspose3d", "UCUDNN_MODULES"]
@@ -86,8 +86,8 @@ class _Conv(_Runs):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self._on_core(x):
             return super().forward(x)
-        y = active().fwd(x, self.weight, list(self.stride), self._pad, list(self.dilation),
-                         self.groups, self.ucudnn_config)
+        y = conv_fwd(x, self.weight, list(self.stride), self._pad, list(self.dilation),
+                     self.groups, self.ucudnn_config)
         return self._bias(y)
 
 
@@ -101,8 +101,8 @@ class _ConvTranspose(_Runs):
                                               list(self.dilation))
         x_size = transposed_out_size(x.shape, self.weight.shape, self.stride, self._pad,
                                      output_padding, self.dilation, self.groups)
-        y = active().bwd_data(self.weight, x, list(x_size), list(self.stride), self._pad,
-                              list(self.dilation), self.groups, self.ucudnn_config)
+        y = conv_transpose(self.weight, x, list(x_size), list(self.stride), self._pad,
+                           list(self.dilation), self.groups, self.ucudnn_config)
         return self._bias(y)
 
 

@@ -208,12 +208,14 @@ def chosen_style() -> str:
 _CHOSEN = chosen_style()
 
 
-def _autocast_dtype() -> torch.dtype:
+def autocast_dtype() -> torch.dtype:
+    """The dtype CUDA autocast runs convolutions in now."""
     get = getattr(torch, "get_autocast_dtype", None)
     return get("cuda") if get is not None else torch.get_autocast_gpu_dtype()
 
 
-def _autocast_cast(value, dtype: torch.dtype):
+def autocast_cast(value, dtype: torch.dtype):
+    """``value`` as autocast casts a convolution's operand to ``dtype`` (Note [Autocast])."""
     if (isinstance(value, torch.Tensor) and value.is_floating_point()
             and value.device.type == "cuda" and value.dtype != torch.float64):
         return value.to(dtype)
@@ -227,9 +229,9 @@ def _register_autocast(qualname: str) -> None:
     below = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCUDA)
 
     def autocast(*args):
-        dtype = _autocast_dtype()
+        dtype = autocast_dtype()
         with torch._C._ExcludeDispatchKeyGuard(below):
-            return op(*(_autocast_cast(a, dtype) for a in args))
+            return op(*(autocast_cast(a, dtype) for a in args))
 
     lib = torch.library.Library(ns, "FRAGMENT")
     lib.impl(short, autocast, "AutocastCUDA")

@@ -1,0 +1,156 @@
+"""How a converted module calls the core: through the operators of :mod:`.ops`, or, in plain
+eager mode, through the same implementations under a ``torch.autograd.Function`` of its own
+(:func:`conv_fwd`, :func:`conv_transpose`).
+
+Note [Eager calls]
+    An operator of :mod:`.ops` reaches its Python implementation through the dispatcher's
+    Python layers: its autograd kernel (the ``torch.autograd.Function`` that
+    ``torch.library.register_autograd`` makes, which fills the schema's defaults and
+    redispatches below autograd), and under autocast its ``AutocastCUDA`` kernel, a Python
+    function that casts and calls the operator again. A training step makes three calls per
+    convolution, so a model whose GPU waits for the host pays for each layer. On one H100
+    (results/h100/torch/overhead/), a tiny convolution's forward and backward took 1533 us
+    through the ``library`` operators and 1143 us through this module in fp32 (1417 and 1059
+    in bf16), PyTorch's own 490 us.
+
+    So a converted module called in plain eager mode runs the operators' implementations
+    (``ops.IMPLS``) under one ``torch.autograd.Function`` per operator: the same casts under
+    autocast (Note [Autocast] in :mod:`.ops`), the same saved tensors and the same gradients,
+    each planned and micro-batched through the core as the operators' are. A backward with
+    ``create_graph`` calls the differentiable operators, so a double backward is theirs.
+
+    Every other call goes through the operators, which is what the tools that look inside a
+    model see: ``torch.compile`` and ``torch.export`` (one opaque operator in the graph), fake
+    and meta tensors, tensor subclasses, functorch transforms, and torch function or
+    dispatch modes. ``$UCUDNN_TORCH_EAGER=0`` sends eager calls through the operators too.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+from .ops import IMPLS, autocast_cast, autocast_dtype, active
+
+__all__ = ["EAGER_ENV", "eager_enabled", "eager_call", "conv_fwd", "conv_transpose"]
+
+EAGER_ENV = "UCUDNN_TORCH_EAGER"
+
+_fwd, _bwd_data, _bwd_filter = (IMPLS[n][0] for n in ("conv_fwd", "conv_bwd_data",
+                                                      "conv_bwd_filter"))
+#: the tensor types an eager call takes: plain tensors and parameters, no subclass
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _on_gpu(t: torch.Tensor) -> bool:
+    return t.is_cuda
+
+
+def eager_enabled() -> bool:
+    """Whether eager calls may bypass the dispatcher (``$UCUDNN_TORCH_EAGER``, read per call
+    so that a test or benchmark can compare both paths in one process)."""
+    return os.environ.get(EAGER_ENV, "1").strip() not in ("0", "false", "no", "off")
+
+
+def _modes_active() -> bool:
+    """A torch function or dispatch mode, or a functorch transform, is active (or this
+    PyTorch cannot say)."""
+    c = torch._C
+    try:
+        if c._is_torch_function_mode_enabled() or c._len_torch_dispatch_stack():
+            return True
+        return c._functorch.peek_interpreter_stack() is not None
+    except AttributeError:
+        return True
+
+
+def eager_call(*tensors: torch.Tensor) -> bool:
+    """Whether a call on ``tensors`` takes the eager path (Note [Eager calls])."""
+    if torch.compiler.is_compiling() or not eager_enabled():     # tracing: the operators
+        return False
+    if _modes_active():
+        return False
+    for t in tensors:
+        if type(t) not in _PLAIN or not _on_gpu(t):
+            return False
+    return True
+
+
+def _autocast_on() -> bool:
+    try:
+        return torch.is_autocast_enabled("cuda")
+    except TypeError:                   # a PyTorch before the device argument
+        return torch.is_autocast_enabled()
+
+
+def _cast(*tensors):
+    """The tensors as the operators' AutocastCUDA kernel casts them (Note [Autocast])."""
+    if not _autocast_on():
+        return tensors
+    dtype = autocast_dtype()
+    return tuple(autocast_cast(t, dtype) for t in tensors)
+
+
+def _backward_calls():
+    """(fwd, bwd_data, bwd_filter) of a backward: the implementations, or the operators where
+    the backward itself is recorded (``create_graph``)."""
+    if torch.is_grad_enabled():
+        ops = active()
+        return ops.fwd, ops.bwd_data, ops.bwd_filter
+    return _fwd, _bwd_data, _bwd_filter
+
+
+class _ConvFwd(torch.autograd.Function):
+    """``conv_fwd`` with the gradients of ``ops``' autograd."""
+
+    @staticmethod
+    def forward(ctx, x, w, stride, padding, dilation, groups, config):
+        ctx.save_for_backward(x, w)
+        ctx.geometry = (stride, padding, dilation, groups, config)
+        return _fwd(x, w, stride, padding, dilation, groups, config)
+
+    @staticmethod
+    def backward(ctx, gy):
+        x, w = ctx.saved_tensors
+        _, bwd_data, bwd_filter = _backward_calls()
+        need = ctx.needs_input_grad
+        dx = bwd_data(w, gy, list(x.shape), *ctx.geometry) if need[0] else None
+        dw = bwd_filter(x, gy, list(w.shape), *ctx.geometry) if need[1] else None
+        return (dx, dw) + (None,) * 5
+
+
+class _ConvBwdData(torch.autograd.Function):
+    """``conv_bwd_data`` (a transposed convolution's forward) with ``ops``' gradients."""
+
+    @staticmethod
+    def forward(ctx, w, dy, x_size, stride, padding, dilation, groups, config):
+        ctx.save_for_backward(w, dy)
+        ctx.geometry = (stride, padding, dilation, groups, config)
+        return _bwd_data(w, dy, x_size, stride, padding, dilation, groups, config)
+
+    @staticmethod
+    def backward(ctx, gx):
+        w, dy = ctx.saved_tensors
+        fwd, _, bwd_filter = _backward_calls()
+        need = ctx.needs_input_grad
+        dw = bwd_filter(gx, dy, list(w.shape), *ctx.geometry) if need[0] else None
+        ddy = fwd(gx, w, *ctx.geometry) if need[1] else None
+        return (dw, ddy) + (None,) * 6
+
+
+def conv_fwd(x, w, stride, padding, dilation, groups: int, config: int) -> torch.Tensor:
+    """A convolution's forward, as ``ops.active().fwd`` computes it (Note [Eager calls])."""
+    if eager_call(x, w):
+        x, w = _cast(x, w)
+        return _ConvFwd.apply(x, w, stride, padding, dilation, groups, config)
+    return active().fwd(x, w, stride, padding, dilation, groups, config)
+
+
+def conv_transpose(w, x, x_size, stride, padding, dilation, groups: int,
+                   config: int) -> torch.Tensor:
+    """A transposed convolution's forward of ``x`` (``conv_bwd_data`` with ``x`` as the
+    gradient), as ``ops.active().bwd_data`` computes it (Note [Eager calls])."""
+    if eager_call(w, x):
+        w, x = _cast(w, x)
+        return _ConvBwdData.apply(w, x, x_size, stride, padding, dilation, groups, config)
+    return active().bwd_data(w, x, x_size, stride, padding, dilation, groups, config)
