@@ -269,11 +269,23 @@ def kernel_for(key: tuple, op: str, x_size: Sequence[int], w_size: Sequence[int]
 _local = threading.local()
 
 
+#: the current stream's address on a device index, without making a torch.cuda.Stream
+#: (PyTorch's generated code reads it so); current_stream() where this PyTorch lacks it
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _stream_of(device: torch.device) -> int:
+    if _raw_stream is not None:
+        index = device.index
+        return _raw_stream(torch.cuda.current_device() if index is None else index)
+    return torch.cuda.current_stream(device).cuda_stream
+
+
 def _handle(device: torch.device):
     handles = getattr(_local, "handles", None)
     if handles is None:
         handles = _local.handles = {}
-    stream = torch.cuda.current_stream(device).cuda_stream
+    stream = _stream_of(device)
     h = handles.get(device.index)
     if h is None:
         with torch.cuda.device(device):
