@@ -9,22 +9,10 @@ a second process's start (docs/torch.md, "The 3-D study").
     python scripts/bench_torch.py memcap --out DIR [--quick] [--memory-caps 1GiB,4GiB]
     python scripts/bench_torch.py frontend --out DIR [--quick] [--compile]
 
-``overhead``: what one operator call costs in each registration style (Note [Two registration
-styles] in ucudnn/torch/ops.py). A convolution so small that the GPU waits for the host
-(default N=1, 8 -> 8 channels, 8x8, 1x1 filter) is called ``--calls`` times back to back, CUDA
-events around the batch: the time per call is the host's per call. Variants, in one process
-with one planned kernel (planned before timing, the same plan for all):
-
-    pytorch     torch.nn.functional.conv2d (cuDNN through PyTorch, cudnn.benchmark on)
-    direct      the CUDA implementation called as a Python function (no dispatcher): the floor
-    custom_op   torch.ops.ucudnn.conv_fwd... registered with torch.library.custom_op
-    library     the same registered with a torch.library.Library fragment (define/impl)
-
-``--mode forward`` calls the forward under no_grad; ``--mode train`` runs forward and backward
-through autograd (input and weight gradients: three operator calls). The variants are
-interleaved: each of ``--reps`` repetitions times every variant once, in a rotated order, and
-the result is each variant's median over the repetitions, in microseconds per call, with its
-ratio to ``custom_op``. The cheaper of the two styles becomes DEFAULT_STYLE in ops.py.
+``overhead``: what one convolution call costs the host, by the way it reaches the core (the
+registration styles of Note [Two registration styles] in ucudnn/torch/ops.py, the eager path
+of Note [Eager calls] in ucudnn/torch/eager.py, the core alone, PyTorch's own); its variants
+and timing in scripts/torch_overhead.py.
 
 ``frontend``: a ResNet-50 training step through ucudnn.torch with no cap against PyTorch's own
 convolutions, fp32 and bf16 autocast, channels_last (Note [Front-end overhead] in
@@ -42,7 +30,6 @@ import argparse
 import contextlib
 import json
 import os
-import platform
 import shlex
 import statistics
 import sys
@@ -59,12 +46,12 @@ from ucudnn.experiments.nvml import versions as nvml_versions
 from ucudnn.files import write_text
 from ucudnn.vocab import ENGINES, InputError
 
-torch = ops = F = None      # bound by _load_torch() once the arguments are checked
+torch = ops = F = overhead_bench = None    # bound by _load_torch() once the arguments are checked
 
 
 def _load_torch() -> None:
     """Import torch and ucudnn.torch; without torch, one line and exit status 2."""
-    global torch, ops, F, settings_from, config_id, planned_kernels
+    global torch, ops, F, settings_from, config_id, planned_kernels, overhead_bench
     try:
         import torch as _torch
     except ImportError:
@@ -77,85 +64,15 @@ def _load_torch() -> None:
     from ucudnn.torch.convert import settings_from as _sf
     from ucudnn.torch.runtime import config_id as _ci, planned_kernels as _pk
     F, ops, settings_from, config_id, planned_kernels = _F, _ops, _sf, _ci, _pk
-
-
-VARIANTS = ("pytorch", "direct", "custom_op", "library")
+    here = str(Path(__file__).resolve().parent)       # torch_overhead, even under python -P
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import torch_overhead
+    overhead_bench = torch_overhead
 
 
 def _machine() -> dict:
-    return {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-            "cuda": torch.version.cuda, "torch_cudnn": torch.backends.cudnn.version(),
-            "python": platform.python_version()}
-
-
-def _callables(args):
-    """{variant: (step, inputs)}: ``step()`` makes one call (forward or forward+backward)."""
-    config = config_id(settings_from(limit=args.limit, engines=args.engines))
-    geo = ([1, 1], [args.pad, args.pad], [1, 1], 1, config)
-    dev = torch.device("cuda")
-    dtype = getattr(torch, args.dtype)
-    x = torch.randn(args.n, args.c, args.hw, args.hw, device=dev, dtype=dtype)
-    w = torch.randn(args.k, args.c, args.r, args.r, device=dev, dtype=dtype)
-    train = args.mode == "train"
-    if train:
-        x.requires_grad_(True)
-        w.requires_grad_(True)
-    fns = {"pytorch": lambda: torch.nn.functional.conv2d(x, w, None, *geo[:4]),
-           "direct": lambda: ops.IMPLS["conv_fwd"][0](x.detach(), w.detach(), *geo),
-           "custom_op": lambda: ops.registered("custom_op").fwd(x, w, *geo),
-           "library": lambda: ops.registered("library").fwd(x, w, *geo)}
-    if not train:
-        return fns
-    direct = ops.IMPLS
-
-    def direct_train():             # the three implementations, no autograd, no dispatcher
-        y = direct["conv_fwd"][0](x.detach(), w.detach(), *geo)
-        direct["conv_bwd_data"][0](w.detach(), y, list(x.shape), *geo)
-        direct["conv_bwd_filter"][0](x.detach(), y, list(w.shape), *geo)
-
-    def with_backward(f):
-        def step():
-            f().sum().backward()
-        return step
-    return {v: (direct_train if v == "direct" else with_backward(f)) for v, f in fns.items()}
-
-
-def _time(step, calls: int) -> float:
-    """Microseconds per call of ``calls`` calls back to back between two CUDA events."""
-    return _events_ms(step, calls, 1) * 1000.0
-
-
-def overhead(args) -> dict:
-    torch.backends.cudnn.benchmark = True
-    steps = _callables(args)
-    ctx = torch.no_grad() if args.mode == "forward" else torch.enable_grad()
-    with ctx:
-        for step in steps.values():             # plans, cudnn.benchmark, warm caches
-            for _ in range(args.warmup):
-                step()
-        torch.cuda.synchronize()
-        times = {v: [] for v in VARIANTS}
-        for rep in range(args.reps):
-            order = VARIANTS[rep % len(VARIANTS):] + VARIANTS[:rep % len(VARIANTS)]
-            for v in order:
-                times[v].append(_time(steps[v], args.calls))
-    med = {v: statistics.median(t) for v, t in times.items()}
-    return {
-        "subcommand": "overhead", "argv": sys.argv[1:], "mode": args.mode,
-        "shape": {"n": args.n, "c": args.c, "k": args.k, "hw": args.hw, "r": args.r,
-                  "pad": args.pad, "dtype": args.dtype},
-        "calls_per_timing": args.calls, "reps": args.reps,
-        "median_us_per_call": med,
-        "ratio_to_custom_op": {v: med[v] / med["custom_op"] for v in VARIANTS},
-        "cheaper_style": min(ops.STYLES, key=lambda s: med[s]),
-        "samples_us_per_call": times,
-        "machine": _machine(),
-    }
-
-
-# ------------------------------------------------------------------------------------ layers3d
-
-DIL = [1, 1, 1]
+    return overhead_bench.machine()
 
 
 def _is_oom(e: BaseException) -> bool:
@@ -172,18 +89,13 @@ def _error_line(e: BaseException, limit: int) -> str:
     return f"{type(e).__name__}: {text.splitlines()[0][:limit] if text else ''}"
 
 
+# ------------------------------------------------------------------------------------ layers3d
+
+DIL = [1, 1, 1]
+
+
 def _events_ms(step, calls: int, reps: int) -> float:
-    """Median over ``reps`` of the milliseconds per call of ``calls`` calls between events."""
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(calls):
-            step()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / calls)
-    return statistics.median(times)
+    return overhead_bench.events_ms(step, calls, reps)
 
 
 def _pytorch_call(op, layer, x, w, dy):
@@ -637,7 +549,7 @@ from an empty cache; Note [Front-end overhead] in ucudnn/experiments/torch_front
 def _parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="bench_torch.py", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    o = sub.add_parser("overhead", help="per-call cost of each registration style")
+    o = sub.add_parser("overhead", help="per-call host cost of each way to the core")
     o.add_argument("--mode", choices=("forward", "train"), default="forward")
     o.add_argument("--n", type=int, default=1)
     o.add_argument("--c", type=int, default=8)
@@ -785,14 +697,10 @@ def main(argv=None) -> int:
         return frontend(args)
     if args.cmd == "frontend-process":
         return frontend_process(args)
-    doc = overhead(args)
-    text = json.dumps(doc, indent=2) + "\n"
+    doc = overhead_bench.overhead(args)
     if args.out:
-        write_text(args.out, text)
-    med = doc["median_us_per_call"]
-    print(f"{doc['mode']}: " + ", ".join(f"{v} {med[v]:.1f} us" for v in VARIANTS)
-          + f"; cheaper style: {doc['cheaper_style']} "
-          f"(library/custom_op {doc['ratio_to_custom_op']['library']:.3f})")
+        write_text(args.out, json.dumps(doc, indent=2) + "\n")
+    print(overhead_bench.summary(doc))
     return 0
 
 

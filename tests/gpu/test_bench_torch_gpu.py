@@ -4,7 +4,7 @@ run's rows; ``models`` and ``startup`` run their processes to completion, ``mode
 with its whole-process peak memory and GPU state from NVML; ``frontend --quick`` runs ResNet-50
 through PyTorch and through ucudnn.torch in fp32 and bf16 (and, in a test of its own, under
 torch.compile); ``memcap --quick`` runs every process to ok or oom under its memory cap, and
-refuses a cap above the device. No timing is checked.
+refuses a cap above the device; ``overhead`` times every way a call reaches the core. No timing is checked.
 
 Benchmarks go to the session's own cache (tests/conftest.py, inherited by the processes).
 """
@@ -39,6 +39,19 @@ def _run(*args, timeout=600):
                        text=True, timeout=timeout)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     return r
+
+
+@pytest.mark.parametrize("mode,dtype", [("train", "float32"), ("forward", "bfloat16")])
+def test_overhead_times_every_way_to_the_core(tmp_path, mode, dtype):
+    out = tmp_path / "overhead.json"
+    r = _run("overhead", "--mode", mode, "--dtype", dtype, "--calls", "5", "--reps", "3",
+             "--warmup", "2", "--out", out)
+    doc = json.loads(out.read_text())
+    med = doc["median_us_per_call"]
+    assert set(med) == {"pytorch", "core", "direct", "eager", "custom_op", "library"}
+    assert all(v > 0 for v in med.values()) and doc["cheaper_style"] in ("custom_op", "library")
+    assert all(len(t) == 3 for t in doc["samples_us_per_call"].values())
+    assert r.stdout.startswith(f"{mode} {dtype}: pytorch ")
 
 
 def test_layers3d_rows_within_their_caps(tmp_path):
