@@ -46,6 +46,9 @@ def on_cpu(monkeypatch):
         monkeypatch.setattr(eager, f"_{name}", recorded("impl", name, f))
     operators = ops.Ops("test", *(recorded("op", n, f) for n, f in refs.items()))
     monkeypatch.setattr(eager, "active", lambda: operators)
+    for cls, name in ((eager._ConvFwd, "fwd"), (eager._ConvBwdData, "bwd_data")):
+        monkeypatch.setattr(eager, cls.__name__, type(cls.__name__, (cls,), {
+            "forward": staticmethod(recorded("function", name, cls.forward))}))
     return calls
 
 
@@ -67,12 +70,25 @@ def test_gradients_are_pytorchs_through_the_implementations(on_cpu):
     got = torch.autograd.grad(y, (x, w), g)
     want = torch.autograd.grad(F.conv2d(x, w, None, *GEOMETRY), (x, w), g)
     assert all(torch.allclose(a, b) for a, b in zip(got, want))
-    assert on_cpu == [("impl", "fwd"), ("impl", "bwd_data"), ("impl", "bwd_filter")]
+    assert on_cpu == [("function", "fwd"), ("impl", "fwd"), ("impl", "bwd_data"),
+                      ("impl", "bwd_filter")]
     # only what needs a gradient is computed
     del on_cpu[:]
     y = eager.conv_fwd(x.detach(), w, *GEOMETRY, CONFIG)
     y.backward(torch.ones_like(y))
-    assert on_cpu == [("impl", "fwd"), ("impl", "bwd_filter")]
+    assert on_cpu == [("function", "fwd"), ("impl", "fwd"), ("impl", "bwd_filter")]
+
+
+def test_a_call_autograd_does_not_record_runs_the_implementation_alone(on_cpu):
+    x, w = _leaves((3, 4, 9, 10), (6, 2, 3, 2))
+    with torch.no_grad():
+        y = eager.conv_fwd(x, w, *GEOMETRY, CONFIG)
+    z = eager.conv_fwd(x.detach(), w.detach(), *GEOMETRY, CONFIG)
+    with torch.inference_mode():
+        t = eager.conv_transpose(w, y, list(x.shape), *GEOMETRY, CONFIG)
+    assert y.grad_fn is None and z.grad_fn is None and t.grad_fn is None
+    assert torch.allclose(y, F.conv2d(x, w, None, *GEOMETRY)) and torch.equal(y, z)
+    assert on_cpu == [("impl", "fwd"), ("impl", "fwd"), ("impl", "bwd_data")]
 
 
 def test_a_transposed_convolution_and_its_gradients(on_cpu):
@@ -84,14 +100,15 @@ def test_a_transposed_convolution_and_its_gradients(on_cpu):
     got = torch.autograd.grad(gx, (w, dy), g)
     want = torch.autograd.grad(ref_bwd_data(w, dy, x_size, *GEOMETRY, CONFIG), (w, dy), g)
     assert all(torch.allclose(a, b) for a, b in zip(got, want))
-    assert on_cpu == [("impl", "bwd_data"), ("impl", "bwd_filter"), ("impl", "fwd")]
+    assert on_cpu == [("function", "bwd_data"), ("impl", "bwd_data"), ("impl", "bwd_filter"),
+                      ("impl", "fwd")]
 
 
 def test_a_double_backward_goes_through_the_operators(on_cpu):
     x, w = _leaves((2, 4, 7, 8), (6, 2, 3, 3))
     y = eager.conv_fwd(x, w, *GEOMETRY, CONFIG)
     gx, gw = torch.autograd.grad((y * y).sum(), (x, w), create_graph=True)
-    assert on_cpu[1:] == [("op", "bwd_data"), ("op", "bwd_filter")]
+    assert on_cpu[2:] == [("op", "bwd_data"), ("op", "bwd_filter")]
     got = torch.autograd.grad((gx * gx).sum() + (gw * gw).sum(), (x, w))
     yr = F.conv2d(x, w, None, *GEOMETRY)
     rx, rw = torch.autograd.grad((yr * yr).sum(), (x, w), create_graph=True)

@@ -17,7 +17,9 @@ Note [Eager calls]
     (``ops.IMPLS``) under one ``torch.autograd.Function`` per operator: the same casts under
     autocast (Note [Autocast] in :mod:`.ops`), the same saved tensors and the same gradients,
     each planned and micro-batched through the core as the operators' are. A backward with
-    ``create_graph`` calls the differentiable operators, so a double backward is theirs.
+    ``create_graph`` calls the differentiable operators, so a double backward is theirs. A
+    call that autograd does not record (``no_grad``, inference mode, no input that needs a
+    gradient) runs the implementation alone, as the Function's forward would.
 
     Every other call goes through the operators, which is what the tools that look inside a
     model see: ``torch.compile`` and ``torch.export`` (one opaque operator in the graph), fake
@@ -91,6 +93,13 @@ def _cast(*tensors):
     return tuple(autocast_cast(t, dtype) for t in tensors)
 
 
+def _records(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether autograd records a call on ``a`` and ``b``: without it (no_grad, inference, or
+    no input that needs a gradient) the implementation runs alone, as the Function's forward
+    would, without the Function's own cost."""
+    return torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)
+
+
 def _backward_calls():
     """(fwd, bwd_data, bwd_filter) of a backward: the implementations, or the operators where
     the backward itself is recorded (``create_graph``)."""
@@ -142,6 +151,8 @@ def conv_fwd(x, w, stride, padding, dilation, groups: int, config: int) -> torch
     """A convolution's forward, as ``ops.active().fwd`` computes it (Note [Eager calls])."""
     if eager_call(x, w):
         x, w = _cast(x, w)
+        if not _records(x, w):
+            return _fwd(x, w, stride, padding, dilation, groups, config)
         return _ConvFwd.apply(x, w, stride, padding, dilation, groups, config)
     return active().fwd(x, w, stride, padding, dilation, groups, config)
 
@@ -152,5 +163,7 @@ def conv_transpose(w, x, x_size, stride, padding, dilation, groups: int,
     gradient), as ``ops.active().bwd_data`` computes it (Note [Eager calls])."""
     if eager_call(w, x):
         w, x = _cast(w, x)
+        if not _records(w, x):
+            return _bwd_data(w, x, x_size, stride, padding, dilation, groups, config)
         return _ConvBwdData.apply(w, x, x_size, stride, padding, dilation, groups, config)
     return active().bwd_data(w, x, x_size, stride, padding, dilation, groups, config)
