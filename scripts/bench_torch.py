@@ -515,20 +515,22 @@ run can be split with --layers. --quick: 5 small layers, caps 64MiB and unlimite
 minutes on one H100. The full study (53 layers, 2544 rows) is not timed yet: estimated 3-6 GPU
 hours on one H100, the largest VAE layers' benchmarks dominating; run it by --layers prefix
 (unet, vae.256p, vae.480p, vae.720p) in commands of under 10 minutes each."""
-MODELS_HELP = """Whole models: a small 3-D UNet (training step) and a CogVideoX-like causal
-decoder (decode), in fp32 and bf16 (model and input cast to bf16 on both sides), each in its own
+MODELS_HELP = """Whole models: nnU-Net's 3d_fullres network (128^3 patch, batch 2; training
+step) and a CogVideoX-like causal decoder (480x720, 8 frames; decode), or their small versions
+unet and vae, in fp32 and bf16 (model and input cast to bf16 on both sides), each in its own
 process: PyTorch with cudnn.benchmark (unlimited), PyTorch under CUDNN_CONV_WSCAP_DBG at each
 cap, and ucudnn.torch.convert(limit=cap) at each cap; --processes rounds, the variants' order
 rotated per round. Per process: its first step (wall clock), the median of --iterations CUDA-event
 timed steps, and its whole-process peak memory sampled by NVML from this process. Writes
-OUT/models.json (every process and the medians), OUT/models.txt and OUT/logs/. --quick: bf16,
-cap 256MiB, one round of small models, about 1-2 minutes. Full: 96 processes, estimated 1-2 GPU
-hours (not timed yet)."""
+OUT/models.json (every process and the medians), OUT/models.txt and OUT/logs/. --quick: the
+small models, bf16, cap 256MiB, one round, about 1-2 minutes. Full: 96 processes, not timed
+(the small pair in bf16 at caps 256MiB and unlimited, 24 processes, took 3 minutes on an H100).
+"""
 STARTUP_HELP = """A second process's start: per round a fresh ucudnn cache, a ucudnn process that
 fills it (cold), a second that plans from it (warm), and a PyTorch process with cudnn.benchmark;
 the first step of each (wall clock, benchmarks included) and warm/PyTorch. Writes
-OUT/startup.json, OUT/startup.txt. --quick: the UNet, bf16, one round, about 1 minute. Full: 36
-processes, estimated 20-40 GPU minutes (not timed yet)."""
+OUT/startup.json, OUT/startup.txt. --quick: the small UNet, bf16, one round, about 1 minute. Full (the
+default models): 36 processes, not timed yet."""
 
 FRONTEND_HELP = """Front-end overhead: a ResNet-50 v1 training step (forward, cross-entropy,
 backward; no optimizer step) at batch 128, model and input channels_last, in fp32 (TF32
@@ -580,7 +582,9 @@ def _parser() -> argparse.ArgumentParser:
         m = sub.add_parser(name, help=text.splitlines()[0], description=text)
         m.add_argument("--out", required=True)
         m.add_argument("--quick", action="store_true")
-        m.add_argument("--models", default=",".join(study.MODELS))
+        m.add_argument("--models", default=",".join(study.DEFAULT_MODELS),
+                       help=f"of {','.join(study.MODELS)} (default "
+                       f"{','.join(study.DEFAULT_MODELS)}; --quick: unet,vae)")
         m.add_argument("--dtypes", default=dts)
         m.add_argument("--caps", help=f"default {','.join(study.CAPS)}" if name == "models"
                        else "the one cap of ucudnn's processes (default 256MiB)")
@@ -658,8 +662,8 @@ def _check(args) -> None:
             quick_dtypes = {"models": "bfloat16", "startup": "bfloat16"}[args.cmd]
             if args.dtypes == ",".join(study.DTYPES):
                 args.dtypes = quick_dtypes
-            if args.cmd == "startup" and args.models == ",".join(study.MODELS):
-                args.models = "unet"
+            if args.models == ",".join(study.DEFAULT_MODELS):
+                args.models = "unet" if args.cmd == "startup" else ",".join(study.SMALL_MODELS)
             args.processes, args.iterations, args.warmup = 1, 3, 1
         args.dtype_list = study.parse_choice("dtypes", args.dtypes, study.DTYPES)
     if args.cmd in ("models", "startup"):

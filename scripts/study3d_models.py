@@ -2,7 +2,8 @@
 the specs of :data:`ucudnn.experiments.torch_study.MODELS` (their sources: Note [3-D layers of
 the study] in that module).
 
-* :class:`UNet3d`: nnU-Net's PlainConvUNet in small: per stage two 3x3x3 convolutions (the
+* :class:`UNet3d`: nnU-Net's PlainConvUNet (``nnunet``: its 3d_fullres network; ``unet``: the
+  same small): per stage two 3x3x3 convolutions (the
   first of stride 2 from the second stage on), each followed by InstanceNorm3d and LeakyReLU;
   the decoder a 2x2x2 transposed convolution, the skip connection concatenated, two
   convolutions; a 1x1x1 segmentation head. Its step is a training step (forward, loss,
@@ -96,8 +97,9 @@ def latent_frames(frames: int, levels: int) -> int:
 
 
 def build(name: str, spec: dict):
-    """(model, input, step) of ``name`` with ``spec``: ``step`` is "train" or "decode"."""
-    if name == "unet":
+    """(model, input, step) of ``name`` with ``spec`` (its ``kind`` "unet" or "vae"): ``step``
+    is "train" or "decode"."""
+    if spec["kind"] == "unet":
         model = UNet3d(spec["channels"], spec["in"], spec["classes"])
         p = spec["patch"]
         return model, torch.randn(spec["batch"], spec["in"], p, p, p), "train"

@@ -136,6 +136,44 @@ def test_quick_models_build_and_run_on_the_cpu():
     assert convs and all(m.kernel_size == (3, 3, 3) and m.padding == (0, 1, 1) for m in convs)
 
 
+@pytest.mark.parametrize("name", ["nnunet", "vae480p"])
+def test_the_full_models_run_the_layers_of_the_layer_study(name):
+    """On meta tensors (nothing computed): every 3x3x3 convolution the model calls is a layer
+    of ``layers3d`` (input and weight sizes, stride; the decoder's first and last aside, from
+    the latent and to RGB), and the output has the model's size."""
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import study3d_models
+    finally:
+        sys.path.pop(0)
+    from ucudnn.experiments import torch_study as study
+    spec = study.MODELS[name]
+    model, x, step = study3d_models.build(name, spec)
+    model, x = model.to("meta"), x.to("meta")
+    calls = []
+
+    def hook(module, args, out):
+        size = list(args[0].shape)
+        if isinstance(module, study3d_models.CausalConv3d):
+            size[2] += 2                # the frames it pads in front inside its forward
+        edge = module.in_channels == spec.get("latent") or module.out_channels == 3
+        if module.kernel_size == (3, 3, 3) and not edge:    # not the latent's in or RGB out
+            calls.append((tuple(size), tuple(module.weight.shape), tuple(module.stride)))
+    for m in model.modules():
+        if isinstance(m, torch.nn.Conv3d):
+            m.register_forward_hook(hook)
+    with torch.no_grad():
+        y = model(x)
+    layers = {(lay.x_size, lay.w_size, lay.stride)
+              for lay in (study.unet_layers() if spec["kind"] == "unet" else study.vae_layers())}
+    assert calls and set(calls) <= layers, sorted(set(calls) - layers)
+    if step == "train":
+        assert y.shape == (spec["batch"], spec["classes"]) + (spec["patch"],) * 3
+    else:
+        assert y.shape == (spec["batch"], 3, spec["frames"]) + tuple(spec["size"])
+
+
 def test_a_model_process_that_fails_or_times_out_is_recorded(tmp_path):
     """Real model processes: one of a model the study lacks (no JSON without torch or a GPU, a
     failed record where they are) and one killed at its timeout, with the fields models.json

@@ -6,8 +6,9 @@ figure. Pure: no torch at import; the script's model processes (``model-process`
 Note [Memory-capped study]
     The question: under a per-process memory cap at which PyTorch's default fails or falls
     back to a slow algorithm, does ``ucudnn.torch`` run the same model at close to its
-    unlimited speed? The models are ``models``'s (a small 3-D UNet's training step and a
-    CogVideoX-like decode, :data:`.torch_study.MODELS`), in fp32 and bf16.
+    unlimited speed? The models are ``models``'s, by default its small pair (a small 3-D
+    UNet's training step and a CogVideoX-like decode, :data:`.torch_study.SMALL_MODELS`), in
+    fp32 and bf16.
 
     * The cap: ``torch.cuda.set_per_process_memory_fraction(cap / total)``, set in the model
       process before it allocates anything, ``total`` the device's memory as PyTorch reports
@@ -64,8 +65,8 @@ QUICK = {"processes": 1, "iterations": 3, "warmup": 1}
 VERDICTS = ("met", "not met", "does not bind", "undetermined")
 
 HELP = """Whole models under a per-process memory cap (Note [Memory-capped study] in
-ucudnn/experiments/torch_memcap.py): the models of `models` (a small 3-D UNet's training step, a
-CogVideoX-like decode) in fp32 and bf16, each process under
+ucudnn/experiments/torch_memcap.py): the models of `models` (by default the small 3-D UNet's
+training step and CogVideoX-like decode) in fp32 and bf16, each process under
 torch.cuda.set_per_process_memory_fraction(cap / device memory) set before any allocation:
 PyTorch with cudnn.benchmark, and ucudnn.torch.convert(limit=--cap); both also without a memory
 cap (the references). --processes rounds, the order rotated per round. Per process: ok, oom or
@@ -84,7 +85,7 @@ def add_arguments(p, dtypes: str) -> None:
     """``memcap``'s flags on the subparser ``p``."""
     p.add_argument("--out", required=True)
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--models", default=",".join(study.MODELS))
+    p.add_argument("--models", default=",".join(study.SMALL_MODELS))
     p.add_argument("--dtypes", default=dtypes)
     p.add_argument("--memory-caps", help=f"per-process memory caps (default "
                    f"{DEFAULT_MEMORY_CAPS}; --quick: {QUICK_MEMORY_CAPS})")

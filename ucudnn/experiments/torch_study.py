@@ -298,19 +298,35 @@ def plot_points(rows: Sequence[dict], out: str, source: str = "measured") -> int
 
 # ---------------------------------------------------------------------------- whole models
 
-#: the models' specs: the small 3-D UNet is nnU-Net's network at a 64^3 patch with 4 stages
-#: (batch 2); the VAE-like stack is CogVideoX's decoder levels (Note [3-D layers of the
-#: study]) at 256x256 and 8 frames, batch 1, causal time padding
+#: the models' specs (``kind`` picks the network, scripts/study3d_models.py): ``nnunet`` is
+#: nnU-Net's 3d_fullres network on its 128^3 patch at batch 2, the shapes of
+#: :func:`unet_layers`; ``vae480p`` CogVideoX's decoder levels (:data:`VAE_LEVELS`) at 480x720
+#: and 8 frames, batch 1, causal time padding, as :func:`vae_layers` lists them. ``unet`` and
+#: ``vae`` are the same networks small (a 64^3 patch and 4 stages; 256x256): a step of
+#: milliseconds, too small for a workspace cap to bind, and the default of ``memcap``, whose
+#: memory caps of a few GiB bind them
 MODELS = {
-    "unet": {"patch": 64, "batch": 2, "channels": (32, 64, 128, 256), "in": 1, "classes": 4},
-    "vae": {"size": (256, 256), "frames": 8, "batch": 1, "latent": 16,
+    "nnunet": {"kind": "unet", "patch": 128, "batch": 2,
+               "channels": (32, 64, 128, 256, 320, 320), "in": 1, "classes": 4},
+    "vae480p": {"kind": "vae", "size": (480, 720), "frames": 8, "batch": 1, "latent": 16,
+                "channels": (512, 256, 256, 128), "blocks": 2},
+    "unet": {"kind": "unet", "patch": 64, "batch": 2, "channels": (32, 64, 128, 256), "in": 1,
+             "classes": 4},
+    "vae": {"kind": "vae", "size": (256, 256), "frames": 8, "batch": 1, "latent": 16,
             "channels": (512, 256, 256, 128), "blocks": 2},
 }
-QUICK_MODELS = {
-    "unet": {"patch": 32, "batch": 2, "channels": (16, 32, 64), "in": 1, "classes": 4},
-    "vae": {"size": (64, 64), "frames": 4, "batch": 1, "latent": 16,
+#: what ``models`` and ``startup`` run unless ``--models`` says otherwise
+DEFAULT_MODELS: Tuple[str, ...] = ("nnunet", "vae480p")
+#: the small pair (``memcap``'s default)
+SMALL_MODELS: Tuple[str, ...] = ("unet", "vae")
+_QUICK = {
+    "unet": {"kind": "unet", "patch": 32, "batch": 2, "channels": (16, 32, 64), "in": 1,
+             "classes": 4},
+    "vae": {"kind": "vae", "size": (64, 64), "frames": 4, "batch": 1, "latent": 16,
             "channels": (64, 32), "blocks": 1},
 }
+#: ``--quick``: every model as a small network of its kind
+QUICK_MODELS = {name: _QUICK[spec["kind"]] for name, spec in MODELS.items()}
 
 
 @dataclasses.dataclass(frozen=True)
