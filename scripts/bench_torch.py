@@ -341,6 +341,15 @@ def _spawn(args, model, dtype, side, cap, order: int, cache: Path, label: str,
     return rec
 
 
+def _spawn_next(args, procs: list, slot, cap: str, cache: Path, memory_cap=None) -> None:
+    """Run ``slot``'s process after those in ``procs`` (the next order) and append its record
+    with the slot's round."""
+    order = max((p["order"] for p in procs), default=0) + 1
+    procs.append(_spawn(args, slot.model, slot.dtype, slot.side, cap, order, cache, slot.side,
+                        memory_cap))
+    procs[-1]["round"] = slot.round
+
+
 def _write_runs(args, name: str, procs, rows, extra=None, text=None) -> dict:
     out = Path(args.out)
     doc = {"subcommand": name, "versions": _versions(args), "summary": rows,
@@ -360,9 +369,7 @@ def models(args) -> int:
     procs, todo = study.resume_run(out / "models.json", "models", settings,
                                    study.MODEL_SETTINGS, slots, study.SLOT_FIELDS)
     for s in todo:
-        procs.append(_spawn(args, s.model, s.dtype, s.side, s.cap, max(
-            (p["order"] for p in procs), default=0) + 1, out / "ucudnn-cache.sqlite", s.side))
-        procs[-1]["round"] = s.round
+        _spawn_next(args, procs, s, s.cap, out / "ucudnn-cache.sqlite")
         _write_runs(args, "models", procs, study.summarize(procs), {"settings": settings})
     print(study.summary_text(study.summarize(procs)), end="")
     return 0
@@ -414,11 +421,8 @@ def memcap(args) -> int:
             "settings": settings, "verdicts": memcap_study.evaluate(rows)},
             memcap_study.summary_text)
     for s in todo:
-        procs.append(_spawn(args, s.model, s.dtype, s.side,
-                            memcap_study.workspace_cap(s.side, args.cap),
-                            max((p["order"] for p in procs), default=0) + 1,
-                            out / "ucudnn-cache.sqlite", s.side, s.memory_cap))
-        procs[-1]["round"] = s.round
+        _spawn_next(args, procs, s, memcap_study.workspace_cap(s.side, args.cap),
+                    out / "ucudnn-cache.sqlite", s.memory_cap)
         write()
     doc = write()
     try:
