@@ -3,6 +3,8 @@ ucudnn/torch/eager.py): which calls take the eager path, and its autograd wiring
 implementations need a GPU, so here CPU tensors take the eager path and PyTorch's own
 convolution and its gradients stand in for the three implementations; the GPU tier compares
 the eager path with the operators bit for bit (tests/gpu/test_torch_gpu.py)."""
+import warnings
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="ucudnn.torch needs PyTorch "
@@ -133,3 +135,7 @@ def test_which_calls_take_the_eager_path(on_cpu, monkeypatch):
         return t + 1 if eager.eager_call(t, w) else t - 1
     compiled = torch.compile(traced, backend="eager", fullgraph=True)
     assert torch.equal(compiled(x), x - 1) and torch.equal(traced(x), x + 1)
+    with warnings.catch_warnings():           # torch.jit.trace is deprecated in newer PyTorch
+        warnings.simplefilter("ignore", FutureWarning)
+        jit_traced = torch.jit.trace(traced, x, check_trace=False)
+    assert torch.equal(jit_traced(x), x - 1)

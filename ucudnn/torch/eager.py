@@ -22,9 +22,9 @@ Note [Eager calls]
     gradient) runs the implementation alone, as the Function's forward would.
 
     Every other call goes through the operators, which is what the tools that look inside a
-    model see: ``torch.compile`` and ``torch.export`` (one opaque operator in the graph), fake
-    and meta tensors, tensor subclasses, functorch transforms, and torch function or
-    dispatch modes. ``$UCUDNN_TORCH_EAGER=0`` sends eager calls through the operators too.
+    model see: ``torch.compile``, ``torch.export`` and ``torch.jit.trace`` (one opaque
+    operator in the graph), fake and meta tensors, tensor subclasses, functorch transforms,
+    and torch function or dispatch modes. ``$UCUDNN_TORCH_EAGER=0`` sends eager calls through the operators too.
 """
 from __future__ import annotations
 
@@ -68,8 +68,8 @@ def _modes_active() -> bool:
 
 def eager_call(*tensors: torch.Tensor) -> bool:
     """Whether a call on ``tensors`` takes the eager path (Note [Eager calls])."""
-    if torch.compiler.is_compiling() or not eager_enabled():     # tracing: the operators
-        return False
+    if torch.compiler.is_compiling() or torch.jit.is_tracing() or not eager_enabled():
+        return False                                            # a trace records the operators
     if _modes_active():
         return False
     for t in tensors:
