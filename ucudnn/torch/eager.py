@@ -32,7 +32,8 @@ import os
 
 import torch
 
-from .ops import IMPLS, autocast_cast, autocast_dtype, active
+from .ops import (IMPLS, Ops, active, autocast_cast, autocast_dtype, backward_functions,
+                  setup_context)
 
 __all__ = ["EAGER_ENV", "eager_enabled", "eager_call", "conv_fwd", "conv_transpose"]
 
@@ -100,51 +101,37 @@ def _records(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)
 
 
-def _backward_calls():
-    """(fwd, bwd_data, bwd_filter) of a backward: the implementations, or the operators where
-    the backward itself is recorded (``create_graph``)."""
+def _backward_ops() -> Ops:
+    """The calls of a backward: the implementations, or the operators where the backward
+    itself is recorded (``create_graph``)."""
     if torch.is_grad_enabled():
-        ops = active()
-        return ops.fwd, ops.bwd_data, ops.bwd_filter
-    return _fwd, _bwd_data, _bwd_filter
+        return active()
+    return Ops("implementations", _fwd, _bwd_data, _bwd_filter)
+
+
+_BACKWARD = backward_functions(_backward_ops)
 
 
 class _ConvFwd(torch.autograd.Function):
     """``conv_fwd`` with the gradients of ``ops``' autograd."""
 
     @staticmethod
-    def forward(ctx, x, w, stride, padding, dilation, groups, config):
-        ctx.save_for_backward(x, w)
-        ctx.geometry = (stride, padding, dilation, groups, config)
-        return _fwd(x, w, stride, padding, dilation, groups, config)
+    def forward(ctx, *args):                # x, w, stride, padding, dilation, groups, config
+        setup_context(ctx, args, None)
+        return _fwd(*args)
 
-    @staticmethod
-    def backward(ctx, gy):
-        x, w = ctx.saved_tensors
-        _, bwd_data, bwd_filter = _backward_calls()
-        need = ctx.needs_input_grad
-        dx = bwd_data(w, gy, list(x.shape), *ctx.geometry) if need[0] else None
-        dw = bwd_filter(x, gy, list(w.shape), *ctx.geometry) if need[1] else None
-        return (dx, dw) + (None,) * 5
+    backward = staticmethod(_BACKWARD["conv_fwd"])
 
 
 class _ConvBwdData(torch.autograd.Function):
     """``conv_bwd_data`` (a transposed convolution's forward) with ``ops``' gradients."""
 
     @staticmethod
-    def forward(ctx, w, dy, x_size, stride, padding, dilation, groups, config):
-        ctx.save_for_backward(w, dy)
-        ctx.geometry = (stride, padding, dilation, groups, config)
-        return _bwd_data(w, dy, x_size, stride, padding, dilation, groups, config)
+    def forward(ctx, *args):                # w, dy, x_size, stride, ..., config
+        setup_context(ctx, args, None)
+        return _bwd_data(*args)
 
-    @staticmethod
-    def backward(ctx, gx):
-        w, dy = ctx.saved_tensors
-        fwd, _, bwd_filter = _backward_calls()
-        need = ctx.needs_input_grad
-        dw = bwd_filter(gx, dy, list(w.shape), *ctx.geometry) if need[0] else None
-        ddy = fwd(gx, w, *ctx.geometry) if need[1] else None
-        return (dw, ddy) + (None,) * 6
+    backward = staticmethod(_BACKWARD["conv_bwd_data"])
 
 
 def conv_fwd(x, w, stride, padding, dilation, groups: int, config: int) -> torch.Tensor:

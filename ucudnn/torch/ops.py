@@ -163,15 +163,17 @@ IMPLS = {"conv_fwd": (_fwd, _fwd_fake), "conv_bwd_data": (_bwd_data, _bwd_data_f
 # autograd
 # ---------------------------------------------------------------------------------------------
 
-def _setup(ctx, inputs, output):
+def setup_context(ctx, inputs, output):
+    """What a backward needs of a call: its two tensors and its geometry."""
     a, b, *rest = inputs
     ctx.save_for_backward(a, b)
     ctx.geometry = rest[-5:]            # stride, padding, dilation, groups, config
 
 
-def _autograd(ops_of: Callable[[], Ops]) -> Dict[str, Callable]:
-    """The backward functions of ``conv_fwd`` and ``conv_bwd_data``, calling the operators of
-    the same style (``ops_of()``, known once registered)."""
+def backward_functions(ops_of: Callable[[], Ops]) -> Dict[str, Callable]:
+    """The backward functions of ``conv_fwd`` and ``conv_bwd_data``, calling the three calls
+    of ``ops_of()`` (the operators of the same style, known once registered; the eager path's
+    choice, Note [Eager calls] in :mod:`.eager`)."""
     def fwd_backward(ctx, gy):
         x, w = ctx.saved_tensors
         ops, need = ops_of(), ctx.needs_input_grad
@@ -244,7 +246,7 @@ def _register_custom_op(qualname: str, name: str, backward) -> None:
                                  schema=SCHEMAS[name])
     op.register_fake(fake)
     if backward is not None:
-        op.register_autograd(backward, setup_context=_setup)
+        op.register_autograd(backward, setup_context=setup_context)
     _libraries.append(op)
 
 
@@ -257,7 +259,7 @@ def _register_library(qualname: str, name: str, backward) -> None:
         lib.impl(short, impl, device_type.upper())
     torch.library.register_fake(qualname, fake, lib=lib)
     if backward is not None:
-        torch.library.register_autograd(qualname, backward, setup_context=_setup, lib=lib)
+        torch.library.register_autograd(qualname, backward, setup_context=setup_context, lib=lib)
     _libraries.append(lib)
 
 
@@ -270,7 +272,7 @@ def registered(style: str) -> Ops:
         raise InputError(f"style: unknown registration style {style!r} (expected one of "
                          f"{', '.join(STYLES)})")
     suffix = "" if style == _CHOSEN else f"_{style}"
-    backwards = _autograd(lambda: _registered[style])
+    backwards = backward_functions(lambda: _registered[style])
     register = _register_custom_op if style == "custom_op" else _register_library
     for name in SCHEMAS:
         register(f"{NAMESPACE}::{name}{suffix}", name, backwards.get(name))
