@@ -7,6 +7,9 @@ call is the host's per call. Variants, in one process with one planned kernel pe
 (planned before timing, the same plans for all):
 
     pytorch     torch.nn.functional.conv2d (cuDNN through PyTorch, cudnn.benchmark on)
+    function    the same convolution and its native gradients behind a Python
+                torch.autograd.Function: what a Python autograd node alone costs (the floor of
+                any front end written in Python)
     core        the planned kernel's Kernel.run alone (handle, workspace and output made once)
     direct      the operator's implementation called as a Python function (no dispatcher)
     eager       what a converted module calls in eager mode (Note [Eager calls] in
@@ -33,7 +36,7 @@ from ucudnn.torch import eager, ops, runtime
 from ucudnn.torch.convert import settings_from
 from ucudnn.torch.runtime import config_id
 
-VARIANTS = ("pytorch", "core", "direct", "eager", "custom_op", "library")
+VARIANTS = ("pytorch", "function", "core", "direct", "eager", "custom_op", "library")
 OPS = ("fwd", "bwd_data", "bwd_filter")
 
 
@@ -78,6 +81,25 @@ def _core_calls(x, w, y, config, ops_used):
     return step
 
 
+class _PythonNode(torch.autograd.Function):
+    """PyTorch's convolution with PyTorch's gradients, behind a Python autograd node."""
+
+    @staticmethod
+    def forward(ctx, x, w, stride, padding, dilation, groups):
+        ctx.save_for_backward(x, w)
+        ctx.geometry = (stride, padding, dilation, groups)
+        return torch.nn.functional.conv2d(x, w, None, stride, padding, dilation, groups)
+
+    @staticmethod
+    def backward(ctx, gy):
+        x, w = ctx.saved_tensors
+        stride, padding, dilation, groups = ctx.geometry
+        dx, dw, _ = torch.ops.aten.convolution_backward(
+            gy, x, w, None, stride, padding, dilation, False, [0] * len(stride), groups,
+            [ctx.needs_input_grad[0], ctx.needs_input_grad[1], False])
+        return dx, dw, None, None, None, None
+
+
 def callables(args):
     """{variant: step}: ``step()`` makes one call (forward, or forward and backward)."""
     config = config_id(settings_from(limit=args.limit, engines=args.engines))
@@ -100,6 +122,7 @@ def callables(args):
         return y
     y = direct()                # plans the kernels the core variant runs
     fns = {"pytorch": lambda: torch.nn.functional.conv2d(x, w, None, *geo[:4]),
+           "function": lambda: _PythonNode.apply(x, w, *geo[:4]),
            "eager": lambda: eager.conv_fwd(x, w, *geo),
            "custom_op": lambda: ops.registered("custom_op").fwd(x, w, *geo),
            "library": lambda: ops.registered("library").fwd(x, w, *geo)}

@@ -48,7 +48,8 @@ def test_overhead_times_every_way_to_the_core(tmp_path, mode, dtype):
              "--warmup", "2", "--out", out)
     doc = json.loads(out.read_text())
     med = doc["median_us_per_call"]
-    assert set(med) == {"pytorch", "core", "direct", "eager", "custom_op", "library"}
+    assert set(med) == {"pytorch", "function", "core", "direct", "eager", "custom_op",
+                        "library"}
     assert all(v > 0 for v in med.values()) and doc["cheaper_style"] in ("custom_op", "library")
     assert all(len(t) == 3 for t in doc["samples_us_per_call"].values())
     assert r.stdout.startswith(f"{mode} {dtype}: pytorch ")
