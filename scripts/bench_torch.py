@@ -463,8 +463,9 @@ def frontend_process(args) -> int:
             report = ucudnn_convert(model, limit=args.limit, engines=args.engines,
                                     cache=args.cache)
             model = report.model
+            from ucudnn.torch.eager import eager_enabled
             rec.update(converted=len(report.converted), kept=[list(k) for k in report.kept],
-                       style=getattr(ops.active(), "style", None))
+                       style=getattr(ops.active(), "style", None), eager=eager_enabled())
         forward = torch.compile(model) if args.variant.endswith("_compile") else model
         autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if args.dtype == "bfloat16"
                     else contextlib.nullcontext())
@@ -540,7 +541,8 @@ FRONTEND_HELP = """Front-end overhead: a ResNet-50 v1 training step (forward, cr
 backward; no optimizer step) at batch 128, model and input channels_last, in fp32 (TF32
 convolutions, PyTorch's default) and bf16 (autocast over fp32 parameters), each in its own
 process: PyTorch eager with cudnn.benchmark, and the model after ucudnn.torch.convert(limit=
-unlimited) (default registration style); --compile adds both under torch.compile. --processes
+unlimited) (default registration style); --compile adds both under torch.compile;
+--operators adds ucudnn with every call through the operators. --processes
 rounds, the order rotated per round. Per process: the first step (wall clock), the median of
 --iterations CUDA-event timed steps after --warmup, the host's time per step (not
 synchronised: near the GPU's, the step is CPU-bound) and the whole-process peak memory from
@@ -609,6 +611,8 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--quick", action="store_true")
     f.add_argument("--dtypes", default=",".join(frontend_bench.DTYPES))
     f.add_argument("--compile", action="store_true", help="also both under torch.compile")
+    f.add_argument("--operators", action="store_true",
+                   help="also ucudnn with every call through the operators (no eager path)")
     f.add_argument("--batch", type=int, help="default 128 (--quick: 32)")
     f.add_argument("--processes", type=int, help="rounds (default 3; --quick: 1)")
     f.add_argument("--iterations", type=int, help="timed steps (default 50; --quick: 5)")

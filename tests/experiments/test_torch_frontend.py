@@ -17,6 +17,7 @@ from ucudnn.vocab import InputError
 
 def _args(tmp_path, **kw):
     a = dict(out=str(tmp_path / "out"), quick=False, dtypes="float32,bfloat16", compile=False,
+             operators=False,
              batch=None, processes=None, iterations=None, warmup=None, limit="unlimited",
              engines="both", cache=None, timeout=900.0)
     a.update(kw)
@@ -38,6 +39,9 @@ def test_defaults_quick_and_explicit_values(tmp_path):
         tf.QUICK["processes"], tf.QUICK["iterations"], tf.QUICK["warmup"])
     assert quick.variant_list == list(tf.VARIANTS + tf.COMPILE_VARIANTS)
     assert {s.round for s in quick.slots} == {1}
+    both = _args(tmp_path, operators=True)
+    tf.resolve(both)
+    assert both.variant_list == ["pytorch", "ucudnn", "ucudnn_operators"]
 
 
 @pytest.mark.parametrize("kw, says", [
@@ -88,6 +92,8 @@ def test_process_env_gives_compiled_variants_the_runs_caches(tmp_path):
     plain, compiled = tf.Slot(1, 1, "float32", "ucudnn"), tf.Slot(2, 1, "float32",
                                                                   "ucudnn_compile")
     assert tf.process_env(plain, tmp_path, base) == base
+    operators = tf.process_env(tf.Slot(3, 1, "float32", tf.OPERATORS_VARIANT), tmp_path, base)
+    assert operators == dict(base, UCUDNN_TORCH_EAGER="0")
     env = tf.process_env(compiled, tmp_path, base)
     assert env["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "inductor-cache")
     assert env["TRITON_CACHE_DIR"] == str(tmp_path / "triton-cache")
@@ -224,6 +230,18 @@ def test_summary_medians_ratios_and_text_from_canned_processes(tmp_path):
     assert "host/GPU 0.25" in text and "2/3 ok" in text
     plans = ours32["plans"]
     assert f"{plans['kernels']} kernels planned, {plans['micro_batched']} micro-batched" in text
+
+
+def test_the_operators_variant_has_its_own_ratio_to_pytorch(tmp_path):
+    procs = [dict(_canned("float32", v, [m], [1.0]), round=1)
+             for v, m in (("ucudnn_operators", 12.0), ("pytorch", 10.0), ("ucudnn", 11.0))]
+    summary = tf.summarize(procs)
+    assert [r["variant"] for r in summary["rows"]] == ["pytorch", "ucudnn", "ucudnn_operators"]
+    ratios = {q["variant"]: q for q in summary["ratios"]}
+    assert set(ratios) == {"ucudnn", "ucudnn_operators"}
+    assert ratios["ucudnn_operators"]["baseline"] == "pytorch"
+    assert ratios["ucudnn_operators"]["ratio"] == pytest.approx(1.2)
+    assert ratios["ucudnn"]["ratio"] == pytest.approx(1.1)
 
 
 def test_a_dtype_whose_baseline_never_ran_has_no_ratio(tmp_path):

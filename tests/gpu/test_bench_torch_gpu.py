@@ -165,27 +165,31 @@ def _resnet50_convs() -> int:
 
 
 def test_frontend_quick_runs_both_sides(tmp_path):
-    """--quick: fp32 and bf16, PyTorch and ucudnn, one process each, all to completion; every
-    ResNet-50 convolution converted and planned by the core, NVML watching each process."""
+    """--quick --operators: fp32 and bf16, PyTorch, ucudnn and ucudnn through the operators,
+    one process each, all to completion; every ResNet-50 convolution converted and planned by
+    the core, NVML watching each process."""
     from ucudnn.experiments import torch_frontend as tf
-    r = _run("frontend", "--quick", "--out", tmp_path, timeout=900)
+    r = _run("frontend", "--quick", "--operators", "--out", tmp_path, timeout=900)
     doc = _frontend_doc(tmp_path)
     cells = {(p["dtype"], p["variant"]): p for p in doc["processes"]}
-    assert set(cells) == {(d, v) for d in tf.DTYPES for v in tf.VARIANTS}
+    assert set(cells) == {(d, v) for d in tf.DTYPES for v in tf.variants(False, True)}
     convs = _resnet50_convs()
     for (dtype, variant), p in cells.items():
         assert p["batch"] == tf.QUICK["batch"] and len(p["step_ms"]) == tf.QUICK["iterations"]
         assert p["median_ms"] > 0 and p["host_median_ms"] > 0 and p["first_step_ms"] > 0
         assert p["nvml_error"] is None and p["peak_gpu_memory_bytes"] > 0, p
-        if variant == "ucudnn":
+        if variant.startswith("ucudnn"):
             assert p["converted"] == convs and p["kept"] == [], p
             assert p["plans"]["kernels"] > 0 and p["style"]
+            assert p["eager"] == (variant == "ucudnn")
         else:
             assert "converted" not in p and "plans" not in p
-    ratios = {q["dtype"]: q for q in doc["summary"]["ratios"]}
-    assert set(ratios) == set(tf.DTYPES) and all(q["ratio"] > 0 for q in ratios.values())
+    ratios = {(q["dtype"], q["variant"]): q for q in doc["summary"]["ratios"]}
+    assert set(ratios) == {(d, v) for d in tf.DTYPES for v in ("ucudnn", "ucudnn_operators")}
+    assert all(q["ratio"] > 0 for q in ratios.values())
     text = (tmp_path / "frontend.txt").read_text()
     assert text.count("ucudnn/pytorch ") == len(tf.DTYPES) and f"torch {torch.__version__}" in text
+    assert text.count("ucudnn_operators/pytorch ") == len(tf.DTYPES)
     assert r.stdout.endswith(text)
 
 

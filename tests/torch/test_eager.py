@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch", reason="ucudnn.torch needs PyTorch "
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 from torch.overrides import TorchFunctionMode  # noqa: E402
 
+from ucudnn.experiments import torch_frontend  # noqa: E402
 from ucudnn.torch import eager, ops  # noqa: E402
 
 F = torch.nn.functional
@@ -128,6 +129,12 @@ def test_which_calls_take_the_eager_path(on_cpu, monkeypatch):
         assert not eager.eager_call(x, w)
     assert not torch.func.vmap(lambda t: torch.tensor(float(eager.eager_call(t, w))))(x).any()
     monkeypatch.setenv(eager.EAGER_ENV, "0")
+    assert not eager.eager_call(x, w)
+    monkeypatch.setenv(eager.EAGER_ENV, "1")
+    # the frontend study's ucudnn_operators processes get the same switch
+    slot = torch_frontend.Slot(1, 1, "float32", torch_frontend.OPERATORS_VARIANT)
+    for name, value in torch_frontend.process_env(slot, ".", {}).items():
+        monkeypatch.setenv(name, value)
     assert not eager.eager_call(x, w)
     monkeypatch.setenv(eager.EAGER_ENV, "1")
 

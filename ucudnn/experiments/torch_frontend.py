@@ -22,8 +22,11 @@ Note [Front-end overhead]
       limit="unlimited")`` with the default registration style, policy and optimizer. With
       ``--compile`` also ``pytorch_compile`` and ``ucudnn_compile``: the same two under
       ``torch.compile(model)`` (default mode), whose Inductor and Triton caches the run's
-      processes share (:func:`process_env`). Every process is the same script and imports
-      ``ucudnn.torch``; a PyTorch process never calls it.
+      processes share (:func:`process_env`). With ``--operators`` also ``ucudnn_operators``:
+      ``ucudnn`` with ``$UCUDNN_TORCH_EAGER=0``, every call through the dispatcher's operators
+      (Note [Eager calls] in ucudnn/torch/eager.py), so that one run shows what the eager
+      path gains. Every process is the same script and imports ``ucudnn.torch``; a PyTorch
+      process never calls it.
     * Processes: each (dtype, variant) runs once per round in a process of its own, the
       round's order rotated by the round (:func:`schedule`), so that a drift of the GPU's
       clocks falls on every variant alike. The run's ucudnn processes share one benchmark
@@ -85,9 +88,12 @@ DTYPES = ("float32", "bfloat16")
 DTYPE_TEXT = {"float32": "fp32 parameters and input; TF32 convolutions, PyTorch's default",
               "bfloat16": "bf16 autocast over fp32 parameters"}
 VARIANTS = ("pytorch", "ucudnn")
+#: ``--operators``: ucudnn with every call through the operators
+OPERATORS_VARIANT = "ucudnn_operators"
 COMPILE_VARIANTS = ("pytorch_compile", "ucudnn_compile")
 #: (variant, its baseline): the ratios the summary reports
-PAIRS = (("ucudnn", "pytorch"), ("ucudnn_compile", "pytorch_compile"))
+PAIRS = (("ucudnn", "pytorch"), (OPERATORS_VARIANT, "pytorch"),
+         ("ucudnn_compile", "pytorch_compile"))
 #: the full run's defaults, and what --quick takes instead
 DEFAULTS = {"batch": 128, "processes": 3, "iterations": 50, "warmup": 10}
 QUICK = {"batch": 32, "processes": 1, "iterations": 5, "warmup": 2}
@@ -112,8 +118,9 @@ class Slot:
         return self.variant.endswith("_compile")
 
 
-def variants(compile_too: bool) -> tuple:
-    return VARIANTS + (COMPILE_VARIANTS if compile_too else ())
+def variants(compile_too: bool, operators: bool = False) -> tuple:
+    return (VARIANTS + ((OPERATORS_VARIANT,) if operators else ())
+            + (COMPILE_VARIANTS if compile_too else ()))
 
 
 def schedule(dtypes: Sequence[str], variant_names: Sequence[str], processes: int) -> List[Slot]:
@@ -158,7 +165,7 @@ def resolve(args) -> None:
     if args.cache and Path(args.cache).is_dir():
         raise InputError(f"--cache: {args.cache} is a folder, not a cache file")
     args.dtype_list = names
-    args.variant_list = list(variants(args.compile))
+    args.variant_list = list(variants(args.compile, args.operators))
     args.slots = schedule(names, args.variant_list, args.processes)
 
 
@@ -231,8 +238,11 @@ def cache_path(args) -> Path:
 
 def process_env(slot: Slot, out: Path, base: Mapping[str, str]) -> Dict[str, str]:
     """``base`` with, for a compiled variant, Inductor's and Triton's caches in ``out`` (one
-    pair for the run: the first compiled process of a kind compiles cold)."""
+    pair for the run: the first compiled process of a kind compiles cold), and for
+    ``ucudnn_operators`` the eager path turned off."""
     env = dict(base)
+    if slot.variant == OPERATORS_VARIANT:
+        env["UCUDNN_TORCH_EAGER"] = "0"         # ucudnn.torch.eager.EAGER_ENV
     if slot.compiled:
         env["TORCHINDUCTOR_CACHE_DIR"] = str(Path(out) / "inductor-cache")
         env["TRITON_CACHE_DIR"] = str(Path(out) / "triton-cache")
@@ -351,7 +361,7 @@ def summarize(procs: Sequence[dict]) -> dict:
                                              default=None),
             "plans": next((p["plans"] for p in ok if p.get("plans")), None)})
     order = {d: i for i, d in enumerate(DTYPES)}
-    vorder = {v: i for i, v in enumerate(VARIANTS + COMPILE_VARIANTS)}
+    vorder = {v: i for i, v in enumerate(variants(True, True))}
     rows.sort(key=lambda r: (order.get(r["dtype"], 99), vorder.get(r["variant"], 99)))
     by = {(r["dtype"], r["variant"]): r for r in rows}
     ratios = []
