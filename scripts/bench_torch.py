@@ -266,7 +266,7 @@ def model_process(args) -> int:
         spec = (study.QUICK_MODELS if args.quick else study.MODELS)[args.model]
         torch.manual_seed(0)
         torch.backends.cudnn.benchmark = True
-        model, x, kind = study3d_models.build(args.model, spec)
+        model, x, kind = study3d_models.build(spec)
         dtype = getattr(torch, args.dtype)
         model, x = model.cuda().to(dtype), x.cuda().to(dtype)
         if args.side == "ucudnn":

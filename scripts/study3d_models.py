@@ -96,9 +96,9 @@ def latent_frames(frames: int, levels: int) -> int:
     return max(1, frames // 2 ** min(2, levels - 1))
 
 
-def build(name: str, spec: dict):
-    """(model, input, step) of ``name`` with ``spec`` (its ``kind`` "unet" or "vae"): ``step``
-    is "train" or "decode"."""
+def build(spec: dict):
+    """(model, input, step) of a model ``spec`` (its ``kind`` "unet" or "vae"): ``step`` is
+    "train" or "decode"."""
     if spec["kind"] == "unet":
         model = UNet3d(spec["channels"], spec["in"], spec["classes"])
         p = spec["patch"]

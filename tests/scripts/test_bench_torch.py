@@ -122,12 +122,12 @@ def test_quick_models_build_and_run_on_the_cpu():
         sys.path.pop(0)
     from ucudnn.experiments.torch_study import QUICK_MODELS
     spec = QUICK_MODELS["unet"]
-    model, x, step = study3d_models.build("unet", spec)
+    model, x, step = study3d_models.build(spec)
     assert step == "train"
     y = model(x)
     assert y.shape == (spec["batch"], spec["classes"]) + x.shape[2:]
     spec = QUICK_MODELS["vae"]
-    model, z, step = study3d_models.build("vae", spec)
+    model, z, step = study3d_models.build(spec)
     assert step == "decode"
     with torch.no_grad():
         y = model(z)
@@ -149,7 +149,7 @@ def test_the_full_models_run_the_layers_of_the_layer_study(name):
         sys.path.pop(0)
     from ucudnn.experiments import torch_study as study
     spec = study.MODELS[name]
-    model, x, step = study3d_models.build(name, spec)
+    model, x, step = study3d_models.build(spec)
     model, x = model.to("meta"), x.to("meta")
     calls = []
 
