@@ -534,8 +534,8 @@ small models, bf16, cap 256MiB, one round, about 1-2 minutes. Full: 96 processes
 STARTUP_HELP = """A second process's start: per round a fresh ucudnn cache, a ucudnn process that
 fills it (cold), a second that plans from it (warm), and a PyTorch process with cudnn.benchmark;
 the first step of each (wall clock, benchmarks included) and warm/PyTorch. Writes
-OUT/startup.json, OUT/startup.txt. --quick: the small UNet, bf16, one round, about 1 minute. Full (the
-default models): 36 processes, not timed yet."""
+OUT/startup.json, OUT/startup.txt. --quick: the small UNet, bf16, one round, about 1 minute.
+Full (the default models): 36 processes, not timed yet."""
 
 FRONTEND_HELP = """Front-end overhead: a ResNet-50 v1 training step (forward, cross-entropy,
 backward; no optimizer step) at batch 128, model and input channels_last, in fp32 (TF32

@@ -4,7 +4,8 @@ run's rows; ``models`` and ``startup`` run their processes to completion, ``mode
 with its whole-process peak memory and GPU state from NVML; ``frontend --quick`` runs ResNet-50
 through PyTorch and through ucudnn.torch in fp32 and bf16 (and, in a test of its own, under
 torch.compile); ``memcap --quick`` runs every process to ok or oom under its memory cap, and
-refuses a cap above the device; ``overhead`` times every way a call reaches the core. No timing is checked.
+refuses a cap above the device; ``overhead`` times every way a call reaches the core. No
+timing is checked.
 
 Benchmarks go to the session's own cache (tests/conftest.py, inherited by the processes).
 """

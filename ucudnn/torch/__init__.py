@@ -17,7 +17,8 @@ docs/torch.md.
 * :mod:`.geometry` -- the one bridge from a PyTorch convolution to the core's geometry;
 * :mod:`.libcudnn` -- one libcudnn in the process (Note [One cuDNN with PyTorch]).
 
-Within the folder: libcudnn, geometry < netwide < runtime < ops < eager < modules < convert < planning.
+Within the folder: libcudnn, geometry < netwide < runtime < ops < eager < modules < convert
+< planning.
 Importing it checks that PyTorch and the core share one cuDNN (:func:`.libcudnn.check_process`)
 and registers the operators; ``import ucudnn`` never imports it.
 Imports every other layer of the package (the plan printing of :mod:`ucudnn.cli.plan`, the

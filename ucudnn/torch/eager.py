@@ -24,7 +24,8 @@ Note [Eager calls]
     Every other call goes through the operators, which is what the tools that look inside a
     model see: ``torch.compile``, ``torch.export`` and ``torch.jit.trace`` (one opaque
     operator in the graph), fake and meta tensors, tensor subclasses, functorch transforms,
-    and torch function or dispatch modes. ``$UCUDNN_TORCH_EAGER=0`` sends eager calls through the operators too.
+    and torch function or dispatch modes. ``$UCUDNN_TORCH_EAGER=0`` sends eager calls through
+    the operators too.
 """
 from __future__ import annotations
 
