@@ -220,7 +220,46 @@ def extensions():
         include_path=["cython"],
         compiler_directives={"language_level": "3", "boundscheck": False,
                              "wraparound": False, "embedsignature": True},
-    )
+    ) + native_extensions()
+
+
+# The native eager path of ucudnn.torch (Note [Native calls] in ucudnn/torch/eager.py):
+# ucudnn/torch/native.cpp, compiled against the PyTorch importable while this builds (``pip
+# install --no-build-isolation .`` beside torch). $UCUDNN_TORCH_NATIVE: "auto" (default) builds
+# it where torch imports and goes on without it where it does not, or where it fails to
+# compile; "1" demands it; "0" skips it. Without it eager calls run in Python.
+NATIVE_ENV = "UCUDNN_TORCH_NATIVE"
+
+
+def native_extensions():
+    choice = os.environ.get(NATIVE_ENV, "auto").strip().lower()
+    if choice in ("0", "off", "no", "false"):
+        return []
+    try:
+        import torch
+        from torch.utils.cpp_extension import include_paths, library_paths
+    except ImportError as e:
+        if choice == "1":
+            sys.exit(f"ucudnn: ${NATIVE_ENV}=1, but torch does not import here: {e}")
+        print("ucudnn build: torch does not import here; ucudnn.torch._native is not built "
+              "(eager calls of ucudnn.torch run in Python)", file=sys.stderr)
+        return []
+    torch_lib = library_paths()
+    abi = int(getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", True))
+    return [Extension(
+        "ucudnn.torch._native",
+        sources=["ucudnn/torch/native.cpp"],
+        language="c++",
+        include_dirs=["cython", "cython/ucudnn", *include_paths(),
+                      *BUILD_CONFIG["include_dirs"]],
+        library_dirs=torch_lib,
+        runtime_library_dirs=torch_lib,
+        libraries=["c10", "torch", "torch_cpu", "torch_python", "c10_cuda", "torch_cuda"],
+        extra_compile_args=["-O2", "-g0", "-std=c++20", "-Wno-deprecated-declarations",
+                            "-DTORCH_API_INCLUDE_EXTENSION_H", "-DTORCH_EXTENSION_NAME=_native",
+                            f"-D_GLIBCXX_USE_CXX11_ABI={abi}"],
+        optional=choice != "1",
+    )]
 
 
 

@@ -13,7 +13,10 @@ call is the host's per call. Variants, in one process with one planned kernel pe
     core        the planned kernel's Kernel.run alone (handle, workspace and output made once)
     direct      the operator's implementation called as a Python function (no dispatcher)
     eager       what a converted module calls in eager mode (Note [Eager calls] in
-                ucudnn/torch/eager.py)
+                ucudnn/torch/eager.py): native where it loads
+    functions   the eager path's Python autograd Functions ($UCUDNN_TORCH_NATIVE=0)
+    native      the eager path's C++ calls alone (Note [Native calls]; left out where the
+                extension does not load)
     custom_op   torch.ops.ucudnn.conv_fwd... registered with torch.library.custom_op
     library     the same registered with a torch.library.Library fragment (define/impl)
 
@@ -36,7 +39,8 @@ from ucudnn.torch import eager, ops, runtime
 from ucudnn.torch.convert import settings_from
 from ucudnn.torch.runtime import config_id
 
-VARIANTS = ("pytorch", "function", "core", "direct", "eager", "custom_op", "library")
+VARIANTS = ("pytorch", "function", "core", "direct", "eager", "functions", "native",
+            "custom_op", "library")
 OPS = ("fwd", "bwd_data", "bwd_filter")
 
 
@@ -124,6 +128,7 @@ def callables(args):
     fns = {"pytorch": lambda: torch.nn.functional.conv2d(x, w, None, *geo[:4]),
            "function": lambda: _PythonNode.apply(x, w, *geo[:4]),
            "eager": lambda: eager.conv_fwd(x, w, *geo),
+           "functions": lambda: eager._ConvFwd.apply(x, w, *geo),
            "custom_op": lambda: ops.registered("custom_op").fwd(x, w, *geo),
            "library": lambda: ops.registered("library").fwd(x, w, *geo)}
 
@@ -131,6 +136,9 @@ def callables(args):
         def step():
             f().sum().backward()
         return step
+    native = eager._native_module()
+    if native is not None:
+        fns["native"] = lambda: native.conv_fwd(x, w, *geo)
     steps = {v: with_backward(f) if train else f for v, f in fns.items()}
     steps["direct"] = direct
     steps["core"] = _core_calls(x.detach(), w.detach(), y, config,
@@ -147,9 +155,10 @@ def overhead(args) -> dict:
             for _ in range(args.warmup):
                 step()
         torch.cuda.synchronize()
-        times = {v: [] for v in VARIANTS}
+        variants = tuple(v for v in VARIANTS if v in steps)
+        times = {v: [] for v in variants}
         for rep in range(args.reps):
-            order = VARIANTS[rep % len(VARIANTS):] + VARIANTS[:rep % len(VARIANTS)]
+            order = variants[rep % len(variants):] + variants[:rep % len(variants)]
             for v in order:
                 times[v].append(events_ms(steps[v], args.calls, 1) * 1000.0)
     med = {v: statistics.median(t) for v, t in times.items()}
@@ -159,8 +168,9 @@ def overhead(args) -> dict:
                   "pad": args.pad, "dtype": args.dtype},
         "calls_per_timing": args.calls, "reps": args.reps,
         "median_us_per_call": med,
-        "ratio_to_pytorch": {v: med[v] / med["pytorch"] for v in VARIANTS},
-        "ratio_to_custom_op": {v: med[v] / med["custom_op"] for v in VARIANTS},
+        "native": eager.native_status()[1],
+        "ratio_to_pytorch": {v: med[v] / med["pytorch"] for v in med},
+        "ratio_to_custom_op": {v: med[v] / med["custom_op"] for v in med},
         "cheaper_style": min(ops.STYLES, key=lambda s: med[s]),
         "samples_us_per_call": times,
         "machine": machine(),
@@ -170,7 +180,7 @@ def overhead(args) -> dict:
 def summary(doc: dict) -> str:
     med = doc["median_us_per_call"]
     return (f"{doc['mode']} {doc['shape']['dtype']}: "
-            + ", ".join(f"{v} {med[v]:.1f} us" for v in VARIANTS)
+            + ", ".join(f"{v} {t:.1f} us" for v, t in med.items())
             + f"; cheaper style: {doc['cheaper_style']} (library/custom_op "
             f"{doc['ratio_to_custom_op']['library']:.3f}); eager/pytorch "
             f"{doc['ratio_to_pytorch']['eager']:.2f}")

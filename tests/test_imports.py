@@ -30,8 +30,12 @@ LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
 #: the compiled core, and the one function that imports it
 CORE = "ucudnn._core"
 CORE_DOOR = ("ucudnn.measure.bench", "_load_core")
+#: the optional C++ extension of ucudnn.torch (Note [Native calls] in ucudnn/torch/eager.py),
+#: and the one function that imports it
+NATIVE = "ucudnn.torch._native"
+NATIVE_DOOR = ("ucudnn.torch.eager", "_load_native")
 #: compiled modules: no source file here
-COMPILED = {"ucudnn._core", "ucudnn._capi", "ucudnn._capi_api"}
+COMPILED = {"ucudnn._core", "ucudnn._capi", "ucudnn._capi_api", NATIVE}
 MAX_FILE_LINES = 800
 MAX_CLASS_LINES = 400
 
@@ -214,11 +218,14 @@ def test_imports_run_down_the_layers():
         "\n".join(upward)
 
 
-def test_own_imports_at_the_top_except_the_core():
+def test_own_imports_at_the_top_except_the_compiled_ones():
+    doors = {CORE: CORE_DOOR, NATIVE: NATIVE_DOOR}
     inside = [repr(i) for i in IMPORTS if i.function is not None
-              and (i.target != CORE or (i.source, i.function) != CORE_DOOR)]
+              and doors.get(i.target) != (i.source, i.function)]
     assert not inside, "imports of the package inside functions (only ucudnn._core, in " \
-        f"{'.'.join(CORE_DOOR)}()):\n" + "\n".join(inside)
+        f"{'.'.join(CORE_DOOR)}(), and {NATIVE}, in {'.'.join(NATIVE_DOOR)}()):\n" + \
+        "\n".join(inside)
+    assert [(i.source, i.function) for i in IMPORTS if i.target == NATIVE] == [NATIVE_DOOR]
 
 
 def _imports_by_name(module: str) -> List[str]:

@@ -44,6 +44,7 @@ def on_cpu(monkeypatch):
             return f(*args)
         return call
     refs = {"fwd": ref_fwd, "bwd_data": ref_bwd_data, "bwd_filter": ref_bwd_filter}
+    monkeypatch.setenv(eager.NATIVE_ENV, "0")       # the Python Functions (tests/torch/test_native.py)
     monkeypatch.setattr(eager, "_on_gpu", lambda t: t.device.type == "cpu")
     for name, f in refs.items():
         monkeypatch.setattr(eager, f"_{name}", recorded("impl", name, f))

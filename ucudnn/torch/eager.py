@@ -26,6 +26,21 @@ Note [Eager calls]
     operator in the graph), fake and meta tensors, tensor subclasses, functorch transforms,
     and torch function or dispatch modes. ``$UCUDNN_TORCH_EAGER=0`` sends eager calls through
     the operators too.
+
+Note [Native calls]
+    Python on the hot path still costs: a convolution's forward and backward through the
+    Functions above took ~600 us of host time against PyTorch's ~200 us (H100, a tiny
+    convolution), most of it in the backward that autograd's device thread runs in Python.
+    Where the extension ``ucudnn.torch._native`` (``native.cpp``, built with the core where
+    PyTorch is importable at build time) loads, an eager call goes to it instead: the same
+    calls, layouts, checks and gradients in C++, as two C++ ``torch::autograd::Function`` classes. A
+    call whose key it has seen runs the planned core kernel through the C API on PyTorch's
+    cuDNN handle and current stream, with the workspace from PyTorch's caching allocator, and
+    no Python. The first call of a key runs here (:func:`.runtime.native_call`: planned,
+    benchmarked on a miss, refused inside a capture), and so does every call it does not take
+    (another dtype, mixed tensors, a slot of a shared arena, a recorded backward).
+    ``$UCUDNN_TORCH_NATIVE=0``, or a build without it, keeps the Functions above;
+    :func:`native_status` says which and why.
 """
 from __future__ import annotations
 
@@ -35,10 +50,13 @@ import torch
 
 from .ops import (IMPLS, Ops, active, autocast_cast, autocast_dtype, backward_functions,
                   setup_context)
+from .runtime import native_call
 
-__all__ = ["EAGER_ENV", "eager_enabled", "eager_call", "conv_fwd", "conv_transpose"]
+__all__ = ["EAGER_ENV", "NATIVE_ENV", "eager_enabled", "eager_call", "native_status",
+           "conv_fwd", "conv_transpose"]
 
 EAGER_ENV = "UCUDNN_TORCH_EAGER"
+NATIVE_ENV = "UCUDNN_TORCH_NATIVE"
 
 _fwd, _bwd_data, _bwd_filter = (IMPLS[n][0] for n in ("conv_fwd", "conv_bwd_data",
                                                       "conv_bwd_filter"))
@@ -50,10 +68,14 @@ def _on_gpu(t: torch.Tensor) -> bool:
     return t.is_cuda
 
 
+def _env_on(name: str) -> bool:
+    return os.environ.get(name, "1").strip() not in ("0", "false", "no", "off")
+
+
 def eager_enabled() -> bool:
     """Whether eager calls may bypass the dispatcher (``$UCUDNN_TORCH_EAGER``, read per call
     so that a test or benchmark can compare both paths in one process)."""
-    return os.environ.get(EAGER_ENV, "1").strip() not in ("0", "false", "no", "off")
+    return _env_on(EAGER_ENV)
 
 
 def _modes_active() -> bool:
@@ -135,10 +157,61 @@ class _ConvBwdData(torch.autograd.Function):
     backward = staticmethod(_BACKWARD["conv_bwd_data"])
 
 
+def recorded_backward(kind: str, a, b, grad, need_a: bool, need_b: bool, *geometry):
+    """The gradients of the native ``kind`` ("conv_fwd" or "conv_bwd_data") call on ``a`` and
+    ``b`` where autograd records the backward (``create_graph``): the operators'
+    (Note [Native calls])."""
+    ctx = _Saved((a, b), (need_a, need_b), list(geometry))
+    return tuple(_BACKWARD[kind](ctx, grad)[:2])
+
+
+class _Saved:
+    """What :func:`ops.backward_functions` reads of a context."""
+    __slots__ = ("saved_tensors", "needs_input_grad", "geometry")
+
+    def __init__(self, saved_tensors, needs_input_grad, geometry):
+        self.saved_tensors, self.needs_input_grad = saved_tensors, needs_input_grad
+        self.geometry = geometry
+
+
+_ext = None             # the loaded extension, set up; False where it does not load
+_native_reason = ""
+
+
+def _load_native():
+    global _ext, _native_reason
+    try:
+        from . import _native as ext       # compiled, optional: its one door
+    except ImportError as e:    # not built, or built against another PyTorch
+        _ext, _native_reason = False, f"ucudnn.torch._native does not load: {e}"
+        return False
+    ext.init(native_call, _fwd, _bwd_data, _bwd_filter, recorded_backward)
+    _ext, _native_reason = ext, "ucudnn.torch._native"
+    return ext
+
+
+def _native_module():
+    """The native extension where eager calls use it now, else None (Note [Native calls])."""
+    if not _env_on(NATIVE_ENV):
+        return None
+    ext = _ext if _ext is not None else _load_native()
+    return ext or None
+
+
+def native_status() -> tuple:
+    """(whether eager calls run in C++ now, why or why not)."""
+    if not _env_on(NATIVE_ENV):
+        return False, f"${NATIVE_ENV} is off"
+    return _native_module() is not None, _native_reason
+
+
 def conv_fwd(x, w, stride, padding, dilation, groups: int, config: int) -> torch.Tensor:
     """A convolution's forward, as ``ops.active().fwd`` computes it (Note [Eager calls])."""
     if eager_call(x, w):
         x, w = _cast(x, w)
+        native = _native_module()
+        if native is not None:
+            return native.conv_fwd(x, w, stride, padding, dilation, groups, config)
         if not _records(x, w):
             return _fwd(x, w, stride, padding, dilation, groups, config)
         return _ConvFwd.apply(x, w, stride, padding, dilation, groups, config)
@@ -151,6 +224,9 @@ def conv_transpose(w, x, x_size, stride, padding, dilation, groups: int,
     gradient), as ``ops.active().bwd_data`` computes it (Note [Eager calls])."""
     if eager_call(w, x):
         w, x = _cast(w, x)
+        native = _native_module()
+        if native is not None:
+            return native.conv_transpose(w, x, x_size, stride, padding, dilation, groups, config)
         if not _records(w, x):
             return _bwd_data(w, x, x_size, stride, padding, dilation, groups, config)
         return _ConvBwdData.apply(w, x, x_size, stride, padding, dilation, groups, config)

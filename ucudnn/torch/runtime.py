@@ -53,7 +53,7 @@ from .geometry import DTYPE_NAMES, conv_shape
 from .netwide import ModelPlan, call_key
 
 __all__ = ["CaptureError", "DTYPE_NAMES", "config_id", "settings_of", "model_plan_of",
-           "kernel_for", "run", "planned_kernels", "torch_deterministic", "torch_tf32",
+           "kernel_for", "run", "native_call", "planned_kernels", "torch_deterministic", "torch_tf32",
            "call_config"]
 
 
@@ -311,6 +311,12 @@ def workspace(key: tuple, need: int, device: torch.device) -> Optional[torch.Ten
     return torch.empty(need, dtype=torch.uint8, device=device)
 
 
+def _call_key(op, x_size, w_size, stride, padding, dilation, groups, layout, out, config):
+    """The key of a call (Note [Plans per input shape]), ``config`` already its twin."""
+    return (op, tuple(x_size), tuple(w_size), tuple(stride), tuple(padding), tuple(dilation),
+            groups, layout, out.dtype, out.device.index, config)
+
+
 def run(op: str, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, x_size: Tuple[int, ...],
         w_size: Tuple[int, ...], stride, padding, dilation, groups: int, layout: str,
         config: int) -> torch.Tensor:
@@ -320,8 +326,7 @@ def run(op: str, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, x_size: Tu
     calls], Note [TF32 calls])."""
     config = call_config(config, out.dtype)
     device = out.device
-    key = (op, x_size, w_size, tuple(stride), tuple(padding), tuple(dilation), groups, layout,
-           out.dtype, device.index, config)
+    key = _call_key(op, x_size, w_size, stride, padding, dilation, groups, layout, out, config)
     kern = kernel_for(key, op, x_size, w_size, stride, padding, dilation, groups, layout,
                       out.dtype, device, config)
     need = kern.workspace_size
@@ -333,3 +338,19 @@ def run(op: str, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, x_size: Tu
         kern.run(_handle(device), a.data_ptr(), b.data_ptr(), out.data_ptr(),
                  ws.data_ptr() if ws is not None else 0, need)
     return out
+
+
+def native_call(op: str, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, x_size, w_size,
+                stride, padding, dilation, groups: int, layout: str, config: int) -> int:
+    """A call of the native eager path whose key it has not seen (Note [Native calls] in
+    :mod:`.eager`): run it as :func:`run` does, planning on a miss, and return the address of
+    its kernel (the C API's ``ucudnn_kernel*``) for the native path to run the key's later
+    calls itself; 0 where every call must come here (a slot of a model's shared arena)."""
+    x_size, w_size = tuple(int(v) for v in x_size), tuple(int(v) for v in w_size)
+    run(op, a, b, out, x_size, w_size, stride, padding, dilation, groups, layout, config)
+    key = _call_key(op, x_size, w_size, stride, padding, dilation, groups, layout, out,
+                    call_config(config, out.dtype))
+    kern = _kernels.get(key)
+    if kern is None or key in _slots:
+        return 0
+    return int(kern.address)
