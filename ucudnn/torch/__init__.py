@@ -10,7 +10,8 @@ docs/torch.md.
 * :mod:`.ops` -- the operators ``ucudnn::conv_fwd``, ``conv_bwd_data``, ``conv_bwd_filter``:
   CUDA, fake and autograd implementations, in two registration styles;
 * :mod:`.eager` -- a module's call: the operators, or in plain eager mode their
-  implementations under an autograd Function of its own (Note [Eager calls]);
+  implementations under an autograd Function of its own (Note [Eager calls]), in C++ where
+  the extension ``_native`` (``native.cpp``, built beside PyTorch) loads (Note [Native calls]);
 * :mod:`.runtime` -- the settings ids, one planned kernel per input shape, the call on
   PyTorch's stream with PyTorch's memory;
 * :mod:`.netwide` -- a converted model's kernels planned together (``ilp``, ``shared``);
