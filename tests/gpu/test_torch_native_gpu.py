@@ -39,6 +39,13 @@ def _step(model, x):
     return [y.detach(), x.grad] + [p.grad for p in model.parameters()]
 
 
+def _node(fn) -> str:
+    """An autograd node's name: its class's for a Python Function's node, the name it gives
+    for a C++ one."""
+    name = type(fn).__name__
+    return fn.name() if name == "CppFunction" else name
+
+
 def _by_path(model, x, monkeypatch, autocast=None):
     """One step of ``model`` through each path; the grad_fn of the first convolution's output
     names the path taken."""
@@ -48,7 +55,7 @@ def _by_path(model, x, monkeypatch, autocast=None):
         monkeypatch.setenv(eager.NATIVE_ENV, native_flag)
         with autocast or torch.autocast("cuda", enabled=False):
             results[name] = _step(model, x)
-            nodes[name] = model[0](x).grad_fn.next_functions[0][0].name()
+            nodes[name] = _node(model[0](x).grad_fn.next_functions[0][0])
     return results, nodes
 
 
