@@ -1,6 +1,7 @@
 """Byte sizes with units."""
 import pytest
 
+from ucudnn import vocab
 from ucudnn.vocab import UNLIMITED, format_size, parse_size
 
 
@@ -93,3 +94,65 @@ def test_half_precision_defaults_to_tensor_op_math():
     assert default_math("float16") == default_math("bfloat16") == "tensor_op"
     assert default_math("float32") == default_math("float64") == "default"
     assert all(default_math(d) in MATH_MODES for d in ("float16", "float32"))
+
+
+def _build_from(ws):
+    """A build over ``ws`` (engine -> workspace bytes, None: fails), recording the calls."""
+    calls = []
+
+    def build(engine):
+        calls.append(engine)
+        return ws[engine]
+    return build, calls
+
+
+def test_configs_within_the_cap_walk_the_ranking_past_what_does_not_fit():
+    """Note [Graph choices within the cap]: the six fastest-ranked need more than the cap;
+    the search goes on to the ones that fit, keeps a failed build as its record, and stops
+    once enough fit."""
+    MiB = 1 << 20
+    ranked = [f"eng{i}" for i in range(14)]
+    ws = {e: 512 * MiB for e in ranked[:6]}
+    ws.update({"eng6": None, "eng7": 0, "eng8": 300 * MiB, "eng9": 64 * MiB,
+               "eng10": 256 * MiB, "eng11": 1, "eng12": 1, "eng13": 1})
+    build, calls = _build_from(ws)
+    got = vocab.configs_within(ranked, build, 3, 256 * MiB)
+    assert got == [("eng6", None), ("eng7", 0), ("eng9", 64 * MiB), ("eng10", 256 * MiB)]
+    assert calls == ranked[:11]                     # what follows eng10 was not needed
+    build, calls = _build_from(ws)
+    assert vocab.configs_within(ranked, build, 2, 8 << 30) == [("eng0", 512 * MiB),
+                                                               ("eng1", 512 * MiB)]
+    assert calls == ["eng0", "eng1"]                # without a binding cap: the first two
+
+
+def test_configs_within_the_cap_stop_after_four_times_the_configs_built():
+    ranked = [f"eng{i}" for i in range(30)]
+    build, calls = _build_from({e: 10 for e in ranked})
+    assert vocab.configs_within(ranked, build, 2, 5) == [] and len(calls) == 8
+    build, calls = _build_from({e: 10 for e in ranked})
+    assert len(vocab.configs_within(ranked, build, 0, 10)) == 30    # 0: no limit
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_configs_within_the_cap_as_brute_force(seed):
+    """Against the rule read literally: of every prefix of the ranking, the longest whose
+    builds stay within 4 x max and that holds fewer than max fitting configs before its last
+    one; from it the configs that fit or fail."""
+    import random
+    rng = random.Random(seed)
+    ranked = [f"e{i}" for i in range(rng.randint(0, 25))]
+    ws = {e: rng.choice([None, 0, 10, 100, 1000]) for e in ranked}
+    cap, most = rng.choice([0, 10, 100, 1000]), rng.randint(0, 6)
+
+    def fits(e):
+        return ws[e] is not None and ws[e] <= cap
+    prefix = ranked
+    if most:
+        for n in range(len(ranked) + 1):
+            if n == 4 * most or sum(fits(e) for e in ranked[:n]) == most:
+                prefix = ranked[:n]
+                break
+    want = [(e, ws[e]) for e in prefix if ws[e] is None or fits(e)]
+    build, calls = _build_from(ws)
+    assert vocab.configs_within(ranked, build, most, cap) == want
+    assert calls == prefix

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import enum
 import re
-from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 __all__ = [
     "OPS", "OP_CODES", "OPERANDS", "POLICIES", "POLICY_CODES", "OPTIMIZERS", "OPTIMIZER_CODES",
@@ -189,6 +189,27 @@ def focus_configs(proposed: Sequence[str], focus: Optional[Iterable[str]]) -> li
         return exact
     engines = {parse_engine(e)[0] for e in focus}
     return [e for e in proposed if parse_engine(e)[0] in engines] or list(proposed)
+
+
+def configs_within(ranked: Sequence[str], build: Callable[[str], Optional[int]],
+                   max_configs: int, cap: int) -> list:
+    """The engine configs a pruned search tries at one size, in the heuristics' order
+    ``ranked`` (Note [Graph choices within the cap]): ``(engine, workspace bytes or None)``,
+    None where ``build(engine)`` says the config does not build (kept: the benchmark reports
+    it failed). A config that builds joins where its workspace fits ``cap``; the walk stops
+    once ``max_configs`` have joined (0: no limit), or after ``4 * max_configs`` builds."""
+    out, joined, built = [], 0, 0
+    for engine in ranked:
+        if max_configs > 0 and (joined >= max_configs or built >= 4 * max_configs):
+            break
+        ws = build(engine)
+        built += 1
+        if ws is None:
+            out.append((engine, None))
+        elif ws <= cap:
+            out.append((engine, ws))
+            joined += 1
+    return out
 
 
 def choice_name(op: str, algo: int, math: int = 0, engine: str = "") -> str:

@@ -37,7 +37,7 @@ cdef object _benchmark(Kernel kern, sizes, int repeats, workspace_cap, progress,
     cap = 8 << 30 if workspace_cap is None else int(workspace_cap)
     # Note [Benchmark workspace] in _kernel.pyx: what the choices at these sizes can use of the cap
     legacy, graph = "legacy" in families, "graph" in families
-    built = {b: kern._graph_build(b) for b in sizes} if graph else {}
+    built = {b: kern._graph_build(b, cap) for b in sizes} if graph else {}
     t1 = perf_counter()
     need = max((c.plan.ws_bytes for configs in built.values() for c in configs
                 if c.plan is not None and c.plan.ws_bytes <= cap), default=0)

@@ -15,5 +15,5 @@ cdef class GraphPlan:
 cdef object _graph_plan(Kernel kern, engine, int batch, double beta)
 cdef object _engine_notes(Kernel kern, engine)
 cdef object _graph_configs(Kernel kern, int batch, double beta)
-cdef object _graph_build(Kernel kern, int b)
+cdef object _graph_build(Kernel kern, int b, size_t cap)
 cdef object _graph_plans_for(Kernel kern, int batch, engine, dict built)

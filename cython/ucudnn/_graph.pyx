@@ -23,8 +23,8 @@ from ucudnn._types cimport (UCG_MAX_CONFIGS, ucudnn_engine_config, ucudnn_graph_
 from collections import namedtuple
 from time import perf_counter
 
-from ucudnn.vocab import (NUMERICAL_NOTES, InputError, PlanError, engine_text, focus_configs,
-                          parse_engine)
+from ucudnn.vocab import (NUMERICAL_NOTES, InputError, PlanError, configs_within, engine_text,
+                          focus_configs, parse_engine)
 
 
 # Note [Graph choices tried]
@@ -34,15 +34,27 @@ from ucudnn.vocab import (NUMERICAL_NOTES, InputError, PlanError, engine_text, f
 #     engines that convert the inputs down (DOWN_CONVERT_INPUTS) always, and tensor-core
 #     (TF32) engines under math "fma"; for float16 and bfloat16, engines that reduce in
 #     reduced precision (the kernel promises float accumulation). ``max_graph_configs`` > 0
-#     (default GRAPH_CONFIGS_DEFAULT) keeps the first that many (a pruned search: heuristics
-#     rank their proposals; a later mode is not queried once the earlier ones gave that
-#     many). ``graph_focus`` keeps only the configs it names, else those of their engines,
+#     (default GRAPH_CONFIGS_DEFAULT) keeps the first that many that fit the benchmark's
+#     workspace cap (Note [Graph choices within the cap]). ``graph_focus`` keeps only the
+#     configs it names, else those of their engines,
 #     where the heuristics propose any (Note [Graph focus in the pruned search] in
 #     ucudnn/measure/for_plan.py). Each one left is built into a plan (cudnnBackendFinalize of
 #     the execution plan, where runtime-compiled engines compile) and timed with CUDA events:
 #     a warm-up and one timed run each, then the median of back-to-back runs for those near
 #     the (time, workspace) front, the rule Note [Re-timing near the front] (_timing.pyx)
 #     applies to cudnnFind's times.
+#
+# Note [Graph choices within the cap]
+#     The heuristics rank configs by speed, not by workspace, and a config's workspace is
+#     known only once its plan is built. At 3-D sizes the first eight proposals can all need
+#     more than a cap: nnU-Net's 128^3 layers at batch 2 in bf16 needed more than 256 MiB in
+#     every one of them on an H100, so ucudnn at that cap ran legacy algorithms, 9.1x
+#     PyTorch's step, while PyTorch under CUDNN_CONV_WSCAP_DBG=256 (it walks the same ranking
+#     and skips what does not fit) ran at 1.00x (results/h100/torch/models-large/). So the
+#     pruned search walks the ranking of every mode, builds each config, and keeps the first
+#     ``max_graph_configs`` whose workspace fits the cap offered (``vocab.configs_within``;
+#     one that fails to build stays as the record of its failure); it stops after four times
+#     that many builds. Under the default cap (8 GiB) that is the first that many, as before.
 HEUR_MODES = (("A", 3), ("B", 1), ("FALLBACK", 2))
 NOTE_TENSOR_CORE, NOTE_DOWN_CONVERT, NOTE_REDUCED_PRECISION, NOTE_NONDETERMINISTIC = (
     1 << NUMERICAL_NOTES.index(n)
@@ -141,8 +153,9 @@ cdef object _engine_notes(Kernel kern, engine):
 
 
 cdef object _graph_configs(Kernel kern, int batch, double beta):
-    """The engine configs to try at ``batch`` (Note [Graph choices tried]), as text, with
-    their behaviour and numerical notes: ``[(engine, behavior_notes, numerical_notes)]``."""
+    """The engine configs proposed at ``batch`` in the heuristics' order, those of the focus
+    where there is one (Note [Graph choices tried]), as text, with their behaviour and
+    numerical notes: ``[(engine, behavior_notes, numerical_notes)]``."""
     cdef GraphPlan gp = GraphPlan()
     cdef ucudnn_engine_config* cfgs = <ucudnn_engine_config*>calloc(
         UCG_MAX_CONFIGS, sizeof(ucudnn_engine_config))
@@ -166,8 +179,6 @@ cdef object _graph_configs(Kernel kern, int batch, double beta):
             drop = NOTE_REDUCED_PRECISION
         focus = kern.graph_focus
         for _, mode in HEUR_MODES:
-            if focus is None and 0 < kern.max_graph_configs <= len(seen):
-                break           # the later modes' configs would be cut off below
             if focus and any(e in focus for e in seen):
                 break           # Note [Graph focus in the pruned search] (for_plan.py)
             with nogil:
@@ -179,8 +190,6 @@ cdef object _graph_configs(Kernel kern, int batch, double beta):
                                 (cfgs[i].behavior_notes, cfgs[i].numerical_notes))
         if focus:           # Note [Graph focus in the pruned search] (for_plan.py)
             seen = {e: seen[e] for e in focus_configs(list(seen), focus)}
-        if kern.max_graph_configs > 0:
-            seen = dict(list(seen.items())[:kern.max_graph_configs])
         if not seen:
             kern.last_graph_error = f"{kern.name}: no engine config at batch {batch}"
         return [(e, behavior, numerical) for e, (behavior, numerical) in seen.items()]
@@ -192,9 +201,10 @@ cdef object _graph_configs(Kernel kern, int batch, double beta):
 GraphConfig = namedtuple("GraphConfig", "engine plan status compiled deterministic")
 
 
-cdef object _graph_build(Kernel kern, int b):
-    """The graph family's configs at micro-batch ``b`` (Note [Graph choices tried]), each
-    built into its plan: ``[GraphConfig(engine, GraphPlan or None, cudnnStatus_t, runtime
+cdef object _graph_build(Kernel kern, int b, size_t cap):
+    """The graph family's configs at micro-batch ``b`` (Note [Graph choices tried]) within
+    the workspace ``cap`` (Note [Graph choices within the cap]), each built into its plan:
+    ``[GraphConfig(engine, GraphPlan or None, cudnnStatus_t, runtime
     compiled, deterministic)]`` (deterministic: its engine lacks the NONDETERMINISTIC
     note, Note [Deterministic plans] in ucudnn/plan/dp.py). The plans of an op that
     accumulates (backward-filter) have beta 1 (Note [Backward-filter timed with beta 1] in
@@ -204,17 +214,27 @@ cdef object _graph_build(Kernel kern, int b):
     cdef double beta = 1.0 if OP_ROLES[kern.k.op].accumulates else 0.0
     spent = kern.benchmark_seconds
     t0 = perf_counter()
-    configs = kern._graph_configs(b, beta)
+    configs = {e: (behavior, numerical)
+               for e, behavior, numerical in kern._graph_configs(b, beta)}
     spent["graph_heuristics"] += perf_counter() - t0
-    out = []
-    for engine, behavior, numerical in configs:
+    built = {}
+
+    def build(engine):
+        """The engine's plan at ``b`` (and its beta-0 twin): its workspace, or None."""
         plan, status, _ = kern._graph_plan(engine, b, beta)
         if plan is not None:
             spent["graph_build"] += plan.build_seconds
         if plan is not None and beta != 0.0:
             other, status, _ = kern._graph_plan(engine, b, 0.0)
             spent["graph_build"] += other.build_seconds if other is not None else 0.0
-        out.append(GraphConfig(engine, plan if status == 0 else None, status,
+        built[engine] = (plan if status == 0 else None, status)
+        return built[engine][0].ws_bytes if status == 0 else None
+
+    out = []
+    for engine, _ in configs_within(list(configs), build, kern.max_graph_configs, cap):
+        behavior, numerical = configs[engine]
+        plan, status = built[engine]
+        out.append(GraphConfig(engine, plan, status,
                                bool(behavior & BEHAVIOR_RUNTIME_COMPILATION),
                                not numerical & NOTE_NONDETERMINISTIC))
     return out

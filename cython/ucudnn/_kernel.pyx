@@ -335,9 +335,9 @@ cdef class Kernel:
         """``_graph._graph_configs``."""
         return _graph._graph_configs(self, batch, beta)
 
-    def _graph_build(self, int b):
+    def _graph_build(self, int b, size_t cap=8 << 30):
         """``_graph._graph_build``."""
-        return _graph._graph_build(self, b)
+        return _graph._graph_build(self, b, cap)
 
     def _graph_c(self, Handle handle, int b, list built, DeviceBuffer x, DeviceBuffer y,
                  DeviceBuffer w, DeviceBuffer ws, int iters, int slices, uintptr_t xd_,
