@@ -109,50 +109,59 @@ def _build_from(ws):
 def test_configs_within_the_cap_walk_the_ranking_past_what_does_not_fit():
     """Note [Graph choices within the cap]: the six fastest-ranked need more than the cap;
     the search goes on to the ones that fit, keeps a failed build as its record, and stops
-    once enough fit."""
+    once enough fit, in the cap and in each tier below it."""
     MiB = 1 << 20
     ranked = [f"eng{i}" for i in range(14)]
     ws = {e: 512 * MiB for e in ranked[:6]}
     ws.update({"eng6": None, "eng7": 0, "eng8": 300 * MiB, "eng9": 64 * MiB,
-               "eng10": 256 * MiB, "eng11": 1, "eng12": 1, "eng13": 1})
+               "eng10": 256 * MiB, "eng11": 0, "eng12": 1, "eng13": 1})
     build, calls = _build_from(ws)
-    got = vocab.configs_within(ranked, build, 3, 256 * MiB)
+    got = vocab.configs_within(ranked, build, 3, 256 * MiB, tiers=(0, 64 * MiB), per_tier=1)
     assert got == [("eng6", None), ("eng7", 0), ("eng9", 64 * MiB), ("eng10", 256 * MiB)]
     assert calls == ranked[:11]                     # what follows eng10 was not needed
+    build, calls = _build_from(ws)                  # two in the 0-byte tier: eng7, eng11
+    got = vocab.configs_within(ranked, build, 3, 256 * MiB, tiers=(0,), per_tier=2)
+    assert [e for e, _ in got] == ["eng6", "eng7", "eng9", "eng10", "eng11"]
     build, calls = _build_from(ws)
-    assert vocab.configs_within(ranked, build, 2, 8 << 30) == [("eng0", 512 * MiB),
-                                                               ("eng1", 512 * MiB)]
+    assert vocab.configs_within(ranked, build, 2, 8 << 30, tiers=()) == [
+        ("eng0", 512 * MiB), ("eng1", 512 * MiB)]
     assert calls == ["eng0", "eng1"]                # without a binding cap: the first two
 
 
-def test_configs_within_the_cap_stop_after_four_times_the_configs_built():
+def test_configs_within_the_cap_stop_after_six_times_the_configs_built():
     ranked = [f"eng{i}" for i in range(30)]
     build, calls = _build_from({e: 10 for e in ranked})
-    assert vocab.configs_within(ranked, build, 2, 5) == [] and len(calls) == 8
+    assert vocab.configs_within(ranked, build, 2, 5) == [] and len(calls) == 12
     build, calls = _build_from({e: 10 for e in ranked})
     assert len(vocab.configs_within(ranked, build, 0, 10)) == 30    # 0: no limit
 
 
-@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("seed", range(40))
 def test_configs_within_the_cap_as_brute_force(seed):
-    """Against the rule read literally: of every prefix of the ranking, the longest whose
-    builds stay within 4 x max and that holds fewer than max fitting configs before its last
-    one; from it the configs that fit or fail."""
+    """Against the rule read as sets: within the walked prefix, the union over the cap and
+    each tier below it of the first configs (as many as its quota) that fit it, with the
+    failed builds; the prefix ends where the last quota fills, or at the build bound."""
     import random
     rng = random.Random(seed)
-    ranked = [f"e{i}" for i in range(rng.randint(0, 25))]
+    ranked = [f"e{i}" for i in range(rng.randint(0, 40))]
     ws = {e: rng.choice([None, 0, 10, 100, 1000]) for e in ranked}
     cap, most = rng.choice([0, 10, 100, 1000]), rng.randint(0, 6)
+    tiers, per = sorted(rng.sample([0, 5, 10, 50, 100], rng.randint(0, 3))), rng.randint(1, 3)
+    quota = {t: per for t in tiers if t < cap}
+    quota[cap] = most
 
-    def fits(e):
-        return ws[e] is not None and ws[e] <= cap
+    def firsts(seq, t):
+        return [e for e in seq if ws[e] is not None and ws[e] <= t][:quota[t]]
     prefix = ranked
     if most:
         for n in range(len(ranked) + 1):
-            if n == 4 * most or sum(fits(e) for e in ranked[:n]) == most:
+            if n == 6 * most or all(len(firsts(ranked[:n], t)) == q for t, q in quota.items()):
                 prefix = ranked[:n]
                 break
-    want = [(e, ws[e]) for e in prefix if ws[e] is None or fits(e)]
+        chosen = set().union(*(firsts(prefix, t) for t in quota))
+    else:
+        chosen = {e for e in prefix if ws[e] is not None and ws[e] <= cap}
+    want = [(e, ws[e]) for e in prefix if ws[e] is None or e in chosen]
     build, calls = _build_from(ws)
-    assert vocab.configs_within(ranked, build, most, cap) == want
+    assert vocab.configs_within(ranked, build, most, cap, tiers, per) == want
     assert calls == prefix

@@ -191,24 +191,40 @@ def focus_configs(proposed: Sequence[str], focus: Optional[Iterable[str]]) -> li
     return [e for e in proposed if parse_engine(e)[0] in engines] or list(proposed)
 
 
+#: workspace tiers below its cap that a pruned graph search also covers, and how many configs
+#: each (Note [Graph choices within the cap] in cython/ucudnn/_graph.pyx)
+GRAPH_TIERS = (0, 16 << 20, 64 << 20, 256 << 20, 1 << 30, 4 << 30)
+TIER_CONFIGS = 2
+
+
 def configs_within(ranked: Sequence[str], build: Callable[[str], Optional[int]],
-                   max_configs: int, cap: int) -> list:
-    """The engine configs a pruned search tries at one size, in the heuristics' order
+                   max_configs: int, cap: int, tiers: Sequence[int] = GRAPH_TIERS,
+                   per_tier: int = TIER_CONFIGS) -> list:
+    """The engine configs a pruned search tries at one size, walking the heuristics' order
     ``ranked`` (Note [Graph choices within the cap]): ``(engine, workspace bytes or None)``,
     None where ``build(engine)`` says the config does not build (kept: the benchmark reports
-    it failed). A config that builds joins where its workspace fits ``cap``; the walk stops
-    once ``max_configs`` have joined (0: no limit), or after ``4 * max_configs`` builds."""
-    out, joined, built = [], 0, 0
+    it failed). A config that builds joins where its workspace fits ``cap`` and it is among
+    the first ``max_configs`` that fit ``cap``, or among the first ``per_tier`` that fit a
+    tier of ``tiers`` below ``cap``. The walk ends once every such quota is met, or after
+    ``6 * max_configs`` builds; ``max_configs`` 0 keeps every config that fits ``cap``."""
+    quota = {t: per_tier for t in tiers if t < cap}
+    quota[cap] = max_configs
+    count = dict.fromkeys(quota, 0)
+    out, built = [], 0
     for engine in ranked:
-        if max_configs > 0 and (joined >= max_configs or built >= 4 * max_configs):
+        if max_configs > 0 and (built >= 6 * max_configs
+                                or all(count[t] >= q for t, q in quota.items())):
             break
         ws = build(engine)
         built += 1
         if ws is None:
             out.append((engine, None))
-        elif ws <= cap:
+            continue
+        fits = [t for t in quota if ws <= t]
+        if any(count[t] < quota[t] or max_configs <= 0 for t in fits):
             out.append((engine, ws))
-            joined += 1
+            for t in fits:
+                count[t] += 1
     return out
 
 

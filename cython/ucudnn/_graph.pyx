@@ -51,10 +51,14 @@ from ucudnn.vocab import (NUMERICAL_NOTES, InputError, PlanError, configs_within
 #     every one of them on an H100, so ucudnn at that cap ran legacy algorithms, 9.1x
 #     PyTorch's step, while PyTorch under CUDNN_CONV_WSCAP_DBG=256 (it walks the same ranking
 #     and skips what does not fit) ran at 1.00x (results/h100/torch/models-large/). So the
-#     pruned search walks the ranking of every mode, builds each config, and keeps the first
-#     ``max_graph_configs`` whose workspace fits the cap offered (``vocab.configs_within``;
-#     one that fails to build stays as the record of its failure); it stops after four times
-#     that many builds. Under the default cap (8 GiB) that is the first that many, as before.
+#     pruned search walks the ranking of every mode and builds each config, and keeps the
+#     first ``max_graph_configs`` whose workspace fits the cap offered, and also the first
+#     two that fit each tier of ``vocab.GRAPH_TIERS`` below the cap (0, 16 MiB, 64 MiB, 256
+#     MiB, 1 GiB, 4 GiB; ``vocab.configs_within``); one that fails to build stays as the
+#     record of its failure. It stops when those are found, or after six times
+#     ``max_graph_configs`` builds. The tiers keep the benchmark cache's rule that an entry
+#     measured under a larger cap answers a smaller one (Note [Workspace cap and timing in
+#     the key]): a lookup at a tier finds the fastest-ranked configs that fit it.
 HEUR_MODES = (("A", 3), ("B", 1), ("FALLBACK", 2))
 NOTE_TENSOR_CORE, NOTE_DOWN_CONVERT, NOTE_REDUCED_PRECISION, NOTE_NONDETERMINISTIC = (
     1 << NUMERICAL_NOTES.index(n)

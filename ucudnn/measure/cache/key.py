@@ -18,6 +18,9 @@ Note [Workspace cap and timing in the key]
     smaller cap fits in a larger one, so an entry measured with a larger cap holds everything
     a smaller-cap measurement would (plus algorithms the planner filters out by its own limit).
     The converse fails, so a smaller cap never answers a larger ask. Timings are never mixed.
+    The graph family's pruned search keeps that argument for the tiers of ``GRAPH_TIERS`` in
+    ucudnn/vocab.py: it tries the fastest-ranked configs that fit each tier below its cap too
+    (Note [Graph choices within the cap] in cython/ucudnn/_graph.pyx).
     Of several usable entries of one batch size, the one with the largest cap (then the newest)
     is returned. Writes replace only the entry of the exact (key, cap, timing, batch).
 
