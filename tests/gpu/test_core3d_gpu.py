@@ -135,3 +135,18 @@ def test_transposed_3d_convolution_is_backward_data_of_its_shape(family):
     kern = _core.Kernel(shape, TRANSPOSED_OPS["fwd"], N, "float32", "default", "deconv")
     out = torch.empty(ref.shape, device="cuda")
     _check(kern, family, w, x, out, ref, "NCDHW", "float32")
+
+
+@pytest.mark.parametrize("op", ["fwd", "bwd_data", "bwd_filter"])
+def test_a_cap_below_the_fastest_configs_still_gets_graph_configs(op):
+    """Note [Graph choices within the cap] (cython/ucudnn/_graph.pyx): nnU-Net's first level
+    (32 -> 32 channels, 3x3x3, 128^3, batch 2, bf16) on an H100: the first eight configs the
+    heuristics proposed all needed 256-770 MiB, so a 256 MiB benchmark of the pruned search
+    had no graph config. Walking on, it finds configs within the cap."""
+    shape = ConvShape.nd(32, 32, (128, 128, 128), (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1),
+                         layout="NCDHW")
+    kern = _core.Kernel(shape, op, 2, "bfloat16", "default", f"nnunet-level1/{op}")
+    kern.max_graph_configs = 8
+    perfs = _perfs(kern.benchmark([2], 1, 256 << 20, None, 5, ("graph",))[2])
+    assert perfs, f"{kern.name}: no graph config ran within 256 MiB ({kern.last_graph_error})"
+    assert all(p.engine and p.ws_bytes <= 256 << 20 for p in perfs)
