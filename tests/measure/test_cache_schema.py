@@ -286,16 +286,19 @@ def _v4_file(path):
     conn.close()
 
 
-def test_schema_4_is_migrated_with_nothing_lost_and_read_only_read_as_it_is(tmp_path):
+def test_schema_4_is_migrated_and_read_only_read_as_it_is_but_its_graph_entries(tmp_path):
+    """Its legacy entry stays; its graph entry predates schema 9's search (read-only: not
+    read; migrated: deleted); a refusal works on the migrated file."""
     path = tmp_path / "v4.sqlite"
     _v4_file(path)
     before = path.read_bytes()
     with BenchCache(path, readonly=True) as c:
-        assert c.schema == 4 and c.refusals(GRAPH_KEY) == {} and len(c) == 2
-        assert c.get(GRAPH_KEY, 1) == sorted(GRAPH_PERFS, key=lambda p: p.time_ms)
+        assert c.schema == 4 and c.refusals(GRAPH_KEY) == {} and len(c) == 1
+        assert c.get(GRAPH_KEY, 1) is None and c.get(KEY, 1) == _sorted(PERFS)
     assert path.read_bytes() == before
     with BenchCache(path) as c:
-        assert c.schema == SCHEMA_VERSION and len(c) == 2
+        assert c.schema == SCHEMA_VERSION and len(c) == 1 and c.get(GRAPH_KEY, 1) is None
+        c.put(GRAPH_KEY, 1, GRAPH_PERFS)            # measured again
         assert c.get(GRAPH_KEY, 1) == sorted(GRAPH_PERFS, key=lambda p: p.time_ms)
         c.refuse(GRAPH_KEY, {12: "off"})
         assert c.get(GRAPH_KEY, 1) is None and c.get(KEY, 1) == _sorted(PERFS)
@@ -327,21 +330,20 @@ def _v5_file(path):
 def test_schema_5_legacy_backward_filter_entries_are_dropped_by_the_migration(tmp_path):
     path = tmp_path / "v5.sqlite"
     _v5_file(path)
-    with BenchCache(path) as c:
-        assert c.schema == SCHEMA_VERSION and len(c) == 8
+    with BenchCache(path) as c:                     # graph entries: gone at 8 -> 9
+        assert c.schema == SCHEMA_VERSION and len(c) == 4
         assert c.get_many(BWD_FILTER_KEY, [1, 2]) == {}
         assert c.get_many(KEY, [1, 2]) == {1: _sorted(PERFS), 2: _sorted(PERFS)}
         assert c.get_many(FIND_BWD_FILTER_KEY, [1, 2]) == {1: _sorted(PERFS), 2: _sorted(PERFS)}
-        assert c.get(GRAPH_BWD_FILTER_KEY, 2) == sorted(GRAPH_PERFS, key=lambda p: p.time_ms)
+        assert c.get(GRAPH_BWD_FILTER_KEY, 2) is None
         assert BWD_FILTER_KEY not in c.keys()
         c.put(BWD_FILTER_KEY, 2, PERFS)             # measured again, kept
         assert c.get(BWD_FILTER_KEY, 2) == _sorted(PERFS)
     conn = sqlite3.connect(path)
     meta = dict(conn.execute("SELECT key, value FROM meta"))
     assert meta["migrated_from_schema"] == "5" and meta["migrated_entries"] == "10"
-    # legacy forward and find at two sizes, the new entry; graph forward and backward-filter
-    assert conn.execute("SELECT COUNT(*) FROM perfs").fetchone()[0] == (
-        (2 * 2 + 1) * len(PERFS) + 2 * 2 * len(GRAPH_PERFS))
+    # legacy forward and find at two sizes, the new entry
+    assert conn.execute("SELECT COUNT(*) FROM perfs").fetchone()[0] == (2 * 2 + 1) * len(PERFS)
     conn.close()
 
 
@@ -350,16 +352,16 @@ def test_schema_5_read_only_hides_its_legacy_backward_filter_entries(tmp_path, c
     _v5_file(path)
     before = path.read_bytes()
     with BenchCache(path, readonly=True) as c:
-        assert c.schema == 5 and len(c) == 8
+        assert c.schema == 5 and len(c) == 4
         assert c.get_many(BWD_FILTER_KEY, [1, 2]) == {} and c.batches(BWD_FILTER_KEY) == []
         assert c.get_many(KEY, [1, 2]) == {1: _sorted(PERFS), 2: _sorted(PERFS)}
         assert c.get(FIND_BWD_FILTER_KEY, 1) == _sorted(PERFS)
-        assert c.get(GRAPH_BWD_FILTER_KEY, 1) == sorted(GRAPH_PERFS, key=lambda p: p.time_ms)
+        assert c.get(GRAPH_BWD_FILTER_KEY, 1) is None   # before schema 9: not read
         # a refusal read from schema 5 still applies, beside the hidden entries
         assert c.refusals(GRAPH_KEY) == {}
     assert "legacy backward-filter entries were timed with beta 0" in caplog.text
     with BenchCache(tmp_path / "merged.sqlite") as m:
-        assert m.import_cache(path).stored == 8
+        assert m.import_cache(path).stored == 4
         assert m.get_many(BWD_FILTER_KEY, [1, 2]) == {}
     assert path.read_bytes() == before
 
@@ -421,3 +423,31 @@ def test_a_3d_key_text_reads_back_as_its_shape():
     grouped = dataclasses.replace(SHAPE_3D, layout="NCHW", x_strides=(8 * 480 * 2, 480, 120,
                                                                         12, 1))
     assert shape_from_key(grouped.key()) == grouped
+
+
+# -- schema 8: graph entries of the search that kept the first eight configs --------------------
+
+def test_schema_8_graph_entries_are_dropped_and_not_read(tmp_path, caplog):
+    """Note [Schema migration], 8 -> 9: the graph entries go, the legacy ones and the
+    refused engines stay; read-only, the file is read without them and left as it was."""
+    path = tmp_path / "v8.sqlite"
+    with BenchCache(path) as c:
+        for key, perfs in ((KEY, PERFS), (GRAPH_KEY, GRAPH_PERFS)):
+            c.put(key, 1, perfs)
+            c.put(key, 2, perfs)
+        c.refuse(GRAPH_KEY, {7: "off"})
+    conn = sqlite3.connect(path, isolation_level=None)
+    _stamp_schema(conn, 8)
+    conn.close()
+    before = path.read_bytes()
+    with BenchCache(path, readonly=True) as c:
+        assert c.schema == 8 and len(c) == 2 and c.get(GRAPH_KEY, 1) is None
+        assert c.get_many(KEY, [1, 2]) == {1: _sorted(PERFS), 2: _sorted(PERFS)}
+    assert "predate the search within the workspace cap" in caplog.text
+    assert path.read_bytes() == before
+    with BenchCache(path) as c:
+        assert c.schema == SCHEMA_VERSION and len(c) == 2 and c.get(GRAPH_KEY, 2) is None
+        assert c.refusals(GRAPH_KEY) == {7: "off"}
+    assert "2 graph-family entries measured before the search covered" in caplog.text
+    meta = dict(sqlite3.connect(path).execute("SELECT key, value FROM meta"))
+    assert meta["migrated_from_schema"] == "8" and meta["migrated_entries"] == "4"

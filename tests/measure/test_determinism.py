@@ -7,7 +7,7 @@ import sqlite3
 import pytest
 
 from ucudnn.measure import bench, runtime
-from ucudnn.measure.cache import BenchCache
+from ucudnn.measure.cache import SCHEMA_VERSION, BenchCache
 from ucudnn.measure.planner_state import planner_state
 from ucudnn.plan.conv import ConvShape
 from ucudnn.plan.settings import PlanSettings
@@ -111,12 +111,12 @@ def test_a_cache_of_schema_7_is_measured_again_for_a_deterministic_plan_only(
     k = _kernel(fake_core)
     runtime.prepare_kernel(k, s)                                # from the old entries
     assert len(fake_core.calls) == measured and {c.algo for c in k.plan.chunks} == {1}
-    assert "migrated from schema 7 to 8: " in caplog.text
+    assert f"migrated from schema 7 to {SCHEMA_VERSION}: " in caplog.text
     k = _kernel(fake_core, name="det")
     runtime.prepare_kernel(k, s.replace(deterministic=True))    # measured again
     assert len(fake_core.calls) > measured and {c.algo for c in k.plan.chunks} == {0}
     with BenchCache(cache, readonly=True) as c:
-        assert c.schema == 8
+        assert c.schema == SCHEMA_VERSION
         assert {p.deterministic for p in c.get(key, 8)} == {True, False}
     now = len(fake_core.calls)
     runtime.prepare_kernel(_kernel(fake_core, name="det2"), s.replace(deterministic=True))

@@ -64,7 +64,8 @@ from typing import List, Optional, Sequence, Union
 
 from .access import (HotJournal, connect_readonly, foreign_sidecars, in_wal_mode, is_locked,
                      is_unwritable, roll_back, text_or_bytes, write_refusal)
-from .schema import (BWD_FILTER_BETA_1_SCHEMA, SCHEMA_1_AS_2, SCHEMA_VERSION, SQLITE_MAGIC,
+from .schema import (BWD_FILTER_BETA_1_SCHEMA, GRAPH_WITHIN_CAP_SCHEMA, SCHEMA_1_AS_2,
+                     SCHEMA_VERSION, SQLITE_MAGIC,
                      CacheError, beta_0_where, check_ours, columns, initialise)
 
 __all__ = ["CacheFile", "default_cache_path", "JOURNAL_MODE"]
@@ -231,11 +232,12 @@ class CacheFile:
         conn.execute("PRAGMA busy_timeout = 0")            # _retry waits
         self._conn, self._has_tables = conn, version != 0
         self.schema = version or SCHEMA_VERSION
-        if version == 3 and self._warn and conn.execute(
+        if 3 <= version < GRAPH_WITHIN_CAP_SCHEMA and self._warn and conn.execute(
                 "SELECT COUNT(*) FROM entries WHERE family = 'graph'").fetchone()[0]:
-            log.warning("%s: schema 3, read-only: its graph-family entries predate the check "
-                        "of their results and are not read (Note [Schema migration])",
-                        self._where)
+            why = ("the check of their results" if version == 3 else
+                   "the search within the workspace cap")
+            log.warning("%s: schema %d, read-only: its graph-family entries predate %s and "
+                        "are not read (Note [Schema migration])", self._where, version, why)
         if 2 <= version < BWD_FILTER_BETA_1_SCHEMA and self._warn and conn.execute(
                 "SELECT COUNT(*) FROM entries WHERE "
                 + beta_0_where(columns(version).family)).fetchone()[0]:

@@ -60,6 +60,15 @@ Note [Schema migration]
     again (``ucudnn.measure.bench.measure``), which replaces the entry. An older file opened
     read-only reads NULL for every choice (:func:`columns`).
 
+    Schema 9 has schema 8's tables; its graph-family entries were measured by the pruned
+    search that walks on to the configs within its cap and within the tiers below it (Note
+    [Graph choices within the cap] in cython/ucudnn/_graph.pyx). An older graph entry may
+    hold only configs over a small cap (all eight of nnU-Net's 128^3 levels at 256 MiB, which
+    then ran legacy algorithms at 9x), and one measured under a larger cap answers a smaller
+    one without the configs that fit it. The migration deletes the graph entries, as 3 -> 4
+    did, and they are measured again when a plan needs them; the legacy entries and the
+    refused engines stay. An older file opened read-only is read without its graph entries.
+
     Only a command that may store opens a cache read-write, and so migrates it (``ucudnn
     bench``, ``cache import``, ``plan`` with a GPU to measure on, the C API); the reading
     commands (``cache list``, ``cache export``, ``plan`` without one) open it read-only and
@@ -94,6 +103,7 @@ from ...vocab import InputError
 from .key import UNKNOWN_CAP
 
 __all__ = ["CacheError", "APPLICATION_ID", "SCHEMA_VERSION", "BWD_FILTER_BETA_1_SCHEMA",
+           "GRAPH_WITHIN_CAP_SCHEMA",
            "SCHEMA_1_AS_2",
            "APP_NAME", "SQLITE_MAGIC", "beta_0_where",
            "KERNEL_WHERE", "REFUSED_WHERE", "Columns", "columns", "check_ours", "initialise"]
@@ -102,9 +112,11 @@ log = logging.getLogger("ucudnn")
 
 #: ``PRAGMA application_id`` of ucudnn caches ("ucNN").
 APPLICATION_ID = 0x75634E4E
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 #: The first schema whose legacy backward-filter entries were timed with beta = 1.
 BWD_FILTER_BETA_1_SCHEMA = 6
+#: The first schema whose graph entries come from the search within the cap and its tiers.
+GRAPH_WITHIN_CAP_SCHEMA = 9
 APP_NAME = "ucudnn-bench-cache"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _OUR_TABLES = {"meta", "entries", "perfs"}
@@ -204,12 +216,15 @@ CREATE TEMP VIEW entries AS SELECT id, gpu, cudnn_version, dtype, math, op, shap
     'events5' AS timing, {UNKNOWN_CAP} AS workspace_cap, batch, repeats, created
     FROM main.entries
 """
+# Schema 8 -> 9: the graph entries of the search that kept the first eight configs go.
+_MIGRATE_8_9 = _MIGRATE_3_4
 _MIGRATIONS = {1: _MIGRATE_1_2, 2: _MIGRATE_2_3, 3: _MIGRATE_3_4, 4: _MIGRATE_4_5,
-               5: _MIGRATE_5_6, 6: _MIGRATE_6_7, 7: _MIGRATE_7_8}
+               5: _MIGRATE_5_6, 6: _MIGRATE_6_7, 7: _MIGRATE_7_8, 8: _MIGRATE_8_9}
 
 # What each migration drops, and why (Note [Schema migration]).
 _DROPPED = {3: "graph-family entries measured before their results were checked",
-            5: "legacy backward-filter entries timed with beta 0"}
+            5: "legacy backward-filter entries timed with beta 0",
+            8: "graph-family entries measured before the search covered the cap's tiers"}
 
 _KERNEL_COLUMNS = ("gpu", "cudnn_version", "dtype", "math", "op", "shape", "family")
 
@@ -226,8 +241,8 @@ class Columns(NamedTuple):
 
 def columns(version: int, entries: str = "", perfs: str = "") -> Columns:
     """:class:`Columns` of a file of ``version``: a schema-2 file (read-only) reads the values
-    every one of its entries has; a schema-3 file's graph entries and a file's legacy
-    backward-filter entries timed with beta = 0 (before schema 6) are not visible (Note
+    every one of its entries has; the graph entries of a file before schema 9 and a file's
+    legacy backward-filter entries timed with beta = 0 (before schema 6) are not visible (Note
     [Schema migration]); from schema 5 an entry holding a config of an engine refused for
     its kernel is not usable (Note [Refused engines]); before schema 8 no choice's
     determinism is known. ``entries``, ``perfs``: the tables'
@@ -235,7 +250,7 @@ def columns(version: int, entries: str = "", perfs: str = "") -> Columns:
     family = f"{entries}family" if version >= 3 else "'legacy'"
     engine = f"{perfs}engine" if version >= 3 else "''"
     hidden = []
-    if version == 3:
+    if 3 <= version < GRAPH_WITHIN_CAP_SCHEMA:
         hidden.append(f"{entries}family = 'graph'")
     if version < BWD_FILTER_BETA_1_SCHEMA:
         hidden.append(beta_0_where(family, entries))
