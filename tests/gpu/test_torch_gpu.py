@@ -27,20 +27,12 @@ from torch import nn  # noqa: E402
 
 import ucudnn.torch as ut  # noqa: E402
 from torch_cases import (  # noqa: E402,F401 (ieee_fp32: an autouse fixture)
-    TOLERANCE, conv_tf32, ieee_fp32, model2d as _model, plans_text, rel_err as _err)
+    TOLERANCE, conv_tf32, ieee_fp32, model2d as _model, plans_text, rel_err as _err,
+    train_step as _step)
 from ucudnn.measure.planner_state import planner_state  # noqa: E402
 from ucudnn.plan.dp import Chunk, Plan  # noqa: E402
 from ucudnn.torch import eager, ops, runtime  # noqa: E402
 from ucudnn.torch.convert import settings_from  # noqa: E402
-
-
-def _step(model, x):
-    """Output, input gradient and parameter gradients of one step on a fixed loss."""
-    model.zero_grad(set_to_none=True)
-    x = x.detach().requires_grad_(True)
-    y = model(x)
-    (y.float() * torch.linspace(-1, 1, y.numel(), device=y.device).view_as(y)).sum().backward()
-    return [y.detach(), x.grad] + [p.grad for p in model.parameters()]
 
 
 def _close(got, want, dtype, what):

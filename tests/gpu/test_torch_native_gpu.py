@@ -15,7 +15,7 @@ if not torch.cuda.is_available():
 
 import ucudnn.torch as ut  # noqa: E402
 from torch_cases import (  # noqa: E402,F401 (ieee_fp32: an autouse fixture)
-    conv_tf32, ieee_fp32, model2d as _model)
+    conv_tf32, ieee_fp32, model2d as _model, train_step as _step)
 from ucudnn.torch import eager, runtime  # noqa: E402
 from ucudnn.torch.convert import settings_from  # noqa: E402
 from ucudnn.vocab import InputError  # noqa: E402
@@ -29,14 +29,6 @@ def _native():
     assert ok, f"the native eager path does not load ({why}): build the core with " \
                "`pip install --no-build-isolation .` beside torch"
     return eager._ext
-
-
-def _step(model, x):
-    model.zero_grad(set_to_none=True)
-    x = x.detach().requires_grad_(True)
-    y = model(x)
-    (y.float() * torch.linspace(-1, 1, y.numel(), device=y.device).view_as(y)).sum().backward()
-    return [y.detach(), x.grad] + [p.grad for p in model.parameters()]
 
 
 def _node(fn) -> str:

@@ -1,5 +1,6 @@
 """What the GPU tests of ucudnn.torch share: a small 2-D model of every convolution kind
-``convert()`` swaps, the relative error they compare with, and its tolerance per dtype.
+``convert()`` swaps, one training step on a fixed loss, the relative error they compare
+with, and its tolerance per dtype.
 Imported by test modules that have skipped already where torch is missing."""
 import contextlib
 
@@ -22,6 +23,15 @@ def model2d():
         nn.Conv2d(16, 8, 1, bias=False),
         nn.ConvTranspose2d(8, 6, 3, stride=2, padding=1, output_padding=1), nn.ReLU(),
         nn.ConvTranspose2d(6, 4, 2, stride=1, groups=2))
+
+
+def train_step(model, x):
+    """Output, input gradient and parameter gradients of one step on a fixed loss."""
+    model.zero_grad(set_to_none=True)
+    x = x.detach().requires_grad_(True)
+    y = model(x)
+    (y.float() * torch.linspace(-1, 1, y.numel(), device=y.device).view_as(y)).sum().backward()
+    return [y.detach(), x.grad] + [p.grad for p in model.parameters()]
 
 
 def rel_err(a, b):
