@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch", reason="ucudnn.torch needs PyTorch "
 from torch import nn  # noqa: E402
 
 import ucudnn.torch as ut  # noqa: E402
+from ucudnn.torch import eager  # noqa: E402
 from ucudnn.vocab import InputError  # noqa: E402
 
 
@@ -67,6 +68,10 @@ def test_swaps_and_report():
     assert (report.settings.limit, report.settings.policy) == (16 << 20, "all")
     assert "6 convolution module(s) converted" in str(report)
     assert "circular" in str(report)
+    # where the eager calls run, and why not in C++ where they do not
+    native, why = eager.native_status()
+    assert ("eager calls: in C++" in str(report)) == native
+    assert native or f"eager calls: in Python ({why})" in str(report)
     # converting again changes nothing and reports nothing new
     again = ut.convert(model)
     assert again.converted == [] and len(again.kept) == len(EXPECTED_KEPT)

@@ -25,6 +25,7 @@ from torch import nn
 
 from ..plan.settings import DEFAULTS, PlanSettings
 from ..vocab import InputError
+from .eager import native_status
 from .geometry import DTYPE_NAMES, same_padding, unsupported
 from .modules import UCUDNN_MODULES
 from .netwide import ModelPlan, model_calls
@@ -57,6 +58,9 @@ class ConvertReport:
                  f"engines {s.engines}), {len(self.kept)} kept as PyTorch's"]
         lines += [f"  {name or '(model)'}  {kind}  stays PyTorch's: {why}"
                   for name, kind, why in self.kept]
+        native, why = native_status()
+        lines.append("  eager calls: in C++ (Note [Native calls] in ucudnn/torch/eager.py)"
+                     if native else f"  eager calls: in Python ({why})")
         return "\n".join(lines)
 
 
