@@ -28,7 +28,6 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/version.h>
 
-#include <array>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -43,7 +42,6 @@ namespace {
 
 enum Op : int64_t { FWD = 0, BWD_DATA = 1, BWD_FILTER = 2 };
 const char* const OP_NAMES[] = {"fwd", "bwd_data", "bwd_filter"};
-const char* const IMPL_NAMES[] = {"conv_fwd", "conv_bwd_data", "conv_bwd_filter"};
 
 using Ints = std::vector<int64_t>;
 
@@ -86,10 +84,9 @@ at::MemoryFormat format_of(bool nhwc, int64_t dims) {
 // the geometry has the wrong length or a size would not be positive
 Ints out_size(at::IntArrayRef x, at::IntArrayRef w, const Ints& stride, const Ints& padding,
               const Ints& dilation) {
+  if (x.size() < 3 || w.size() != x.size()) return {};
   const size_t nsp = x.size() - 2;
-  if (x.size() < 3 || w.size() != x.size() || stride.size() != nsp || padding.size() != nsp ||
-      dilation.size() != nsp)
-    return {};
+  if (stride.size() != nsp || padding.size() != nsp || dilation.size() != nsp) return {};
   Ints y{x[0], w[0]};
   for (size_t i = 0; i < nsp; ++i) {
     if (stride[i] <= 0) return {};
@@ -196,16 +193,20 @@ at::Tensor conv_fwd(const at::Tensor& x_in, const at::Tensor& w_in, const Ints& 
              config);
 }
 
+// whether a backward call on a (the weight, or the input) and dy takes the fast path: a
+// fast pair, neither empty, and dy of the sizes of the convolution of x_size by w_size
+bool fast_backward(const at::Tensor& a, const at::Tensor& dy, at::IntArrayRef x_size,
+                   at::IntArrayRef w_size, const Ints& stride, const Ints& padding,
+                   const Ints& dilation) {
+  return fast_pair(a, dy) && a.numel() > 0 && dy.numel() > 0 &&
+         static_cast<int64_t>(x_size.size()) == dy.dim() &&
+         at::IntArrayRef(out_size(x_size, w_size, stride, padding, dilation)) == dy.sizes();
+}
+
 at::Tensor conv_bwd_data(const at::Tensor& w_in, const at::Tensor& dy_in, const Ints& x_size,
                          const Ints& stride, const Ints& padding, const Ints& dilation,
                          int64_t groups, int64_t config) {
-  bool fast = fast_pair(w_in, dy_in) && dy_in.numel() > 0 && w_in.numel() > 0 &&
-              static_cast<int64_t>(x_size.size()) == dy_in.dim();
-  if (fast) {
-    Ints expect = out_size(x_size, w_in.sizes(), stride, padding, dilation);
-    fast = at::IntArrayRef(expect) == dy_in.sizes();
-  }
-  if (!fast)
+  if (!fast_backward(w_in, dy_in, x_size, w_in.sizes(), stride, padding, dilation))
     return python_impl(BWD_DATA, w_in, dy_in, x_size, stride, padding, dilation, groups,
                        config);
   const bool nhwc = channels_last(dy_in, groups);
@@ -219,13 +220,7 @@ at::Tensor conv_bwd_data(const at::Tensor& w_in, const at::Tensor& dy_in, const 
 at::Tensor conv_bwd_filter(const at::Tensor& x_in, const at::Tensor& dy_in, const Ints& w_size,
                            const Ints& stride, const Ints& padding, const Ints& dilation,
                            int64_t groups, int64_t config) {
-  bool fast = fast_pair(x_in, dy_in) && x_in.numel() > 0 && dy_in.numel() > 0 &&
-              static_cast<int64_t>(w_size.size()) == x_in.dim();
-  if (fast) {
-    Ints expect = out_size(x_in.sizes(), w_size, stride, padding, dilation);
-    fast = at::IntArrayRef(expect) == dy_in.sizes();
-  }
-  if (!fast)
+  if (!fast_backward(x_in, dy_in, x_in.sizes(), w_size, stride, padding, dilation))
     return python_impl(BWD_FILTER, x_in, dy_in, w_size, stride, padding, dilation, groups,
                        config);
   const bool nhwc = channels_last(x_in, groups);
