@@ -53,8 +53,8 @@ from .geometry import DTYPE_NAMES, conv_shape
 from .netwide import ModelPlan, call_key
 
 __all__ = ["CaptureError", "DTYPE_NAMES", "config_id", "settings_of", "model_plan_of",
-           "kernel_for", "run", "native_call", "planned_kernels", "torch_deterministic", "torch_tf32",
-           "call_config"]
+           "kernel_for", "run", "native_call", "planned_kernels", "torch_deterministic",
+           "torch_tf32", "call_config"]
 
 
 class CaptureError(UcudnnError, RuntimeError):
@@ -324,6 +324,13 @@ def run(op: str, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, x_size: Tu
     bwd_data: a=w, b=dy, out=dx; bwd_filter: a=x, b=dy, out=dw) and return ``out``; under
     PyTorch's deterministic flags or without TF32 with the config's twin (Note [Deterministic
     calls], Note [TF32 calls])."""
+    _run(op, a, b, out, x_size, w_size, stride, padding, dilation, groups, layout, config)
+    return out
+
+
+def _run(op, a, b, out, x_size, w_size, stride, padding, dilation, groups, layout,
+         config) -> tuple:
+    """:func:`run`; the call's key."""
     config = call_config(config, out.dtype)
     device = out.device
     key = _call_key(op, x_size, w_size, stride, padding, dilation, groups, layout, out, config)
@@ -337,7 +344,7 @@ def run(op: str, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, x_size: Tu
           else contextlib.nullcontext()):
         kern.run(_handle(device), a.data_ptr(), b.data_ptr(), out.data_ptr(),
                  ws.data_ptr() if ws is not None else 0, need)
-    return out
+    return key
 
 
 def native_call(op: str, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, x_size, w_size,
@@ -347,9 +354,7 @@ def native_call(op: str, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor, x_
     its kernel (the C API's ``ucudnn_kernel*``) for the native path to run the key's later
     calls itself; 0 where every call must come here (a slot of a model's shared arena)."""
     x_size, w_size = tuple(int(v) for v in x_size), tuple(int(v) for v in w_size)
-    run(op, a, b, out, x_size, w_size, stride, padding, dilation, groups, layout, config)
-    key = _call_key(op, x_size, w_size, stride, padding, dilation, groups, layout, out,
-                    call_config(config, out.dtype))
+    key = _run(op, a, b, out, x_size, w_size, stride, padding, dilation, groups, layout, config)
     kern = _kernels.get(key)
     if kern is None or key in _slots:
         return 0
