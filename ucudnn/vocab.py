@@ -221,7 +221,7 @@ def configs_within(ranked: Sequence[str], build: Callable[[str], Optional[int]],
             out.append((engine, None))
             continue
         fits = [t for t in quota if ws <= t]
-        if any(count[t] < quota[t] or max_configs <= 0 for t in fits):
+        if fits and (max_configs <= 0 or any(count[t] < quota[t] for t in fits)):
             out.append((engine, ws))
             for t in fits:
                 count[t] += 1
