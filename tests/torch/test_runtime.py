@@ -46,6 +46,27 @@ def test_one_kernel_per_shape_planned_from_the_cache(fake_core, fake_cuda, monke
     assert other is not first and planner_state(other).settings.limit == 1 << 20
 
 
+def test_the_process_opens_each_cache_once(fake_core, fake_cuda, monkeypatch, tmp_path):
+    """Note [Plans per input shape]: kernels planned one after another share one open cache."""
+    from ucudnn.measure import cache as cache_db
+    opened = []
+    real = cache_db.BenchCache
+
+    def counting(path=None, *a, **kw):
+        opened.append(str(path))
+        return real(path, *a, **kw)
+    monkeypatch.setattr(cache_db, "BenchCache", counting)
+    monkeypatch.setenv("UCUDNN_CACHE", str(tmp_path / "one.sqlite"))
+    config = runtime.config_id(settings_from(limit="64MiB"))
+    kernels = [_kernel(config, n=n, op=op) for n in (8, 4) for op in ("fwd", "bwd_data")]
+    assert len(set(map(id, kernels))) == 4 and all(k.plan is not None for k in kernels)
+    assert opened == [str(tmp_path / "one.sqlite")]
+    monkeypatch.setenv("UCUDNN_CACHE", str(tmp_path / "two.sqlite"))   # another default
+    _kernel(config, n=2)
+    assert opened == [str(tmp_path / "one.sqlite"), str(tmp_path / "two.sqlite")]
+    assert (tmp_path / "two.sqlite").stat().st_size > 0
+
+
 def test_a_new_shape_inside_a_capture_is_refused(fake_core, fake_cuda):
     config = runtime.config_id(settings_from(limit="8MiB"))
     planned = _kernel(config, op="bwd_filter")

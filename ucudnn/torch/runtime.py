@@ -11,7 +11,11 @@ Note [Plans per input shape]
     ``ucudnn plan`` and Caffe use (:func:`ucudnn.measure.live.prepare_kernel`, the DP within the settings'
     ``limit``), so a second process, or a second layer of the same shape, plans from the
     cache without measuring. Layers of one shape share one kernel. Kernels live as long as
-    the process.
+    the process, and so does the cache they plan from: each cache file is opened (and
+    validated) once per process, on the first kernel that needs it, and closed at exit (Note
+    [One open cache per net] in :mod:`ucudnn.measure.for_plan`: an open cache holds no lock
+    between its statements), so a model of a hundred kernels planned from the cache opens it
+    once, not a hundred times.
 
 Note [Calls on PyTorch's stream]
     Each call runs on ``torch.cuda.current_stream()``: the thread's cuDNN handle of the core
@@ -38,6 +42,7 @@ Note [Settings of a model planned together]
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import threading
 import weakref
@@ -46,6 +51,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 
 from ..measure import bench
+from ..measure.cache import default_cache_path
+from ..measure.for_plan import open_caches
 from ..measure.live import prepare_kernel
 from ..plan.settings import PlanSettings
 from ..vocab import InputError, UcudnnError
@@ -257,9 +264,22 @@ def kernel_for(key: tuple, op: str, x_size: Sequence[int], w_size: Sequence[int]
         if kern is None:
             kern = bench.core().Kernel(shape, op, int(x_size[0]), settings.dtype,
                                        settings.math, name, 1)
-            prepare_kernel(kern, settings)
+            prepare_kernel(kern, settings, cache=_cache(settings.cache_path))
             _kernels[key] = kern
     return kern
+
+
+_caches: List = []      # [cache_of], from the first kernel planned on (Note [Plans per input shape])
+
+
+def _cache(path):
+    """The process's open cache at ``path`` (None: the default, as ``$UCUDNN_CACHE`` names it
+    now); called under _kernel_lock."""
+    if not _caches:
+        stack = contextlib.ExitStack()
+        _caches.append(stack.enter_context(open_caches()))
+        atexit.register(stack.close)
+    return _caches[0](str(path or default_cache_path()))
 
 
 # ---------------------------------------------------------------------------------------------
