@@ -269,6 +269,9 @@ def model_process(args) -> int:
         model, x, kind = study3d_models.build(spec)
         dtype = getattr(torch, args.dtype)
         model, x = model.cuda().to(dtype), x.cuda().to(dtype)
+        if args.memory_format == "channels_last":
+            mf = torch.channels_last_3d if x.dim() == 5 else torch.channels_last
+            model, x = model.to(memory_format=mf), x.contiguous(memory_format=mf)
         if args.side == "ucudnn":
             report = ucudnn_convert(model, limit=args.cap, engines=args.engines,
                                     cache=args.cache)
@@ -316,7 +319,8 @@ def _spawn(args, model, dtype, side, cap, order: int, cache: Path, label: str,
     cmd = [sys.executable, str(Path(__file__).resolve()), "model-process", "--model", model,
            "--dtype", dtype, "--side", side, "--cap", cap, "--iterations",
            str(args.iterations), "--warmup", str(args.warmup), "--engines", args.engines,
-           "--cache", str(cache), "--json", str(out / f"{stem}.json"), *mem] + \
+           "--memory-format", getattr(args, "memory_format", "contiguous"), "--cache",
+           str(cache), "--json", str(out / f"{stem}.json"), *mem] + \
         ["--quick"] * args.quick
     env = dict(os.environ)
     if side == "wscap":
@@ -599,6 +603,8 @@ def _parser() -> argparse.ArgumentParser:
         m.add_argument("--warmup", type=int, default=5)
         m.add_argument("--engines", default="both")
         m.add_argument("--timeout", type=float, default=900.0, help="per process (s)")
+        m.add_argument("--memory-format", choices=study.MEMORY_FORMATS, default="contiguous",
+                       help="model and input: NC[D]HW, or channels_last(_3d) on every side")
         if name == "models":
             m.add_argument("--no-wscap", action="store_true",
                            help="leave out PyTorch under CUDNN_CONV_WSCAP_DBG")
@@ -632,6 +638,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--iterations", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--memory-cap", help="this process's memory cap (memcap)")
+    p.add_argument("--memory-format", choices=study.MEMORY_FORMATS, default="contiguous")
     p.add_argument("--quick", action="store_true")
     return ap
 

@@ -204,7 +204,8 @@ def test_startup_ratio_is_warm_over_pytorch():
 
 def test_a_models_run_goes_on_from_the_earlier_runs_processes(tmp_path):
     slots = study.schedule(["unet"], ["bfloat16"], ["256MiB"], 2)
-    settings = {"iterations": 20, "warmup": 5, "engines": "both", "quick": False}
+    settings = {"iterations": 20, "warmup": 5, "engines": "both", "quick": False,
+                "memory_format": "contiguous"}
     path = tmp_path / "models.json"
     assert study.resume_run(path, "models", settings, study.MODEL_SETTINGS, slots,
                             study.SLOT_FIELDS) == ([], slots)
@@ -222,3 +223,16 @@ def test_a_models_run_goes_on_from_the_earlier_runs_processes(tmp_path):
     with pytest.raises(InputError, match="not a startup.json"):
         study.resume_run(path, "startup", settings, study.MODEL_SETTINGS, slots,
                          study.SLOT_FIELDS)
+
+
+def test_a_run_written_before_the_memory_format_setting_was_contiguous(tmp_path):
+    slots = study.schedule(["unet"], ["bfloat16"], ["256MiB"], 1)
+    old = {"iterations": 20, "warmup": 5, "engines": "both", "quick": False}
+    path = tmp_path / "models.json"
+    path.write_text(json.dumps({"subcommand": "models", "settings": old, "processes": []}))
+    now = dict(old, memory_format="contiguous")
+    assert study.resume_run(path, "models", now, study.MODEL_SETTINGS, slots,
+                            study.SLOT_FIELDS) == ([], slots)
+    with pytest.raises(InputError, match=r"memory_format 'contiguous', now 'channels_last'"):
+        study.resume_run(path, "models", dict(old, memory_format="channels_last"),
+                         study.MODEL_SETTINGS, slots, study.SLOT_FIELDS)

@@ -369,7 +369,12 @@ def schedule(models: Sequence[str], dtypes: Sequence[str], caps: Sequence[str], 
 
 
 #: the settings a ``models`` run into an earlier run's folder must share with it
-MODEL_SETTINGS = ("iterations", "warmup", "engines", "quick")
+MODEL_SETTINGS = ("iterations", "warmup", "engines", "quick", "memory_format")
+#: a setting's value in a document written before the setting existed
+SETTING_DEFAULTS = {"memory_format": "contiguous"}
+#: ``--memory-format``: the model's and input's layout on every side (NC[D]HW, or N[D]HWC
+#: through torch.channels_last / channels_last_3d)
+MEMORY_FORMATS = ("contiguous", "channels_last")
 #: the fields that name a process of ``models``: a :class:`Slot`'s, kept in its record
 SLOT_FIELDS = ("model", "dtype", "round", "side", "cap")
 
@@ -399,10 +404,11 @@ def resume_run(path, subcommand: str, settings: dict, shared: Sequence[str], slo
         raise InputError(f"{where}: not a {subcommand}.json (no subcommand {subcommand}, no "
                          "processes)")
     old = doc.get("settings") or {}
-    differ = [k for k in shared if old.get(k) != settings.get(k)]
+    old = {k: old.get(k, SETTING_DEFAULTS.get(k)) for k in shared}
+    differ = [k for k in shared if old[k] != settings.get(k)]
     if differ:
         raise InputError(f"{where}: an earlier run with other settings ("
-                         + ", ".join(f"{k} {old.get(k)!r}, now {settings.get(k)!r}"
+                         + ", ".join(f"{k} {old[k]!r}, now {settings.get(k)!r}"
                                      for k in differ) + "); give another --out")
     kept = doc["processes"]
     done = {record_key(p, fields) for p in kept}
