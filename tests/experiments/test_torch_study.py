@@ -185,6 +185,8 @@ def test_summary_medians_and_ratios():
     theirs, ours = rows[("pytorch", "unlimited")], rows[("ucudnn", "256MiB")]
     assert theirs["median_ms"] == 11.0 and theirs["ratio_to_pytorch"] == 1.0
     assert theirs["peak_gpu_memory_bytes"] == 12 << 20
+    assert theirs["median_peak_gpu_memory_bytes"] == 11 << 20
+    assert "peak 11.0MiB (largest 12.0MiB)" in study.summary_text([theirs])
     assert ours["median_ms"] == statistics.median([13.0, 14.0])
     assert ours["ok"] == 2 and ours["processes"] == 3 and ours["statuses"] == "ok,oom"
     assert ours["ratio_to_pytorch"] == pytest.approx(13.5 / 11.0)

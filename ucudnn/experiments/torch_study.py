@@ -416,14 +416,17 @@ def resume_run(path, subcommand: str, settings: dict, shared: Sequence[str], slo
 
 
 def wscap_mib(cap: str) -> int:
-    """CUDNN_CONV_WSCAP_DBG's value for ``cap``: PyTorch reads it as MiB."""
+    """CUDNN_CONV_WSCAP_DBG's value for ``cap``, in MiB. The variable is documented by PyTorch
+    as cuDNN's workspace cap; on PyTorch 2.11 with cuDNN 9.19 it was measured to change
+    nothing (scripts/torch_wscap.py)."""
     return parse_size(cap) // 2 ** 20
 
 
 def summarize(procs: Sequence[dict]) -> List[dict]:
     """Per (model, dtype, side, cap): the median over ok processes of their median iteration
-    and first iteration, the largest NVML peak, the counts; and the ratio to PyTorch
-    unlimited's median."""
+    and first iteration, the median and the largest NVML peak (a ucudnn process that fills
+    the cache benchmarks, and peaks above those that plan from it), the counts; and the ratio
+    to PyTorch unlimited's median."""
     groups: Dict[tuple, List[dict]] = {}
     for p in procs:
         groups.setdefault((p["model"], p["dtype"], p["side"], p["cap"]), []).append(p)
@@ -436,6 +439,8 @@ def summarize(procs: Sequence[dict]) -> List[dict]:
         rows.append({"model": m, "dtype": dt, "side": side, "cap": cap, "processes": len(ps),
                      "ok": len(ok), "median_ms": med, "first_iteration_ms": first,
                      "peak_gpu_memory_bytes": max(peaks) if peaks else None,
+                     "median_peak_gpu_memory_bytes": (int(statistics.median(peaks)) if peaks
+                                                      else None),
                      "statuses": ",".join(sorted({p.get("status", "?") for p in ps}))})
     base = {(r["model"], r["dtype"]): r["median_ms"] for r in rows
             if r["side"] == "pytorch" and r["cap"] == "unlimited"}
@@ -450,8 +455,10 @@ def summary_text(rows: Sequence[dict]) -> str:
     for r in rows:
         med = "-" if r["median_ms"] is None else f"{r['median_ms']:.2f} ms"
         ratio = "" if r["ratio_to_pytorch"] is None else f" ({r['ratio_to_pytorch']:.3f}x)"
-        peak = ("-" if r["peak_gpu_memory_bytes"] is None
-                else format_size(r["peak_gpu_memory_bytes"]))
+        top, mid = r["peak_gpu_memory_bytes"], r.get("median_peak_gpu_memory_bytes")
+        peak = "-" if top is None else format_size(mid if mid is not None else top)
+        if top is not None and mid is not None and format_size(top) != peak:
+            peak += f" (largest {format_size(top)})"
         first = "-" if r["first_iteration_ms"] is None else f"{r['first_iteration_ms']:.0f} ms"
         lines.append(f"{r['model']} {r['dtype']} {r['side']}@{r['cap']}: {med}{ratio}, "
                      f"first {first}, peak {peak}, {r['ok']}/{r['processes']} ok")
