@@ -607,7 +607,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="model and input: NC[D]HW, or channels_last(_3d) on every side")
         if name == "models":
             m.add_argument("--no-wscap", action="store_true",
-                           help="leave out PyTorch under CUDNN_CONV_WSCAP_DBG")
+                           help="leave out PyTorch under CUDNN_CONV_WSCAP_DBG (which "
+                           "scripts/torch_wscap.py found to change nothing)")
     mc = sub.add_parser("memcap", help="whole models under a per-process memory cap",
                         description=memcap_study.HELP)
     memcap_study.add_arguments(mc, dts)
