@@ -14,7 +14,9 @@ without a GPU.
   fraction of the benchmarks);
 * :mod:`.ilp` -- the network-wide workspace division as an integer linear program;
 * :mod:`.network` -- the one network planner: a net's kernels and settings to every kernel's
-  plan and where its workspace lies.
+  plan and where its workspace lies;
+* :mod:`.slabs` -- a convolution split along its outermost spatial axis, below one sample:
+  each piece's rows, halo and padding (not yet executed by the core).
 
 Imports :mod:`ucudnn.vocab` only (and PuLP for the ILP); never :mod:`ucudnn.measure`,
 :mod:`ucudnn.caffe`, :mod:`ucudnn.experiments`, :mod:`ucudnn.cli` or the compiled core (Note
