@@ -28,9 +28,14 @@ Note [Slabs below one sample]
 
     Pads differ at the two ends of a slab (``pre`` != ``post``) wherever a slab meets one
     edge of the tensor only, and in ``bwd_data`` they can exceed the undivided padding (up
-    to the dilated filter's reach). cuDNN's graph API takes pre- and post-padding apart;
-    which engines accept unequal ones is not yet measured. Where the stride exceeds the
-    dilated filter's extent (rows no window reads), ``bwd_data`` has no slabs.
+    to the dilated filter's reach). cuDNN's graph API takes pre- and post-padding apart
+    (the legacy API cannot); which engines accept unequal ones is not yet measured. Where
+    one takes equal pads only, fwd and bwd_data can pad both ends by the larger and widen
+    the window into the neighbour's rows: the extra rows written land in the neighbour's
+    range and are overwritten where the two boundary slabs run first (three slabs or
+    more); bwd_filter, which accumulates, would need its dy rows copied with zero rows
+    appended. Where the stride exceeds the dilated filter's extent (rows no window reads),
+    ``bwd_data`` has no slabs.
 
     Not yet run: the core executes whole-sample micro-batches only. This is the geometry it
     will need, with brute-force twins (a direct convolution in integers) in
