@@ -39,7 +39,10 @@ Note [Slabs below one sample]
 
     Not yet run: the core executes whole-sample micro-batches only. This is the geometry it
     will need, with brute-force twins (a direct convolution in integers) in
-    ``tests/plan/test_slabs.py``.
+    ``tests/plan/test_slabs.py``. To the planners a split is one more choice at its
+    micro-batch size (Note [Choices] in ucudnn/vocab.py): its time the sum of its slabs',
+    its workspace the largest slab's, so the DP, the ILP and the arena need no change; the
+    benchmark, the cache records and the core's run loop do.
 """
 from __future__ import annotations
 
