@@ -11,7 +11,10 @@ together). A variable that caps the workspace shows as a lower peak, a slower st
 against the process without it.
 
 Prints one line per process: ``TORCH <api> <CUDNN_CONV_WSCAP_DBG or -> {json}``; ``--out``
-also writes them as JSON. Needs a CUDA GPU and PyTorch; about 20 s on an H100.
+also writes them as JSON. ``--core`` then benchmarks the same convolution in NDHWC through
+ucudnn's core (both families, batch 1 and 2, within 256 MiB and 8 GiB), one ``CORE`` line per
+operation, cap and batch: the fastest choice and the fastest within 256 MiB. Needs a CUDA GPU
+and PyTorch (and the built core for ``--core``); about 20 s on an H100, 60 s with ``--core``.
 """
 import argparse
 import json
@@ -58,9 +61,35 @@ def one_process() -> dict:
     return out
 
 
+def core_lines():
+    """The ``--core`` part: the NDHWC convolution's choices through ucudnn's core."""
+    import time
+    from ucudnn import _core
+    from ucudnn.measure.bench import _perfs
+    from ucudnn.plan.conv import ConvShape
+    shape = ConvShape.nd(32, 32, (128, 128, 128), (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1),
+                         layout="NDHWC")
+
+    def show(p):
+        return f"{p.time_ms:.3f}ms/{p.ws_bytes / 2**20:.1f}MiB/{p.engine or p.algo}" if p else "-"
+    for op in ("fwd", "bwd_data", "bwd_filter"):
+        for cap in (256 << 20, 8 << 30):
+            kern = _core.Kernel(shape, op, 2, "bfloat16", "default", f"l1/{op}/NDHWC")
+            t = time.time()
+            res = kern.benchmark([1, 2], 1, cap, None, 5, ("graph", "legacy"))
+            for b in (1, 2):
+                ps = sorted(_perfs(res[b]), key=lambda p: p.time_ms)
+                fit = [p for p in ps if p.ws_bytes <= 256 << 20]
+                print(f"CORE NDHWC {op} cap={cap >> 20}MiB b={b} n={len(ps)} "
+                      f"best={show(ps[0] if ps else None)} "
+                      f"best<=256={show(fit[0] if fit else None)} t={time.time() - t:.1f}s",
+                      flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="also write the records here (JSON)")
+    ap.add_argument("--core", action="store_true", help="also the core's NDHWC choices")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one:
@@ -91,6 +120,8 @@ def main(argv=None) -> int:
         except (OSError, UcudnnError) as e:
             print(f"torch_wscap.py: --out {args.out}: {e}", file=sys.stderr)
             return 2
+    if args.core:
+        core_lines()
     return 0
 
 

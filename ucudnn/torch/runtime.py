@@ -269,7 +269,8 @@ def kernel_for(key: tuple, op: str, x_size: Sequence[int], w_size: Sequence[int]
     return kern
 
 
-_caches: List = []      # [cache_of], from the first kernel planned on (Note [Plans per input shape])
+#: [cache_of] from the first kernel planned on (Note [Plans per input shape])
+_caches: List = []
 
 
 def _cache(path):
