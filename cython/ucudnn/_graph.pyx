@@ -48,9 +48,8 @@ from ucudnn.vocab import (NUMERICAL_NOTES, InputError, PlanError, configs_within
 #     The heuristics rank configs by speed, not by workspace, and a config's workspace is
 #     known only once its plan is built. At 3-D sizes the first eight proposals can all need
 #     more than a cap: nnU-Net's 128^3 layers at batch 2 in bf16 needed more than 256 MiB in
-#     every one of them on an H100, so ucudnn at that cap ran legacy algorithms, 9.1x
-#     PyTorch's step, while PyTorch under CUDNN_CONV_WSCAP_DBG=256 (it walks the same ranking
-#     and skips what does not fit) ran at 1.00x (results/h100/torch/models-large/). So the
+#     every one of them on an H100, so ucudnn at that cap had no graph config to plan with
+#     (results/h100/torch/models-large/), though slower configs within it existed. So the
 #     pruned search walks the ranking of every mode and builds each config, and keeps the
 #     first ``max_graph_configs`` whose workspace fits the cap offered, and also the first
 #     two that fit each tier of ``vocab.GRAPH_TIERS`` below the cap (0, 16 MiB, 64 MiB, 256

@@ -63,8 +63,8 @@ Note [Schema migration]
     Schema 9 has schema 8's tables; its graph-family entries were measured by the pruned
     search that walks on to the configs within its cap and within the tiers below it (Note
     [Graph choices within the cap] in cython/ucudnn/_graph.pyx). An older graph entry may
-    hold only configs over a small cap (all eight of nnU-Net's 128^3 levels at 256 MiB, which
-    then ran legacy algorithms at 9x), and one measured under a larger cap answers a smaller
+    hold only configs over a small cap (all eight of nnU-Net's 128^3 levels at 256 MiB, so
+    their plans had no graph config), and one measured under a larger cap answers a smaller
     one without the configs that fit it. The migration deletes the graph entries, as 3 -> 4
     did, and they are measured again when a plan needs them; the legacy entries and the
     refused engines stay. An older file opened read-only is read without its graph entries.
