@@ -78,7 +78,7 @@ def core_lines():
             t = time.time()
             res = kern.benchmark([1, 2], 1, cap, None, 5, ("graph", "legacy"))
             for b in (1, 2):
-                ps = sorted(_perfs(res[b]), key=lambda p: p.time_ms)
+                ps = _perfs(res[b])                         # fastest first
                 fit = [p for p in ps if p.ws_bytes <= 256 << 20]
                 print(f"CORE NDHWC {op} cap={cap >> 20}MiB b={b} n={len(ps)} "
                       f"best={show(ps[0] if ps else None)} "
