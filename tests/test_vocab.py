@@ -80,6 +80,24 @@ def test_engine_text_errors_name_the_field(text):
         parse_engine(text)
 
 
+def test_a_slab_choice_is_its_config_over_pieces():
+    """Note [Choices]: ``<config>/P`` runs the config over P slabs; its engine is the
+    config's, and P lies in 2..MAX_SLABS."""
+    from ucudnn.vocab import (MAX_SLABS, InputError, parse_engine, slab_choice,
+                              split_slabs)
+    assert slab_choice("eng22[k2=16,k13=0]", 4) == "eng22[k2=16,k13=0]/4"
+    assert split_slabs("eng22[k2=16,k13=0]/4") == ("eng22[k2=16,k13=0]", 4)
+    assert split_slabs("eng3") == ("eng3", 1)
+    assert parse_engine("eng22[k2=16]/4") == parse_engine("eng22[k2=16]") == (22, ((2, 16),))
+    for bad in ("eng3/1", "eng3/0", f"eng3/{MAX_SLABS + 1}", "eng3/x", "eng3/2/2", "/2"):
+        with pytest.raises(InputError, match="field 'engine'"):
+            split_slabs(bad)
+    with pytest.raises(InputError, match="over 1 slabs"):
+        slab_choice("eng3", 1)
+    with pytest.raises(InputError, match="over 2 slabs"):
+        slab_choice("eng3/2", 2)
+
+
 def test_numerical_notes_by_name():
     from ucudnn.vocab import WINOGRAD_NOTES, note_names
     assert note_names(0) == ()

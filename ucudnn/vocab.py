@@ -27,7 +27,9 @@ __all__ = [
     "MATH_MODES", "MATH_NAMES", "default_math", "UNLIMITED", "CAFFE_COMMIT", "ALGO_NAMES",
     "algo_name",
     "Choices", "GRAPH_ALGO", "WINOGRAD_NOTES", "NUMERICAL_NOTES", "note_names", "FAMILIES",
-    "ENGINE_FAMILIES", "engine_text", "parse_engine", "focus_configs", "choice_name", "POLICY", "OPTIMIZER",
+    "ENGINE_FAMILIES", "engine_text", "parse_engine", "split_slabs", "slab_choice", "MAX_SLABS",
+    "slab_trials", "SLAB_CONFIGS",
+    "focus_configs", "choice_name", "POLICY", "OPTIMIZER",
     "MATH", "SEARCH", "ENGINE", "LAYOUT", "DTYPE", "normalise_policy", "parse_size",
     "format_size", "SIZE_MAX", "Status", "UcudnnError", "InputError", "PlanError",
 ]
@@ -136,7 +138,10 @@ def algo_name(op: str, algo: int) -> str:
 #     An engine config is an engine's global index and its knob choices, written
 #     ``eng12[k3=1,k7=0]``: knobs by cudnnBackendKnobType_t value, sorted, without brackets
 #     when there are none. The text is the config's identity everywhere: benchmark records,
-#     the cache, plan records and the C API; :func:`parse_engine` reads it back. Planners see
+#     the cache, plan records and the C API; :func:`parse_engine` reads it back. A *slab
+#     choice* runs one engine config over ``P`` pieces of the outermost spatial axis (Note
+#     [Slabs below one sample] in ucudnn/plan/slabs.py), written ``eng12[k3=1]/4``
+#     (:func:`slab_choice`, :func:`split_slabs`); its engine is the config's. Planners see
 #     only (time, workspace) per choice and never look inside.
 GRAPH_ALGO = -1
 #: cuDNN's numerical notes of graph engines (cudnnBackendNumericalNote_t) by value, without
@@ -155,7 +160,10 @@ def note_names(mask: int) -> Tuple[str, ...]:
     return tuple(NUMERICAL_NOTES[i] if i < len(NUMERICAL_NOTES) else f"note {i}"
                  for i in range(max(mask.bit_length(), 0)) if mask >> i & 1)
 
-_ENGINE_TEXT = re.compile(r"eng(\d+)(?:\[((?:k\d+=-?\d+)(?:,k\d+=-?\d+)*)\])?\Z")
+_ENGINE_TEXT = re.compile(
+    r"eng(\d+)(?:\[((?:k\d+=-?\d+)(?:,k\d+=-?\d+)*)\])?(?:/([1-9]\d*))?\Z")
+#: the most pieces a slab choice has (graph.h's UCG_MAX_SLABS)
+MAX_SLABS = 16
 
 
 def engine_text(engine: int, knobs: Sequence[Tuple[int, int]]) -> str:
@@ -165,15 +173,32 @@ def engine_text(engine: int, knobs: Sequence[Tuple[int, int]]) -> str:
 
 
 def parse_engine(text: str) -> Tuple[int, Tuple[Tuple[int, int], ...]]:
-    """``(engine, ((knob type, value), ...))`` of an engine config's text; InputError if it
-    is not one."""
+    """``(engine, ((knob type, value), ...))`` of an engine config's text, or of a slab
+    choice's config; InputError if it is neither."""
     m = _ENGINE_TEXT.match(text or "")
-    if not m:
+    if not m or (m.group(3) and not 2 <= int(m.group(3)) <= MAX_SLABS):
         raise InputError(f"field 'engine': {text!r} is not an engine config "
-                         "(expected eng<index> or eng<index>[k<type>=<value>,...])")
+                         "(expected eng<index> or eng<index>[k<type>=<value>,...], and "
+                         f"/<pieces> of 2..{MAX_SLABS} for a slab choice)")
     knobs = tuple((int(t), int(v)) for t, v in
                   (kv[1:].split("=") for kv in m.group(2).split(","))) if m.group(2) else ()
     return int(m.group(1)), knobs
+
+
+def split_slabs(text: str) -> Tuple[str, int]:
+    """``(engine config, pieces)`` of a choice's engine text: pieces 1 for a config run
+    whole, P for a slab choice ``<config>/P`` (Note [Choices]); InputError for neither."""
+    parse_engine(text)
+    base, _, pieces = text.partition("/")
+    return base, int(pieces) if pieces else 1
+
+
+def slab_choice(engine: str, pieces: int) -> str:
+    """The text of engine config ``engine`` run over ``pieces`` slabs (Note [Choices])."""
+    base, whole = split_slabs(engine)
+    if whole != 1 or not 2 <= pieces <= MAX_SLABS:
+        raise InputError(f"field 'engine': {engine!r} over {pieces} slabs")
+    return f"{base}/{int(pieces)}"
 
 
 def focus_configs(proposed: Sequence[str], focus: Optional[Iterable[str]]) -> list:
@@ -225,6 +250,32 @@ def configs_within(ranked: Sequence[str], build: Callable[[str], Optional[int]],
             out.append((engine, ws))
             for t in fits:
                 count[t] += 1
+    return out
+
+
+#: engine configs over the cap tried in slabs per size (Note [Slab choices tried] in
+#: ucudnn/plan/slabs.py)
+SLAB_CONFIGS = 2
+
+
+def slab_trials(ranked: Sequence[Tuple[str, Optional[int]]], cap: int, max_pieces: int,
+                configs: int = SLAB_CONFIGS) -> List[Tuple[str, List[int]]]:
+    """Note [Slab choices tried] in ucudnn/plan/slabs.py: of ``ranked``, ``(engine config, workspace bytes or None
+    where it did not build)`` in the heuristics' order, the first ``configs`` that built
+    but need more than ``cap``, each with the piece counts to try in turn: the fewest power
+    of two ``p`` >= 2 with ``workspace <= cap * p``, then ``2 p``, both at most
+    ``max_pieces``."""
+    out: List[Tuple[str, List[int]]] = []
+    for engine, ws in ranked:
+        if len(out) >= configs:
+            break
+        if ws is None or ws <= cap:
+            continue
+        p = 2
+        while p <= max_pieces and ws > cap * p:
+            p *= 2
+        if p <= max_pieces:
+            out.append((engine, [q for q in (p, 2 * p) if q <= max_pieces]))
     return out
 
 

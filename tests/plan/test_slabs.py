@@ -7,7 +7,8 @@ import random
 import pytest
 
 from ucudnn.plan.conv import ConvShape, out_size
-from ucudnn.plan.slabs import Slab, shape_slabs, slabs, split_rows
+from ucudnn.plan.slabs import Slab, slabs, split_rows
+from ucudnn.vocab import slab_trials
 
 C, K = 2, 3
 
@@ -121,21 +122,37 @@ def test_nnunet_level_one_in_four_slabs():
     """nnU-Net's 3x3x3 at 128^3 (Note [Slabs below one sample]): four slabs of 32 output rows
     read 33 or 34 input rows, padded only at the tensor's two ends."""
     shape = ConvShape.nd(32, 32, (128, 128, 128), (3, 3, 3), 1, 1, 1, layout="NCDHW")
-    assert shape_slabs(shape, "fwd", 4) == [
+    assert shape.slabs("fwd", 4) == [
         Slab((0, 33), (0, 32), 1, 0), Slab((31, 65), (32, 64), 0, 0),
         Slab((63, 97), (64, 96), 0, 0), Slab((95, 128), (96, 128), 0, 1)]
-    assert shape_slabs(shape, "bwd_data", 4) == [
+    assert shape.slabs("bwd_data", 4) == [
         Slab((0, 32), (0, 33), 1, 2), Slab((32, 64), (31, 65), 2, 2),
         Slab((64, 96), (63, 97), 2, 2), Slab((96, 128), (95, 128), 2, 1)]
-    assert shape_slabs(shape, "bwd_filter", 4) == shape_slabs(shape, "fwd", 4)
+    assert shape.slabs("bwd_filter", 4) == shape.slabs("fwd", 4)
 
 
 def test_a_2d_shape_splits_its_height_and_bad_splits_are_refused():
     shape = ConvShape(c=4, h=10, w=6, k=8, r=3, s=1, pad_h=1, stride_h=2)
-    assert [s.y for s in shape_slabs(shape, "fwd", 2)] == [(0, 3), (3, 5)]
+    assert [s.y for s in shape.slabs("fwd", 2)] == [(0, 3), (3, 5)]
     with pytest.raises(ValueError, match="6 pieces of 5 rows"):
-        shape_slabs(shape, "fwd", 6)
+        shape.slabs("fwd", 6)
     with pytest.raises(ValueError, match="stride 2 past the filter's extent 1"):
         slabs("bwd_data", 8, 1, 0, 2, 1, 2)
     with pytest.raises(ValueError, match="op 'bwd' is not one of"):
         slabs("bwd", 8, 3)
+
+
+def test_slab_trials_take_the_first_configs_over_the_cap():
+    """Note [Slab choices tried]: the first two configs that built and need more than the
+    cap, each with the fewest power-of-two pieces whose share fits and twice that; within
+    ``max_pieces``."""
+    M = 1 << 20
+    ranked = [("a", 100 * M), ("b", None), ("c", 300 * M), ("d", 600 * M), ("e", 1000 * M)]
+    assert slab_trials(ranked, 256 * M, 16) == [("c", [2, 4]), ("d", [4, 8])]
+    assert slab_trials(ranked, 256 * M, 16, configs=1) == [("c", [2, 4])]
+    assert slab_trials(ranked, 256 * M, 4) == [("c", [2, 4]), ("d", [4])]
+    assert slab_trials([("e", 5000 * M)], 256 * M, 16) == []        # 32 pieces: too many
+    assert slab_trials(ranked, 1 << 40, 16) == []                   # everything fits
+    assert slab_trials(ranked, 256 * M, 1) == []
+    # the nnU-Net figures of the Note: 256.05 MiB whole, 129.05 in halves
+    assert slab_trials([("eng22", int(256.05 * M))], 256 * M, 16) == [("eng22", [2, 4])]

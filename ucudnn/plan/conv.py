@@ -63,9 +63,10 @@ Note [Transposed convolutions]
 from __future__ import annotations
 
 from dataclasses import dataclass, asdict, replace
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 from ..vocab import LAYOUTS, packed_strides_nd
+from .slabs import Slab, shape_slabs
 
 __all__ = ["out_size", "ConvShape", "transposed", "TRANSPOSED_OPS", "LAYOUT_ALIASES"]
 
@@ -267,6 +268,11 @@ class ConvShape:
             for f in _DEPTH:
                 del d[f]
         return d
+
+    def slabs(self, op: str, pieces: int) -> List[Slab]:
+        """The pieces of ``op`` split along the outermost spatial axis (Note [Slabs below one
+        sample] in ucudnn/plan/slabs.py); ValueError where it cannot be split so."""
+        return shape_slabs(self, op, pieces)
 
     def key(self) -> str:
         """A stable text form for cache keys (an NCHW shape's without its layout, a 2-D

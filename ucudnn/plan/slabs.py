@@ -37,12 +37,24 @@ Note [Slabs below one sample]
     appended. Where the stride exceeds the dilated filter's extent (rows no window reads),
     ``bwd_data`` has no slabs.
 
-    Not yet run: the core executes whole-sample micro-batches only. This is the geometry it
-    will need, with brute-force twins (a direct convolution in integers) in
+    cuDNN's graph API takes pre- and post-padding apart, and on an H100 with cuDNN 9.19
+    every engine built such pieces (results/h100/slabs/), though some computed them wrong
+    (Note [Slab plans] in cython/ucudnn/_graph.pyx: the core checks every slab choice).
+    The geometry has brute-force twins (a direct convolution in integers) in
     ``tests/plan/test_slabs.py``. To the planners a split is one more choice at its
     micro-batch size (Note [Choices] in ucudnn/vocab.py): its time the sum of its slabs',
-    its workspace the largest slab's, so the DP, the ILP and the arena need no change; the
-    benchmark, the cache records and the core's run loop do.
+    its workspace the largest slab's, so the DP, the ILP and the arena need no change.
+
+Note [Slab choices tried]
+    The benchmark tries slabs at the smallest micro-batch size it measures, for the first
+    ``SLAB_CONFIGS`` engine configs in the heuristics' ranking that built but need more
+    workspace than the cap (``ucudnn.vocab.slab_trials``, beside the graph search's other
+    rule, ``configs_within``): a slab's workspace is about the whole
+    config's times its share of the rows (nnU-Net's 32->32 3x3x3 at 128^3, bf16: 256.05 MiB
+    whole, 129.05 in halves, 66.05 in quarters), so the fewest pieces (a power of two) at
+    which the share fits the cap is tried, then twice as many where the constant part
+    keeps it over. Micro-batching covers the larger sizes. Slabs are tried for 3-D kernels
+    only (``Kernel.max_slabs``), whose samples are the ones too large for one call.
 """
 from __future__ import annotations
 
@@ -50,7 +62,6 @@ from dataclasses import dataclass
 from typing import List, Tuple
 
 from ..vocab import OPS
-from .conv import ConvShape, out_size
 
 __all__ = ["Slab", "split_rows", "slabs", "shape_slabs"]
 
@@ -98,7 +109,7 @@ def slabs(op: str, extent: int, kernel: int, pad: int = 0, stride: int = 1,
     if op not in OPS:
         raise ValueError(f"slabs: op {op!r} is not one of {', '.join(OPS)}")
     reach = dilation * (kernel - 1)          # the dilated filter's extent, less one
-    out = out_size(extent, kernel, pad, stride, dilation)
+    out = (extent + 2 * pad - reach - 1) // stride + 1     # as conv.out_size
     if out < 1:
         raise ValueError("slabs: the filter is larger than the padded input")
     if op != "bwd_data":
@@ -127,8 +138,9 @@ def slabs(op: str, extent: int, kernel: int, pad: int = 0, stride: int = 1,
     return got
 
 
-def shape_slabs(shape: ConvShape, op: str, pieces: int) -> List[Slab]:
-    """:func:`slabs` of ``shape`` along its outermost spatial axis (depth in 3-D, height in
-    2-D)."""
+def shape_slabs(shape, op: str, pieces: int) -> List[Slab]:
+    """:func:`slabs` of ``shape`` (a :class:`ucudnn.plan.conv.ConvShape`, whose ``slabs``
+    method this is) along its outermost spatial axis (depth in 3-D, height in 2-D)."""
     return slabs(op, shape.spatial[0], shape.kernel[0], shape.pad[0], shape.stride[0],
                  shape.dilation[0], pieces)
+
