@@ -451,3 +451,30 @@ def test_schema_8_graph_entries_are_dropped_and_not_read(tmp_path, caplog):
     assert "2 graph-family entries measured before the search covered" in caplog.text
     meta = dict(sqlite3.connect(path).execute("SELECT key, value FROM meta"))
     assert meta["migrated_from_schema"] == "8" and meta["migrated_entries"] == "4"
+
+
+# -- schema 9: 3-D graph entries measured without slab choices ---------------------------------
+
+def test_schema_9_3d_graph_entries_are_dropped_and_not_read(tmp_path, caplog):
+    """Note [Schema migration], 9 -> 10: the graph entries of 3-D kernels go; the 2-D graph
+    entries and every legacy one stay; read-only, the file is read without them and left as
+    it was."""
+    path = tmp_path / "v9.sqlite"
+    graph_3d = dataclasses.replace(GRAPH_KEY, shape=SHAPE_3D)
+    with BenchCache(path) as c:
+        for key, perfs in ((KEY_3D, PERFS), (GRAPH_KEY, GRAPH_PERFS), (graph_3d, GRAPH_PERFS)):
+            c.put(key, 1, perfs)
+    conn = sqlite3.connect(path, isolation_level=None)
+    _stamp_schema(conn, 9)
+    conn.close()
+    before = path.read_bytes()
+    with BenchCache(path, readonly=True) as c:
+        assert c.schema == 9 and len(c) == 2 and c.get(graph_3d, 1) is None
+        assert c.get(GRAPH_KEY, 1) == _sorted(GRAPH_PERFS)
+        assert c.get(KEY_3D, 1) == _sorted(PERFS)
+    assert "3-D graph-family entries were measured without slab choices" in caplog.text
+    assert path.read_bytes() == before
+    with BenchCache(path) as c:
+        assert c.schema == SCHEMA_VERSION and len(c) == 2 and c.get(graph_3d, 1) is None
+        assert c.get(GRAPH_KEY, 1) == _sorted(GRAPH_PERFS)
+    assert "1 3-D graph-family entries measured without slab choices" in caplog.text

@@ -206,9 +206,10 @@ def test_an_entry_holding_a_refused_engine_is_absent_to_every_lookup(tmp_path):
         c.put(key, 1, [AlgoPerf(-1, 1.0, 0, 0, "eng12[k3=1]"), AlgoPerf(-1, 2.0, 0, 0, "eng1")])
         c.put(key, 2, [AlgoPerf(-1, 2.0, 0, 0, "eng1")])
         c.put(key, 3, [AlgoPerf(-1, 2.0, 0, 0, "eng120")])     # another engine: eng120
+        c.put(key, 5, [AlgoPerf(-1, 1.0, 0, 0, "eng12/4")])     # engine 12 over slabs
         assert c.refuse(key, {12: "off"}) == 1 and c.refuse(key, {12: "again"}) == 0
         assert c.refusals(key) == {12: "off"}
-        assert sorted(c.get_many(key, [1, 2, 3])) == [2, 3] and c.batches(key) == [2, 3]
+        assert sorted(c.get_many(key, [1, 2, 3, 5])) == [2, 3] and c.batches(key) == [2, 3]
         assert len(c) == 2 and c.entries() == [(key, [2, 3])]
         other = CacheKey("GPU", 91400, "float32", "fma", "fwd", SHAPE, family="graph")
         assert c.refusals(other) == {}                       # per kernel: math is part of it

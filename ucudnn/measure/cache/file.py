@@ -64,9 +64,8 @@ from typing import List, Optional, Sequence, Union
 
 from .access import (HotJournal, connect_readonly, foreign_sidecars, in_wal_mode, is_locked,
                      is_unwritable, roll_back, text_or_bytes, write_refusal)
-from .schema import (BWD_FILTER_BETA_1_SCHEMA, GRAPH_WITHIN_CAP_SCHEMA, SCHEMA_1_AS_2,
-                     SCHEMA_VERSION, SQLITE_MAGIC,
-                     CacheError, beta_0_where, check_ours, columns, initialise)
+from .schema import (BWD_FILTER_BETA_1_SCHEMA, GRAPH_3D_WHERE, GRAPH_WITHIN_CAP_SCHEMA,
+                     SCHEMA_1_AS_2, SCHEMA_VERSION, SLAB_SCHEMA, SQLITE_MAGIC, CacheError, beta_0_where, check_ours, columns, initialise)
 
 __all__ = ["CacheFile", "default_cache_path", "JOURNAL_MODE"]
 
@@ -238,6 +237,11 @@ class CacheFile:
                    "the search within the workspace cap")
             log.warning("%s: schema %d, read-only: its graph-family entries predate %s and "
                         "are not read (Note [Schema migration])", self._where, version, why)
+        if version == SLAB_SCHEMA - 1 and self._warn and conn.execute(
+                f"SELECT COUNT(*) FROM entries WHERE {GRAPH_3D_WHERE}").fetchone()[0]:
+            log.warning("%s: schema %d, read-only: its 3-D graph-family entries were measured "
+                        "without slab choices and are not read (Note [Schema migration])",
+                        self._where, version)
         if 2 <= version < BWD_FILTER_BETA_1_SCHEMA and self._warn and conn.execute(
                 "SELECT COUNT(*) FROM entries WHERE "
                 + beta_0_where(columns(version).family)).fetchone()[0]:

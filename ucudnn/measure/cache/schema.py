@@ -69,6 +69,14 @@ Note [Schema migration]
     did, and they are measured again when a plan needs them; the legacy entries and the
     refused engines stay. An older file opened read-only is read without its graph entries.
 
+    Schema 10 has schema 9's tables; its graph entries of 3-D kernels were measured with
+    slab choices (Note [Slab choices tried] in ucudnn/plan/slabs.py), engine texts
+    ``<config>/P`` that an older ucudnn cannot read. An older 3-D graph entry lacks them, and
+    under a cap below one sample's need (nnU-Net at 256 MiB) it answers every lookup without
+    the choices that fit, so the migration deletes the 3-D graph entries (their shape text
+    has the depth fields), and they are measured again when a plan needs them. An older file
+    opened read-only is read without them.
+
     Only a command that may store opens a cache read-write, and so migrates it (``ucudnn
     bench``, ``cache import``, ``plan`` with a GPU to measure on, the C API); the reading
     commands (``cache list``, ``cache export``, ``plan`` without one) open it read-only and
@@ -103,7 +111,7 @@ from ...vocab import InputError
 from .key import UNKNOWN_CAP
 
 __all__ = ["CacheError", "APPLICATION_ID", "SCHEMA_VERSION", "BWD_FILTER_BETA_1_SCHEMA",
-           "GRAPH_WITHIN_CAP_SCHEMA",
+           "GRAPH_WITHIN_CAP_SCHEMA", "SLAB_SCHEMA", "GRAPH_3D_WHERE",
            "SCHEMA_1_AS_2",
            "APP_NAME", "SQLITE_MAGIC", "beta_0_where",
            "KERNEL_WHERE", "REFUSED_WHERE", "Columns", "columns", "check_ours", "initialise"]
@@ -112,11 +120,15 @@ log = logging.getLogger("ucudnn")
 
 #: ``PRAGMA application_id`` of ucudnn caches ("ucNN").
 APPLICATION_ID = 0x75634E4E
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 #: The first schema whose legacy backward-filter entries were timed with beta = 1.
 BWD_FILTER_BETA_1_SCHEMA = 6
 #: The first schema whose graph entries come from the search within the cap and its tiers.
 GRAPH_WITHIN_CAP_SCHEMA = 9
+#: The first schema whose 3-D graph entries were measured with slab choices.
+SLAB_SCHEMA = 10
+#: Graph entries of 3-D kernels (a 3-D shape's key has the depth fields).
+GRAPH_3D_WHERE = "family = 'graph' AND shape LIKE '%,d=%'"
 APP_NAME = "ucudnn-bench-cache"
 SQLITE_MAGIC = b"SQLite format 3\x00"
 _OUR_TABLES = {"meta", "entries", "perfs"}
@@ -218,13 +230,20 @@ CREATE TEMP VIEW entries AS SELECT id, gpu, cudnn_version, dtype, math, op, shap
 """
 # Schema 8 -> 9: the graph entries of the search that kept the first eight configs go.
 _MIGRATE_8_9 = _MIGRATE_3_4
+# Schema 9 -> 10: the graph entries of 3-D kernels, measured without slab choices, go.
+_MIGRATE_9_10 = f"""
+DELETE FROM perfs WHERE entry IN (SELECT id FROM entries WHERE {GRAPH_3D_WHERE});
+DELETE FROM entries WHERE {GRAPH_3D_WHERE}
+"""
 _MIGRATIONS = {1: _MIGRATE_1_2, 2: _MIGRATE_2_3, 3: _MIGRATE_3_4, 4: _MIGRATE_4_5,
-               5: _MIGRATE_5_6, 6: _MIGRATE_6_7, 7: _MIGRATE_7_8, 8: _MIGRATE_8_9}
+               5: _MIGRATE_5_6, 6: _MIGRATE_6_7, 7: _MIGRATE_7_8, 8: _MIGRATE_8_9,
+               9: _MIGRATE_9_10}
 
 # What each migration drops, and why (Note [Schema migration]).
 _DROPPED = {3: "graph-family entries measured before their results were checked",
             5: "legacy backward-filter entries timed with beta 0",
-            8: "graph-family entries measured before the search covered the cap's tiers"}
+            8: "graph-family entries measured before the search covered the cap's tiers",
+            9: "3-D graph-family entries measured without slab choices"}
 
 _KERNEL_COLUMNS = ("gpu", "cudnn_version", "dtype", "math", "op", "shape", "family")
 
@@ -252,6 +271,8 @@ def columns(version: int, entries: str = "", perfs: str = "") -> Columns:
     hidden = []
     if 3 <= version < GRAPH_WITHIN_CAP_SCHEMA:
         hidden.append(f"{entries}family = 'graph'")
+    elif 3 <= version < SLAB_SCHEMA:
+        hidden.append(f"({entries}family = 'graph' AND {entries}shape LIKE '%,d=%')")
     if version < BWD_FILTER_BETA_1_SCHEMA:
         hidden.append(beta_0_where(family, entries))
     visible = f"NOT ({' OR '.join(hidden)})" if hidden else "1"
@@ -263,7 +284,8 @@ def columns(version: int, entries: str = "", perfs: str = "") -> Columns:
         same = " AND ".join(f"r.{c} = {e}{c}" for c in _KERNEL_COLUMNS if c != "family")
         usable = (f"{visible} AND ({e}family != 'graph' OR NOT EXISTS (SELECT 1 FROM perfs q "
                   f"JOIN refused r ON {same} WHERE q.entry = {e}id AND (q.engine = 'eng' || "
-                  "r.engine OR q.engine LIKE 'eng' || r.engine || '[%')))")
+                  "r.engine OR q.engine LIKE 'eng' || r.engine || '[%' "
+                  "OR q.engine LIKE 'eng' || r.engine || '/%')))")
     deterministic = f"{perfs}deterministic" if version >= 8 else "NULL"
     return Columns(family, engine, where, visible, usable, deterministic)
 
