@@ -37,7 +37,8 @@ cdef object _benchmark(Kernel kern, sizes, int repeats, workspace_cap, progress,
     cap = 8 << 30 if workspace_cap is None else int(workspace_cap)
     # Note [Benchmark workspace] in _kernel.pyx: what the choices at these sizes can use of the cap
     legacy, graph = "legacy" in families, "graph" in families
-    built = {b: kern._graph_build(b, cap) for b in sizes} if graph else {}
+    # slab choices at the smallest size only: Note [Slab choices tried] (ucudnn/plan/slabs.py)
+    built = {b: kern._graph_build(b, cap, b == sizes[0]) for b in sizes} if graph else {}
     t1 = perf_counter()
     need = max((c.plan.ws_bytes for configs in built.values() for c in configs
                 if c.plan is not None and c.plan.ws_bytes <= cap), default=0)
@@ -161,6 +162,7 @@ cdef object _graph_c(Kernel kern, Handle handle, int b, list built, DeviceBuffer
             continue                    # not offered: as cudnnFind leaves it out
         gp = plan
         r.plan = &gp.p
+        r.slabs = &gp.s if gp.pieces > 1 else NULL
         st, ms = _time_run(&r, <rt.cudaStream_t>handle.stream, events.ev, 1,
                            f"{kern.name}: engine config {engine}")
         if st != 0:
@@ -177,6 +179,7 @@ cdef object _graph_c(Kernel kern, Handle handle, int b, list built, DeviceBuffer
             continue
         gp = plan
         r.plan = &gp.p
+        r.slabs = &gp.s if gp.pieces > 1 else NULL
         st, ms = _time_run(&r, <rt.cudaStream_t>handle.stream, events.ev, iters,
                            f"{kern.name}: engine config {plan.engine}")
         if st != 0:

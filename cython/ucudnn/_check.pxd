@@ -7,7 +7,7 @@ from ucudnn._graph cimport GraphPlan
 from ucudnn._kernel cimport Kernel
 
 
-cdef object _check_region(Kernel kern)
+cdef object _check_region(Kernel kern, bint whole=*)
 cdef object _reference(Kernel kern, Handle handle, int b, uintptr_t xd_, uintptr_t yd_,
                        DeviceBuffer x, DeviceBuffer y, DeviceBuffer w, DeviceBuffer ws, role,
                        size_t count)

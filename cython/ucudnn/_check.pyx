@@ -19,12 +19,13 @@ from ucudnn._device cimport DeviceBuffer, Handle, check_cuda, check_cudnn
 from ucudnn._graph cimport GraphPlan
 from ucudnn._kernel cimport Kernel
 from ucudnn._roles cimport OP_ROLES, TENSOR_W, TENSOR_X, TENSOR_Y, ucudnn_op_roles
-from ucudnn._types cimport ucg_execute
+from ucudnn._types cimport ucg_execute, ucg_execute_slabs
 
 from math import prod
 
 from ucudnn._device import CudaError
-from ucudnn.vocab import DTYPES, GRAPH_ALGO, InputError, packed_strides_nd, parse_engine
+from ucudnn.vocab import (DTYPES, GRAPH_ALGO, InputError, packed_strides_nd, parse_engine,
+                          split_slabs)
 
 
 # Note [Graph results checked]
@@ -237,10 +238,11 @@ cdef class _FloatCopies:
         if self.conv != NULL: dnn.cudnnDestroyConvolutionDescriptor(self.conv)
 
 
-cdef object _check_region(Kernel kern):
+cdef object _check_region(Kernel kern, bint whole=False):
     """Note [Graph results checked]: ``(tensor, elements)`` of the output compared (its
     tensor TENSOR_X, TENSOR_W or TENSOR_Y: Note [Operand roles] in _roles.pxd), or None where
-    one sample of it is not a packed block at the buffer's start."""
+    one sample of it is not a packed block at the buffer's start; ``whole``: all of one
+    sample (Note [Slab plans] in _graph.pyx: a slab choice writes its rows in pieces)."""
     s = kern.shape
     cdef int role = OP_ROLES[kern.k.op].out
     if role == TENSOR_W:
@@ -253,7 +255,7 @@ cdef object _check_region(Kernel kern):
         st = tuple(kern.x_strides[i] for i in range(1, kern.nbdims))
     if st not in (packed_strides_nd(c, sp, "NCHW")[1:], packed_strides_nd(c, sp, "NHWC")[1:]):
         return None
-    return role, min(CHECK_ELEMENTS, c * prod(sp))
+    return role, c * prod(sp) if whole else min(CHECK_ELEMENTS, c * prod(sp))
 
 
 cdef int _nd_tensor(dnn.cudnnTensorDescriptor_t d, dnn.cudnnDataType_t dt, dims, strides,
@@ -340,7 +342,10 @@ cdef object _graph_error(Kernel kern, Handle handle, GraphPlan gp, DeviceBuffer 
                                  nbytes), f"{kern.name}: check fill")
         check_cuda(rt.cudaDeviceSynchronize(), f"{kern.name}: check fill")
         with nogil:
-            st = ucg_execute(handle.h, &gp.p, x.p, w.p, y.p, ws.p)
+            if gp.pieces > 1:
+                st = ucg_execute_slabs(handle.h, &gp.s, x.p, w.p, y.p, ws.p)
+            else:
+                st = ucg_execute(handle.h, &gp.p, x.p, w.p, y.p, ws.p)
         if st != dnn.CUDNN_STATUS_SUCCESS:
             return INFINITY
         check_cuda(rt.cudaStreamSynchronize(<rt.cudaStream_t>handle.stream),
@@ -364,7 +369,7 @@ cdef object _check_graph(Kernel kern, Handle handle, int b, DeviceBuffer x, Devi
                   key=lambda i: (out[i][2], out[i][3]))
     if not cand:
         return
-    region = kern._check_region()
+    region = kern._check_region(any(split_slabs(out[i][5])[1] > 1 for i in cand))
     cdef uintptr_t dev = 0
     got = None
     if region is not None:
@@ -373,6 +378,9 @@ cdef object _check_graph(Kernel kern, Handle handle, int b, DeviceBuffer x, Devi
         got = kern._reference(handle, b, xd_, yd_, x, y, w, ws, role, count)
     if got is None:
         stats["unchecked"] += len(cand)
+        for i in cand:          # never planned unchecked: Note [Slab plans] in _graph.pyx
+            if split_slabs(out[i][5])[1] > 1:
+                out[i] = out[i][:1] + (STATUS_INACCURATE,) + out[i][2:]
         return
     ref, ref_dtype = got
     tol = check_tolerance(kern.dtype, kern.math)
@@ -397,7 +405,8 @@ cdef object _check_graph(Kernel kern, Handle handle, int b, DeviceBuffer x, Devi
         kern.last_graph_error = (f"{kern.name}: engine config {engine} at batch {b}: "
                                  f"relative error {err:.3g} against a legacy algorithm, "
                                  f"more than {tol:.3g} (Note [Graph results checked])")
-        refused[parse_engine(engine)[0]] = kern.last_graph_error
+        if split_slabs(engine)[1] == 1:     # a wrong slab choice is that choice's fault,
+            refused[parse_engine(engine)[0]] = kern.last_graph_error   # not its engine's
 
 
 cdef object _mark_refused(Kernel kern, dict result):

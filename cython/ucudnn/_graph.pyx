@@ -16,15 +16,16 @@ cimport cudnn as dnn
 from ucudnn._device cimport Handle, _thread_handle, check_cudnn
 from ucudnn._kernel cimport Kernel
 from ucudnn._roles cimport OP_ROLES
-from ucudnn._types cimport (UCG_MAX_CONFIGS, ucudnn_engine_config, ucudnn_graph_geom,
-                            ucg_engine_notes, ucg_graph_build, ucg_graph_destroy,
-                            ucg_heuristics, ucg_plan_build, ucg_plan_destroy)
+from ucudnn._types cimport (UCG_MAX_CONFIGS, UCG_MAX_SLABS, ucudnn_engine_config,
+                            ucudnn_graph_geom, ucg_engine_notes, ucg_graph_build,
+                            ucg_graph_destroy, ucg_heuristics, ucg_plan_build, ucg_plan_destroy)
 
 from collections import namedtuple
 from time import perf_counter
 
 from ucudnn.vocab import (NUMERICAL_NOTES, InputError, PlanError, configs_within, engine_text,
-                          focus_configs, parse_engine)
+                          focus_configs, parse_engine, slab_choice, slab_trials,
+                          split_slabs)
 
 
 # Note [Graph choices tried]
@@ -73,9 +74,13 @@ cdef class GraphPlan:
     def __cinit__(self):
         memset(&self.g, 0, sizeof(self.g))
         memset(&self.p, 0, sizeof(self.p))
+        memset(&self.s, 0, sizeof(self.s))
+        self.pieces = 1
 
     @property
     def ws_bytes(self):
+        if self.pieces > 1:         # one workspace serves the pieces in turn
+            return max(part.ws_bytes for part in self.parts)
         return int(self.p.ws_bytes) if self.have_plan else 0
 
     def __dealloc__(self):
@@ -115,7 +120,17 @@ cdef int _config_from_text(object text, ucudnn_engine_config* c) except -1:
 
 cdef object _graph_plan(Kernel kern, engine, int batch, double beta):
     """``(GraphPlan, 0, "")`` for engine config ``engine`` at ``batch`` samples and output
-    scale ``beta``, or ``(None, cudnnStatus_t, what failed)``."""
+    scale ``beta`` (a slab choice: :func:`_slab_plan`), or ``(None, cudnnStatus_t, what
+    failed)``."""
+    base, pieces = split_slabs(engine)
+    if pieces > 1:
+        return _slab_plan(kern, base, pieces, batch, beta)
+    return _plan_of(kern, engine, &kern.geom, batch, beta)
+
+
+cdef object _plan_of(Kernel kern, engine, const ucudnn_graph_geom* geom, int batch,
+                     double beta):
+    """:func:`_graph_plan` of one engine config on ``geom``."""
     cdef GraphPlan gp = GraphPlan()
     cdef ucudnn_engine_config cfg
     cdef char msg[512]
@@ -124,7 +139,7 @@ cdef object _graph_plan(Kernel kern, engine, int batch, double beta):
     _config_from_text(engine, &cfg)
     gp.engine, gp.batch, gp.beta = engine, batch, beta
     t0 = perf_counter()
-    st = _build_graph(handle, &kern.geom, gp, batch, beta, msg, sizeof(msg))
+    st = _build_graph(handle, geom, gp, batch, beta, msg, sizeof(msg))
     if st == dnn.CUDNN_STATUS_SUCCESS:
         with nogil:
             st = ucg_plan_build(handle.h, &gp.g, &cfg, &gp.p, msg, sizeof(msg))
@@ -132,6 +147,63 @@ cdef object _graph_plan(Kernel kern, engine, int batch, double beta):
     gp.build_seconds = perf_counter() - t0
     if st != dnn.CUDNN_STATUS_SUCCESS:
         return None, int(st), msg.decode("utf-8", "replace")
+    return gp, 0, ""
+
+
+# Note [Slab plans]
+#     A slab choice (Note [Slabs below one sample] in ucudnn/plan/slabs.py) builds one plan
+#     per piece, each on the kernel's geometry with the split axis (the outermost spatial
+#     one, dims[2]) cut to the piece's rows and padded as the piece says, its tensors views
+#     into the whole one at the piece's first row (so a piece's tensors are not packed: the
+#     channel and sample strides stay the whole tensor's). For an op that accumulates every
+#     piece after the first is built with beta 1. The byte alignment the plans are built
+#     for is the kernel's, lowered to what the pieces' offsets keep.
+#     cuDNN 9.19 builds such plans for every engine, and some of them compute wrong values
+#     without an error: on an H100, nnU-Net's 32->32 3x3x3 convolution at 128^3 in two
+#     pieces gave NaN in forward (engine 71, bf16) and backward-data (78, bf16), and filter
+#     gradients off by more than 100 % (engines 1 and 20 with unequal pads, 70 with any
+#     view), while engines 22, 62, 67, 10 and 65 matched the undivided convolution
+#     (results/h100/slabs/). So a slab choice is checked like any graph config (Note [Graph
+#     results checked] in _check.pyx), over every value of a sample rather than its first.
+
+
+cdef object _slab_plan(Kernel kern, base, int pieces, int batch, double beta):
+    """:func:`_graph_plan` of engine config ``base`` over ``pieces`` slabs (Note [Slab
+    plans]); ``(None, CUDNN_STATUS_NOT_SUPPORTED, why)`` where the axis cannot be split so."""
+    cdef GraphPlan gp = GraphPlan()
+    cdef GraphPlan part
+    cdef ucudnn_graph_geom geom
+    cdef int i
+    if pieces > UCG_MAX_SLABS:
+        return None, int(dnn.CUDNN_STATUS_NOT_SUPPORTED), f"{pieces} slabs"
+    try:
+        pieces_geom = kern.shape.slabs(kern.op, pieces)
+    except ValueError as e:
+        return None, int(dnn.CUDNN_STATUS_NOT_SUPPORTED), str(e)
+    accumulates = OP_ROLES[kern.k.op].accumulates
+    e = kern.k.elem_size
+    xrow, yrow = kern.x_strides[2] * e, kern.y_strides[2] * e
+    align = kern.geom.align
+    while align > e and any(sl.x[0] * xrow % align or sl.y[0] * yrow % align
+                            for sl in pieces_geom):
+        align //= 2
+    gp.engine, gp.batch, gp.beta = slab_choice(base, pieces), batch, beta
+    gp.pieces, gp.parts, gp.build_seconds = pieces, [], 0.0
+    for i, sl in enumerate(pieces_geom):
+        geom = kern.geom
+        geom.xdim[2], geom.ydim[2] = sl.x_rows, sl.y_rows
+        geom.pad[0], geom.post[0] = sl.pre, sl.post
+        geom.align = align
+        got, status, why = _plan_of(kern, base, &geom, batch,
+                                    1.0 if accumulates and i > 0 else beta)
+        if got is None:
+            return None, status, f"slab {i + 1} of {pieces}: {why}"
+        part = got
+        gp.build_seconds += part.build_seconds
+        gp.parts.append(part)
+        gp.s.plan[i] = &part.p
+        gp.s.x_off[i], gp.s.y_off[i] = sl.x[0] * xrow, sl.y[0] * yrow
+    gp.s.n = pieces
     return gp, 0, ""
 
 
@@ -204,7 +276,7 @@ cdef object _graph_configs(Kernel kern, int batch, double beta):
 GraphConfig = namedtuple("GraphConfig", "engine plan status compiled deterministic")
 
 
-cdef object _graph_build(Kernel kern, int b, size_t cap):
+cdef object _graph_build(Kernel kern, int b, size_t cap, bint slabs=False):
     """The graph family's configs at micro-batch ``b`` (Note [Graph choices tried]) within
     the workspace ``cap`` (Note [Graph choices within the cap]), each built into its plan:
     ``[GraphConfig(engine, GraphPlan or None, cudnnStatus_t, runtime
@@ -213,7 +285,9 @@ cdef object _graph_build(Kernel kern, int b, size_t cap):
     accumulates (backward-filter) have beta 1 (Note [Backward-filter timed with beta 1] in
     _timing.pyx), and its beta-0 plan must build too (Note [Graph plans and beta] in
     graph.h). Built before the benchmark allocates its
-    workspace, which their needs size (Note [Benchmark workspace] in _kernel.pyx)."""
+    workspace, which their needs size (Note [Benchmark workspace] in _kernel.pyx). With
+    ``slabs``, also the slab choices of Note [Slab choices tried] (ucudnn/plan/slabs.py)
+    that fit the cap, up to ``kern.max_slabs`` pieces."""
     cdef double beta = 1.0 if OP_ROLES[kern.k.op].accumulates else 0.0
     spent = kern.benchmark_seconds
     t0 = perf_counter()
@@ -240,6 +314,18 @@ cdef object _graph_build(Kernel kern, int b, size_t cap):
         out.append(GraphConfig(engine, plan, status,
                                bool(behavior & BEHAVIOR_RUNTIME_COMPILATION),
                                not numerical & NOTE_NONDETERMINISTIC))
+    if slabs and kern.max_slabs >= 2:
+        ranked = [(e, p.ws_bytes if p is not None else None) for e, (p, _) in built.items()]
+        for engine, tries in slab_trials(ranked, cap, kern.max_slabs):
+            behavior, numerical = configs[engine]
+            for pieces in tries:
+                choice = slab_choice(engine, pieces)
+                ws = build(choice)
+                if ws is not None and ws <= cap:
+                    out.append(GraphConfig(choice, built[choice][0], 0,
+                                           bool(behavior & BEHAVIOR_RUNTIME_COMPILATION),
+                                           not numerical & NOTE_NONDETERMINISTIC))
+                    break
     return out
 
 

@@ -21,6 +21,8 @@ cdef class Kernel:
                                         # [Graph focus in the pruned search] (for_plan.py)
     cdef public int max_graph_configs   # engine configs tried per size (0: all; Note [Graph
                                         # choices tried] in _graph.pyx)
+    cdef public int max_slabs           # most pieces of a slab choice; 0 or 1: none (Note
+                                        # [Slab choices tried] in ucudnn/plan/slabs.py)
     cdef readonly object plan   # the plan set_plan resolved into k's C arrays, or None; what
                                 # the planners measured and chose on the way is theirs: Note
                                 # [Planner state beside the kernel] in

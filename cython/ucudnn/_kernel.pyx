@@ -23,8 +23,8 @@ from ucudnn._types cimport UCUDNN_OK, ucudnn_chunk
 
 from ucudnn._device import _device_lock
 from ucudnn._timing import RETIME_WARMUP
-from ucudnn.vocab import (DTYPES, GRAPH_ALGO, LAYOUTS, MATH_MODES, OP_CODES, OPS, InputError,
-                          PlanError)
+from ucudnn.vocab import (DTYPES, GRAPH_ALGO, LAYOUTS, MATH_MODES, MAX_SLABS, OP_CODES, OPS,
+                          InputError, PlanError)
 
 
 #: engine configs tried per size unless a caller says otherwise; 0 tries every one the
@@ -135,6 +135,7 @@ cdef class Kernel:
         self.last_unchecked_sizes = []
         self.last_graph_error = None
         self.max_graph_configs = GRAPH_CONFIGS_DEFAULT
+        self.max_slabs = MAX_SLABS if self.nbdims == 5 else 0
         self.graph_focus = None
         self.name = name or f"{op}"
         self.instances = instances
@@ -197,6 +198,7 @@ cdef class Kernel:
             g.wdim[i], g.wstr[i] = wd[i], ws[i]
         for i in range(self.nbdims - 2):
             g.pad[i], g.stride[i], g.dil[i] = s.pad[i], s.stride[i], s.dilation[i]
+            g.post[i] = s.pad[i]
         # every chunk starts a whole number of samples into a 256-byte aligned buffer; a
         # grouped layer's view starts a whole number of groups into it (Note [Grouped layers]
         # in ucudnn/plan/conv.py): its channels, and its filter
@@ -335,9 +337,9 @@ cdef class Kernel:
         """``_graph._graph_configs``."""
         return _graph._graph_configs(self, batch, beta)
 
-    def _graph_build(self, int b, size_t cap=8 << 30):
+    def _graph_build(self, int b, size_t cap=8 << 30, bint slabs=False):
         """``_graph._graph_build``."""
-        return _graph._graph_build(self, b, cap)
+        return _graph._graph_build(self, b, cap, slabs)
 
     def _graph_c(self, Handle handle, int b, list built, DeviceBuffer x, DeviceBuffer y,
                  DeviceBuffer w, DeviceBuffer ws, int iters, int slices, uintptr_t xd_,
@@ -345,9 +347,9 @@ cdef class Kernel:
         """``_bench._graph_c``."""
         return _bench._graph_c(self, handle, b, built, x, y, w, ws, iters, slices, xd_, yd_)
 
-    def _check_region(self):
+    def _check_region(self, bint whole=False):
         """``_check._check_region``."""
-        return _check._check_region(self)
+        return _check._check_region(self, whole)
 
     def _reference(self, Handle handle, int b, uintptr_t xd_, uintptr_t yd_, DeviceBuffer x,
                    DeviceBuffer y, DeviceBuffer w, DeviceBuffer ws, role, size_t count):
@@ -484,6 +486,8 @@ cdef _set_plan(Kernel kern, plan):
                     if p is not None:
                         gp = p
                         arr[i].graph[j] = &gp.p
+                        if gp.pieces > 1:       # Note [Slab plans] in _graph.pyx
+                            arr[i].slabs[j] = &gp.s
             offset += c.batch
     except BaseException:
         for i in range(len(sizes)):

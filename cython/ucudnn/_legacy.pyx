@@ -94,7 +94,7 @@ cdef list _time_c(Kernel kern, Handle handle, uintptr_t xd_, uintptr_t yd_, Devi
     cdef double one_d = 1.0, zero_d = 0.0
     cdef TimedRun r
     cdef _Events events = _Events(iters + 1)
-    r.h, r.plan, r.op = handle.h, NULL, kern.k.op
+    r.h, r.plan, r.slabs, r.op = handle.h, NULL, NULL, kern.k.op
     r.alpha = <const void*>&one_d if kern.k.dtype == 1 else <const void*>&one_f
     if OP_ROLES[kern.k.op].accumulates:
         r.beta = r.alpha            # Note [Backward-filter timed with beta 1] (_timing.pyx)

@@ -7,7 +7,7 @@ the caller's stream. The C API's ``ucudnn_kernel_run`` and ``Kernel.run`` call i
 
 Note [Micro-batch semantics]
     Forward and backward-data write disjoint slices of their output, so every chunk gets the
-    caller's alpha and beta. Backward-filter accumulates into one weight gradient: the first
+    caller's alpha and beta, and so does every piece of a slab choice (disjoint rows). Backward-filter accumulates into one weight gradient: the first
     chunk uses the caller's beta, every later chunk beta = 1 (the original library passed the
     caller's beta to every chunk, which loses all but the last chunk when beta = 0).
 """
@@ -24,7 +24,8 @@ from ucudnn._kernel cimport Kernel
 from ucudnn._roles cimport (OP_ROLES, OPERAND_A, OPERAND_B, OPERAND_OUT, TENSOR_W, TENSOR_X,
                             TENSOR_Y, ucudnn_op_roles)
 from ucudnn._types cimport (GRAPH_ALGO_C, UCUDNN_ERR_CUDNN, UCUDNN_ERR_INVALID, UCUDNN_ERR_PLAN,
-                            UCUDNN_OK, ucg_execute, ucg_plan, ucudnn_chunk, ucudnn_kernel)
+                            UCUDNN_OK, ucg_execute, ucg_execute_slabs, ucg_plan, ucudnn_chunk,
+                            ucudnn_kernel)
 
 from ucudnn._device import CudnnError
 from ucudnn.vocab import InputError, PlanError
@@ -98,7 +99,10 @@ cdef int run_kernel(const ucudnn_kernel* k, dnn.cudnnHandle_t h, const void* alp
                          "%lld bytes its graph plan was built for", k.name, i, k.align)
                 set_last_error(msg)
                 return UCUDNN_ERR_INVALID
-            st = ucg_execute(h, gplan, px, pw, py, ws)
+            if c.slabs[which] != NULL:  # Note [Slab plans] in _graph.pyx
+                st = ucg_execute_slabs(h, c.slabs[which], px, pw, py, ws)
+            else:
+                st = ucg_execute(h, gplan, px, pw, py, ws)
             if st != dnn.CUDNN_STATUS_SUCCESS:
                 snprintf(msg, sizeof(msg), "layer %s: chunk %d (batch %d, engine config): %s",
                          k.name, i, c.batch, dnn.cudnnGetErrorString(st))

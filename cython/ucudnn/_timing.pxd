@@ -3,12 +3,14 @@
 
 cimport cudnn as dnn
 cimport cudart as rt
-from ucudnn._types cimport ucg_plan
+from ucudnn._types cimport ucg_plan, ucg_slabs
 
 
 cdef struct TimedRun:
-    # one choice at one micro-batch size: a graph plan (plan not NULL) or a legacy algorithm
+    # one choice at one micro-batch size: a slab choice's pieces (slabs not NULL), a graph
+    # plan (plan not NULL) or a legacy algorithm
     dnn.cudnnHandle_t h
+    const ucg_slabs* slabs
     const ucg_plan* plan
     int op, algo
     dnn.cudnnConvolutionDescriptor_t conv

@@ -13,7 +13,7 @@ cimport cudnn as dnn
 cimport cudart as rt
 from ucudnn._device cimport check_cuda
 from ucudnn._conv cimport conv_call
-from ucudnn._types cimport ucg_execute
+from ucudnn._types cimport ucg_execute, ucg_execute_slabs
 
 from ucudnn.vocab import InputError
 
@@ -81,6 +81,8 @@ cdef inline dnn.cudnnStatus_t _run_slice(const TimedRun* r, int i) noexcept nogi
     cdef int s = i % r.slices
     cdef char* x = r.x + s * r.x_step
     cdef char* y = r.y + s * r.y_step
+    if r.slabs != NULL:
+        return ucg_execute_slabs(r.h, r.slabs, x, r.w, y, r.ws)
     if r.plan != NULL:
         return ucg_execute(r.h, r.plan, x, r.w, y, r.ws)
     return conv_call(r.op, r.h, r.algo, r.conv, r.alpha, r.beta, r.xd, x, r.wd, r.w, r.yd, y,

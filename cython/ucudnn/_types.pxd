@@ -47,6 +47,7 @@ cdef extern from "graph.h":
         int64_t ydim[5]
         int64_t ystr[5]
         int64_t pad[3]
+        int64_t post[3]
         int64_t stride[3]
         int64_t dil[3]
         int64_t align
@@ -54,7 +55,13 @@ cdef extern from "graph.h":
         pass
     ctypedef struct ucg_plan:
         int64_t ws_bytes
+    ctypedef struct ucg_slabs:
+        int n
+        const ucg_plan* plan[16]
+        int64_t x_off[16]
+        int64_t y_off[16]
     enum: UCG_MAX_CONFIGS
+    enum: UCG_MAX_SLABS
     void ucg_graph_destroy(ucg_graph* g) nogil
     void ucg_plan_destroy(ucg_plan* p) nogil
     dnn.cudnnStatus_t ucg_graph_build(dnn.cudnnHandle_t h, const ucudnn_graph_geom* geom, int batch,
@@ -68,6 +75,8 @@ cdef extern from "graph.h":
                                        int* behavior, char* msg, size_t msglen) nogil
     dnn.cudnnStatus_t ucg_execute(dnn.cudnnHandle_t h, const ucg_plan* p, const void* x,
                                   const void* w, const void* y, void* ws) nogil
+    dnn.cudnnStatus_t ucg_execute_slabs(dnn.cudnnHandle_t h, const ucg_slabs* s, const void* x,
+                                        const void* w, const void* y, void* ws) nogil
 
 cdef extern from *:
     """
@@ -79,6 +88,8 @@ cdef extern from *:
       int desc;         /* index into xdesc[]/ydesc[] (one pair per distinct size) */
       const ucg_plan *graph[2];  /* a graph choice's plans for beta 0 and beta 1 (Note [Graph
                                     plans and beta] in graph.h); NULL for a legacy one */
+      const ucg_slabs *slabs[2]; /* a slab choice's pieces for beta 0 and 1 (graph.h), whose
+                                    first plans graph[] also holds; NULL for any other */
     } ucudnn_chunk;
 
     struct ucudnn_kernel {
@@ -101,6 +112,7 @@ cdef extern from *:
     ctypedef struct ucudnn_chunk:
         int batch, offset, algo, math, desc
         const ucg_plan* graph[2]
+        const ucg_slabs* slabs[2]
     ctypedef struct ucudnn_kernel:
         int op, dtype, n, elem_size
         long long x_nstride, y_nstride

@@ -62,15 +62,16 @@ typedef struct ucudnn_engine_config {
 
 /* One convolution op of nbdims tensor dimensions (4: 2-D, 5: 3-D); dims in NCHW (NCDHW)
  * order (x, y: N C [D] H W; w: K C/groups [T] R S), strides in elements for any layout, the
- * spatial parameters per spatial axis (nbdims - 2 of them). The batch (dims[0]) is set per
- * graph. */
+ * spatial parameters per spatial axis (nbdims - 2 of them): zero padding before (pad) and
+ * after (post) each axis, equal but in a slab (ucg_slabs below). The batch (dims[0]) is
+ * set per graph. */
 typedef struct ucudnn_graph_geom {
   int op;                             /* UCUDNN_FWD, UCUDNN_BWD_DATA, UCUDNN_BWD_FILTER */
   int dtype;                          /* cudnnDataType_t of the tensors */
   int compute;                        /* cudnnDataType_t of the arithmetic */
   int nbdims;                         /* 4 or 5 */
   int64_t xdim[5], xstr[5], wdim[5], wstr[5], ydim[5], ystr[5];
-  int64_t pad[3], stride[3], dil[3];
+  int64_t pad[3], post[3], stride[3], dil[3];
   int64_t align;                      /* byte alignment every tensor pointer keeps */
 } ucudnn_graph_geom;
 
@@ -186,7 +187,7 @@ static inline cudnnStatus_t ucg_graph_build(cudnnHandle_t h, const ucudnn_graph_
   UCG_TRY(cudnnBackendSetAttribute(g->conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64,
                                    spatial, geom->pad), "convolution pre-paddings");
   UCG_TRY(cudnnBackendSetAttribute(g->conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64,
-                                   spatial, geom->pad), "convolution post-paddings");
+                                   spatial, geom->post), "convolution post-paddings");
   UCG_TRY(cudnnBackendSetAttribute(g->conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES,
                                    CUDNN_TYPE_INT64, spatial, geom->stride), "convolution strides");
   UCG_TRY(cudnnBackendSetAttribute(g->conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64,
@@ -401,6 +402,27 @@ static inline cudnnStatus_t ucg_execute(cudnnHandle_t h, const ucg_plan *p, cons
   if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(vp);
   if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendExecute(h, p->plan, vp);
   if (vp != NULL) cudnnBackendDestroyDescriptor(vp);
+  return st;
+}
+
+/* A slab choice (Note [Slabs below one sample] in ucudnn/plan/slabs.py): one engine config
+ * run over n pieces of the outermost spatial axis, piece i by its own plan (its rows and
+ * pre/post padding) on the tensors x_off[i] and y_off[i] bytes past the caller's, in order.
+ * For an op that accumulates (backward-filter) every piece after the first has beta 1. */
+#define UCG_MAX_SLABS 16
+typedef struct ucg_slabs {
+  int n;
+  const ucg_plan *plan[UCG_MAX_SLABS];
+  int64_t x_off[UCG_MAX_SLABS], y_off[UCG_MAX_SLABS];
+} ucg_slabs;
+
+static inline cudnnStatus_t ucg_execute_slabs(cudnnHandle_t h, const ucg_slabs *s, const void *x,
+                                       const void *w, const void *y, void *ws) {
+  int i;
+  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+  for (i = 0; i < s->n && st == CUDNN_STATUS_SUCCESS; ++i)
+    st = ucg_execute(h, s->plan[i], (const char *)x + s->x_off[i], w,
+                     (const char *)y + s->y_off[i], ws);
   return st;
 }
 

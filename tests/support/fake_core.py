@@ -188,7 +188,7 @@ class _Kernel:
     #: what code outside the core may set on a Kernel: the core's ``cdef public`` attributes
     #: (cython/ucudnn/_kernel.pxd); the compiled Kernel refuses any other name, and so does
     #: this one when code outside this module sets it
-    PUBLIC = frozenset({"graph_focus", "max_graph_configs"})
+    PUBLIC = frozenset({"graph_focus", "max_graph_configs", "max_slabs"})
 
     def __setattr__(self, name, value):
         if name not in self.PUBLIC and sys._getframe(1).f_globals.get("__name__") != __name__:
@@ -209,6 +209,7 @@ class _Kernel:
         self.last_benchmark_workspace = 0
         self.held: List[bool] = []          # the hold_benchmark_buffers calls, in order
         self.graph_focus = None             # as the core's: engine configs tried
+        self.max_slabs = 16 if shape.ndim == 3 else 0   # as the core's (no slab choices here)
         self.focus_seen: List = []          # graph_focus at each benchmark call
         self.last_unchecked_sizes: List[int] = []
         #: batch -> the engine configs the check ran and accepted there (last time)
