@@ -22,7 +22,7 @@ torch = pytest.importorskip("torch", reason="the GPU tests use PyTorch for buffe
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device visible", allow_module_level=True)
 from ucudnn import _core  # noqa: E402  (a GPU host builds the core)
-from gpu_kernels import run_kernel as _run  # noqa: E402
+from gpu_kernels import conv3d_reference, run_kernel as _run  # noqa: E402
 from ucudnn.measure.bench import _perfs  # noqa: E402
 
 F = torch.nn.functional
@@ -105,15 +105,7 @@ def test_3d_micro_batched_equals_undivided_and_conv3d(op, family, name, layout, 
     y64 = F.conv3d(x.double(), w.double(), **conv)
     assert tuple(y64.shape[2:]) == shape.out_spatial
     dy = torch.randn(y64.shape, device="cuda", generator=g).to(dt)
-    with torch.enable_grad():
-        if op == "fwd":
-            ref = y64
-        elif op == "bwd_data":
-            xr = x.double().requires_grad_(True)
-            (ref,) = torch.autograd.grad(F.conv3d(xr, w.double(), **conv), xr, dy.double())
-        else:
-            wr = w.double().requires_grad_(True)
-            (ref,) = torch.autograd.grad(F.conv3d(x.double(), wr, **conv), wr, dy.double())
+    ref = conv3d_reference(op, x, w, dy, **conv)
     x, w, dy = (_layout(t, layout) for t in (x, w, dy))
     a, b, like = {"fwd": (x, w, dy), "bwd_data": (w, dy, x), "bwd_filter": (x, dy, w)}[op]
     kern = _core.Kernel(shape, op, N, dtype, "default", f"{name}/{op}")

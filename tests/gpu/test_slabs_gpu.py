@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch", reason="the GPU tests use PyTorch for buffe
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device visible", allow_module_level=True)
 from ucudnn import _core  # noqa: E402  (a GPU host builds the core)
-from gpu_kernels import run_kernel as _run  # noqa: E402
+from gpu_kernels import conv3d_reference, run_kernel as _run  # noqa: E402
 from ucudnn.measure.bench import _perfs  # noqa: E402
 
 F = torch.nn.functional
@@ -51,17 +51,9 @@ def _case(op, name, layout, dtype, n, seed=3):
     w = (torch.randn(K, C, *kernel, device="cuda", generator=g)
          / math.sqrt(C * math.prod(kernel))).to(dt)
     conv = dict(stride=stride, padding=pad, dilation=dil)
-    y64 = F.conv3d(x.double(), w.double(), **conv)
-    dy = torch.randn(y64.shape, device="cuda", generator=g).to(dt)
-    with torch.enable_grad():
-        if op == "fwd":
-            ref = y64
-        elif op == "bwd_data":
-            xr = x.double().requires_grad_(True)
-            (ref,) = torch.autograd.grad(F.conv3d(xr, w.double(), **conv), xr, dy.double())
-        else:
-            wr = w.double().requires_grad_(True)
-            (ref,) = torch.autograd.grad(F.conv3d(x.double(), wr, **conv), wr, dy.double())
+    y_shape = F.conv3d(x[:1].double(), w.double(), **conv).shape[1:]
+    dy = torch.randn(n, *y_shape, device="cuda", generator=g).to(dt)
+    ref = conv3d_reference(op, x, w, dy, **conv)
     x, w, dy = (_layout(t, layout) for t in (x, w, dy))
     a, b, like = {"fwd": (x, w, dy), "bwd_data": (w, dy, x), "bwd_filter": (x, dy, w)}[op]
     kern = _core.Kernel(shape, op, n, dtype, "default", f"{name}/{op}")
@@ -126,15 +118,7 @@ def test_a_cap_below_one_sample_gets_checked_slab_choices(op, dtype):
     x = torch.randn(n, 32, 64, 64, 64, device="cuda", generator=g).to(dt)
     w = (torch.randn(32, 32, 3, 3, 3, device="cuda", generator=g) / math.sqrt(32 * 27)).to(dt)
     dy = torch.randn(n, 32, 64, 64, 64, device="cuda", generator=g).to(dt)
-    with torch.enable_grad():
-        if op == "fwd":
-            ref = F.conv3d(x.double(), w.double(), padding=1)
-        elif op == "bwd_data":
-            xr = x.double().requires_grad_(True)
-            (ref,) = torch.autograd.grad(F.conv3d(xr, w.double(), padding=1), xr, dy.double())
-        else:
-            wr = w.double().requires_grad_(True)
-            (ref,) = torch.autograd.grad(F.conv3d(x.double(), wr, padding=1), wr, dy.double())
+    ref = conv3d_reference(op, x, w, dy, padding=1)
     a, b, like = {"fwd": (x, w, dy), "bwd_data": (w, dy, x), "bwd_filter": (x, dy, w)}[op]
     plan = Plan(n, tuple(Chunk(1, best.algo, best.math, best.time_ms, best.ws_bytes,
                                best.engine) for _ in range(n)))
