@@ -159,3 +159,69 @@ def test_a_saved_model_keeps_its_settings_in_another_process(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
                          text=True, check=True).stdout
     assert out.strip() == str([(4 << 20, "all", "Conv2d"), (4 << 20, "all", "ConvTranspose2d")])
+
+
+class CausalConv3d(nn.Conv3d):
+    """Wan's pattern (Note [Subclasses with their own forward]): pad time causally, then
+    PyTorch's forward."""
+
+    def __init__(self, cin, cout):
+        super().__init__(cin, cout, 3, padding=(0, 1, 1))
+
+    def forward(self, x):
+        return super().forward(torch.cat([x[:, :, :1]] * 2 + [x], dim=2))
+
+
+class OwnConvForward(nn.Conv2d):
+    def _conv_forward(self, x, w, b):
+        return super()._conv_forward(x, 2 * w, b)
+
+
+class Upsample(nn.ConvTranspose2d):
+    def forward(self, x, output_size=None):
+        return super().forward(x, output_size).relu()
+
+
+def test_a_subclass_with_its_own_forward_is_converted_in_place(monkeypatch, tmp_path):
+    from ucudnn.torch import modules
+    from ucudnn.torch.runtime import settings_of
+    torch.manual_seed(0)
+    model = nn.Sequential(CausalConv3d(2, 4), nn.ReLU(), CausalConv3d(4, 2))
+    x = torch.randn(1, 2, 3, 6, 5)
+    want = model(x)
+    first = model[0]
+    report = ut.convert(model, limit="4MiB")
+    assert report.converted == [("0", "CausalConv3d"), ("2", "CausalConv3d")]
+    assert report.kept == [] and model[0] is first and type(first) is CausalConv3d
+    assert isinstance(first._conv_forward, modules.CoreConvForward)
+    assert torch.equal(model(x), want)          # CPU tensors: PyTorch's convolution
+    assert ut.convert(model).converted == []    # converted once
+    # on a GPU (meta tensors here) every convolution the forward asks for goes to the core
+    calls = []
+
+    def fwd(x, w, stride, padding, dilation, groups, config):
+        calls.append((tuple(x.shape), tuple(w.shape), stride, padding, dilation, groups,
+                      settings_of(config).limit))
+        return torch.nn.functional.conv3d(x, w, None, stride, padding, dilation, groups)
+    monkeypatch.setattr(modules, "conv_fwd", fwd)
+    y = model.to("meta")(x.to("meta"))
+    one, pad = [1, 1, 1], [0, 1, 1]
+    assert calls == [((1, 2, 5, 6, 5), (4, 2, 3, 3, 3), one, pad, one, 1, 4 << 20),
+                     ((1, 4, 5, 6, 5), (2, 4, 3, 3, 3), one, pad, one, 1, 4 << 20)]
+    assert y.shape == (1, 2, 3, 6, 5)
+    path = tmp_path / "m.pt"
+    torch.save(model, path)
+    loaded = torch.load(path, weights_only=False)
+    assert settings_of(loaded[2]._conv_forward.config).limit == 4 << 20
+
+
+def test_subclasses_that_convolve_otherwise_stay_pytorchs():
+    from ucudnn.torch.convert import why_kept
+    model = nn.Sequential(OwnConvForward(2, 2, 3), Upsample(2, 2, 2, stride=2))
+    report = ut.convert(model)
+    assert report.converted == [] and [why for _, _, why in report.kept] == [
+        "a subclass of Conv2d with its own _conv_forward",
+        "a subclass of ConvTranspose2d with its own forward"]
+    assert "_conv_forward" not in model[0].__dict__
+    # the model's calls planned together see a subclass's input before its forward pads it
+    assert "plans per call (optimizer dp) only" in why_kept(CausalConv3d(1, 1), netwide=True)

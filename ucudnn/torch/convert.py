@@ -3,10 +3,13 @@
 
 What is swapped: ``nn.Conv2d``, ``nn.ConvTranspose2d``, ``nn.Conv3d`` and ``nn.ConvTranspose3d``
 (the spatial axes the core takes, :data:`.geometry.SPATIAL_DIMS`), with any stride, padding,
-dilation and groups, in float32, float16, bfloat16 or float64. What stays PyTorch's, each with
-its reason: 1-D convolutions, ``padding_mode`` other than ``'zeros'``, ``padding='same'`` where
-PyTorch pads one side more, other dtypes (complex, integer), lazy modules not yet initialised,
-and subclasses of PyTorch's modules (their own forward). The module's device is not checked
+dilation and groups, in float32, float16, bfloat16 or float64; a subclass of ``Conv2d`` or
+``Conv3d`` with its own forward is converted in place (Note [Subclasses with their own forward]
+in :mod:`.modules`). What stays PyTorch's, each with its reason: 1-D convolutions,
+``padding_mode`` other than ``'zeros'``, ``padding='same'`` where PyTorch pads one side more,
+other dtypes (complex, integer), lazy modules not yet initialised, and subclasses of the
+transposed modules or with their own ``_conv_forward`` (under ``ilp`` and ``shared``, every
+subclass). The module's device is not checked
 here: a model may move later, and a converted module called with tensors off CUDA runs PyTorch's
 convolution (:mod:`.modules`). Each module kept is logged with its reason (logger ``ucudnn``,
 INFO).
@@ -27,7 +30,7 @@ from ..plan.settings import DEFAULTS, PlanSettings
 from ..vocab import InputError
 from .eager import native_status
 from .geometry import DTYPE_NAMES, same_padding, unsupported
-from .modules import UCUDNN_MODULES
+from .modules import UCUDNN_MODULES, CoreConvForward
 from .netwide import ModelPlan, model_calls
 from .runtime import config_id
 
@@ -75,8 +78,9 @@ def settings_from(limit=None, policy=None, optimizer=None, engines=None, math=No
     return DEFAULTS.replace(**{k: v for k, v in given.items() if v is not None})
 
 
-def why_kept(module: nn.Module) -> Optional[str]:
-    """Why ``module``, a convolution module, stays PyTorch's (None: it is swapped)."""
+def why_kept(module: nn.Module, netwide: bool = False) -> Optional[str]:
+    """Why ``module``, a convolution module, stays PyTorch's (None: it is converted);
+    ``netwide``: the model's calls are planned together, as forward hooks see them."""
     if isinstance(module, tuple(UCUDNN_MODULES.values())):
         return "already converted"
     if isinstance(module, _OTHER_CONVS):
@@ -87,7 +91,16 @@ def why_kept(module: nn.Module) -> Optional[str]:
     if type(module) is not base:
         if isinstance(module, nn.modules.lazy.LazyModuleMixin):
             return "a lazy module not yet initialised (run it once first)"
-        return f"a subclass of {base.__name__} with its own forward"
+        # Note [Subclasses with their own forward] in ucudnn/torch/modules.py
+        if module.transposed:
+            return f"a subclass of {base.__name__} with its own forward"
+        if type(module)._conv_forward is not base._conv_forward:
+            return f"a subclass of {base.__name__} with its own _conv_forward"
+        if netwide:
+            return (f"a subclass of {base.__name__} with its own forward: converted for "
+                    "plans per call (optimizer dp) only, its calls not seen with the model's")
+        if isinstance(module.__dict__.get("_conv_forward"), CoreConvForward):
+            return "already converted"
     why = unsupported(len(module.kernel_size))
     if why is not None:
         return why
@@ -135,9 +148,12 @@ def convert(model: nn.Module, *, limit=None, policy=None, optimizer=None, engine
 
     def swap(name: str, module: nn.Module) -> nn.Module:
         kind = type(module).__name__
-        why = why_kept(module)
+        why = why_kept(module, plan is not None)
         if why is None:
             report.converted.append((name, kind))
+            if type(module) not in UCUDNN_MODULES:     # a subclass: converted in place
+                module._conv_forward = CoreConvForward(module, settings)
+                return module
             return UCUDNN_MODULES[type(module)].from_torch(module, settings, plan)
         if why != "already converted":
             report.kept.append((name, kind, why))

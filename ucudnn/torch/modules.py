@@ -3,6 +3,10 @@
 parameters and buffers (a state_dict loads unchanged either way), whose forward calls the
 operators of :mod:`.ops`, in plain eager mode through :mod:`.eager` (Note [Eager calls]).
 
+A subclass of ``Conv2d`` or ``Conv3d`` with its own forward keeps its class and forward, and
+its convolution runs through the core: :class:`CoreConvForward` (Note [Subclasses with their
+own forward]).
+
 ``from_torch(module, settings)`` makes one from PyTorch's module, sharing its parameters; the
 module keeps its :class:`~ucudnn.plan.settings.PlanSettings` (and for ``ilp`` and ``shared`` its
 model's :class:`~.netwide.ModelPlan`) and the number that names them in this process
@@ -16,6 +20,7 @@ import logging
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..plan.settings import PlanSettings
@@ -24,7 +29,8 @@ from .netwide import ModelPlan
 from .eager import conv_fwd, conv_transpose
 from .runtime import config_id
 
-__all__ = ["Conv2d", "Conv3d", "ConvTranspose2d", "ConvTranspose3d", "UCUDNN_MODULES"]
+__all__ = ["Conv2d", "Conv3d", "ConvTranspose2d", "ConvTranspose3d", "UCUDNN_MODULES",
+           "CoreConvForward"]
 
 log = logging.getLogger("ucudnn")
 
@@ -54,11 +60,7 @@ class _Runs:
         return False
 
     def _bias(self, y: torch.Tensor) -> torch.Tensor:
-        if self.bias is None:
-            return y
-        # under autocast y has the autocast dtype, and the bias is cast to it as PyTorch's
-        # convolution casts it (Note [Autocast] in ucudnn/torch/ops.py)
-        return y + self.bias.to(y.dtype).view((1, -1) + (1,) * (y.dim() - 2))
+        return _add_bias(y, self.bias)
 
     def __setstate__(self, state):
         super().__setstate__(state)
@@ -80,6 +82,14 @@ class _Runs:
         new.train(module.training)
         new._init_ucudnn(settings, model)
         return new
+
+
+def _add_bias(y: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
+    if bias is None:
+        return y
+    # under autocast y has the autocast dtype, and the bias is cast to it as PyTorch's
+    # convolution casts it (Note [Autocast] in ucudnn/torch/ops.py)
+    return y + bias.to(y.dtype).view((1, -1) + (1,) * (y.dim() - 2))
 
 
 class _Conv(_Runs):
@@ -120,6 +130,56 @@ class ConvTranspose2d(_ConvTranspose, nn.ConvTranspose2d):
 
 class ConvTranspose3d(_ConvTranspose, nn.ConvTranspose3d):
     """``torch.nn.ConvTranspose3d`` through the core."""
+
+
+# Note [Subclasses with their own forward]
+#     Video models subclass Conv3d to pad causally in time and then call PyTorch's forward:
+#     Wan's CausalConv3d, the study's decoder (scripts/study3d_models.py); CogVideoX's
+#     SafeConv3d splits its input in time and calls it per piece. Swapping such a module for
+#     ours would drop its forward; keeping it PyTorch's leaves every convolution of those
+#     models outside ucudnn (the study's decoder ran entirely in PyTorch so). PyTorch's
+#     forward of Conv2d and Conv3d is ``self._conv_forward(input, self.weight, self.bias)``,
+#     so ``convert`` gives such a module an instance attribute ``_conv_forward``, a
+#     :class:`CoreConvForward`: its own forward runs unchanged and each convolution it asks
+#     of PyTorch's goes through the core, on whatever input and weight it passes. A subclass
+#     that overrides ``_conv_forward`` itself, and every transposed subclass (whose forward
+#     calls the functional convolution directly), stays PyTorch's. The plans are per call
+#     (optimizer ``dp``): ``ilp`` and ``shared`` find a model's calls with forward hooks,
+#     which see the input before the subclass's own forward changed it, so under them such
+#     a module stays PyTorch's too.
+
+
+class CoreConvForward:
+    """A Conv2d or Conv3d subclass's ``_conv_forward(input, weight, bias)`` through the core
+    (Note [Subclasses with their own forward]), with the module's stride, padding, dilation
+    and groups; tensors off CUDA run PyTorch's functional convolution."""
+
+    def __init__(self, module, settings: PlanSettings):
+        self.name = type(module).__name__
+        self.settings = settings
+        self.config = config_id(settings, None)
+        self.stride, self.dilation = list(module.stride), list(module.dilation)
+        self.padding = (list(same_padding(module)) if isinstance(module.padding, str)
+                        else list(module.padding))
+        self.groups = module.groups
+        self.logged_fallback = False
+
+    def __call__(self, x: torch.Tensor, weight: torch.Tensor,
+                 bias: Optional[torch.Tensor]) -> torch.Tensor:
+        if x.device.type not in ("cuda", "meta"):
+            if not self.logged_fallback:
+                self.logged_fallback = True
+                log.warning("ucudnn.torch: %s on %s tensors runs PyTorch's convolution (the "
+                            "core runs on CUDA devices)", self.name, x.device)
+            conv = F.conv3d if x.dim() == 5 else F.conv2d
+            return conv(x, weight, bias, self.stride, self.padding, self.dilation, self.groups)
+        y = conv_fwd(x, weight, self.stride, self.padding, self.dilation, self.groups,
+                     self.config)
+        return _add_bias(y, bias)
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.config = config_id(self.settings, None)     # this process's number for them
 
 
 #: PyTorch's module class -> ours
