@@ -277,6 +277,9 @@ def model_process(args) -> int:
                                     cache=args.cache)
             rec["converted"] = len(report.converted)
             rec["kept"] = [list(k) for k in report.kept]
+            if not report.converted:    # PyTorch against itself is not a ucudnn result
+                raise RuntimeError("ucudnn.torch converted no convolution ("
+                                   + "; ".join(sorted({k[2] for k in report.kept})) + ")")
 
         def step():
             if kind == "train":
