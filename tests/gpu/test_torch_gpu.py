@@ -112,6 +112,27 @@ def test_converted_3d_model_equals_pytorch(dtype, channels_last):
     assert layouts >= {"NHWC"} if channels_last else layouts == {"NCHW"}
 
 
+class _CausalConv3d(nn.Conv3d):
+    """Wan's pattern: pad time causally, then PyTorch's forward (Note [Subclasses with their
+    own forward] in ucudnn/torch/modules.py)."""
+
+    def __init__(self, cin, cout):
+        super().__init__(cin, cout, 3, padding=(0, 1, 1))
+
+    def forward(self, x):
+        return super().forward(torch.cat([x[:, :, :1]] * 2 + [x], dim=2))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_conv3d_subclass_converted_in_place_equals_pytorch(dtype):
+    torch.manual_seed(8)
+    ref = nn.Sequential(_CausalConv3d(3, 8), nn.ReLU(), _CausalConv3d(8, 4)).to("cuda", dtype)
+    x = torch.randn(4, 3, 5, 8, 8, device="cuda", dtype=dtype)
+    report, new = _planned_then_split(ref, x, dtype)
+    assert [k for _, k in report.converted] == ["_CausalConv3d", "_CausalConv3d"]
+    assert {k[1][2] for k in new if k[0] == "fwd"} == {7}     # the padded depth, 5 + 2
+
+
 def test_tf32_as_close_to_fp64_as_pytorchs():
     """TF32 allowed (PyTorch's default): calls run the module's own config, whose choices
     may run TF32 as PyTorch's may; each side is compared with an fp64 step, since TF32 moves
