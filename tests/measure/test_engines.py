@@ -225,6 +225,38 @@ def test_an_entry_holding_a_refused_engine_is_absent_to_every_lookup(tmp_path):
         assert m.refusals(key) == {12: "off"} and m.batches(key) == [1, 2, 3]
 
 
+def test_a_larger_cap_entry_without_slabs_does_not_answer_a_3d_ask_below_its_fastest(
+        tmp_path):
+    """Note [Slab choices and larger caps]: a 3-D graph entry at one sample measured with 512
+    MiB, whose fastest config needs 300 MiB, does not answer a 256 MiB ask (the slab choices
+    that cap needs were never tried); the entry stored under 256 MiB does. Other sizes, a
+    fastest choice that fits, 2-D kernels and the legacy family keep the rule."""
+    from ucudnn.plan.table import AlgoPerf
+    from ucudnn.measure.cache import CacheKey
+    M = 1 << 20
+    shape3 = ConvShape.nd(32, 32, (16, 16, 16), (3, 3, 3), 1, 1, 1, layout="NCDHW")
+    fast, slow = AlgoPerf(-1, 1.0, 300 * M, 0, "eng22"), AlgoPerf(-1, 20.0, 0, 0, "eng0")
+    slab = AlgoPerf(-1, 1.1, 130 * M, 0, "eng22/2")
+
+    def key(shape, cap, family="graph"):
+        return CacheKey("GPU", 91900, "bfloat16", "default", "fwd", shape, family=family,
+                        workspace_cap=cap)
+    legacy = [AlgoPerf(1, 1.0, 300 * M, 0), AlgoPerf(0, 20.0, 0, 0)]
+    with BenchCache(tmp_path / "c.sqlite") as c:
+        for shape in (shape3, SHAPE):
+            c.put_many(key(shape, 512 * M), {1: [fast, slow], 2: [fast, slow]})
+        c.put_many(key(shape3, 512 * M, "legacy"), {1: legacy})
+        assert sorted(c.get_many(key(shape3, 256 * M), [1, 2])) == [2]
+        assert c.get(key(shape3, 256 * M), 1) is None
+        assert c.get(key(shape3, 300 * M), 1) == [fast, slow]     # the fastest fits
+        assert c.get(key(shape3, 256 * M, "legacy"), 1) == legacy
+        assert c.get(key(SHAPE, 256 * M), 1) == [fast, slow]
+        c.put_many(key(shape3, 256 * M), {1: [slab, slow]})
+        assert c.get(key(shape3, 256 * M), 1) == [slab, slow]
+        assert c.get(key(shape3, 192 * M), 1) == [slab, slow]     # its fastest fits 192 MiB
+        assert c.get(key(shape3, 64 * M), 1) is None
+
+
 def test_a_pruned_search_runs_again_when_a_later_round_refuses_an_engine(fake_core, tmp_path):
     from ucudnn.plan.search import start_sizes
     fake_core.model = shadowing

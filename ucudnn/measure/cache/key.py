@@ -20,7 +20,9 @@ Note [Workspace cap and timing in the key]
     The converse fails, so a smaller cap never answers a larger ask. Timings are never mixed.
     The graph family's pruned search keeps that argument for the tiers of ``GRAPH_TIERS`` in
     ucudnn/vocab.py: it tries the fastest-ranked configs that fit each tier below its cap too
-    (Note [Graph choices within the cap] in cython/ucudnn/_graph.pyx).
+    (Note [Graph choices within the cap] in cython/ucudnn/_graph.pyx). Slab choices do not
+    keep it, so a 3-D kernel's graph entry at one sample is the exception (Note [Slab
+    choices and larger caps] in ucudnn/measure/cache/reads.py).
     Of several usable entries of one batch size, the one with the largest cap (then the newest)
     is returned. Writes replace only the entry of the exact (key, cap, timing, batch).
 

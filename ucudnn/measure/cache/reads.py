@@ -33,6 +33,27 @@ __all__ = ["CacheReads"]
 log = logging.getLogger("ucudnn")
 
 
+# Note [Slab choices and larger caps]
+#     An entry measured with a larger cap answers a smaller ask (Note [Workspace cap and
+#     timing in the key]) because everything that fits the smaller cap was tried under the
+#     larger one too. Slab choices break that for a 3-D kernel's graph entry at one sample:
+#     the benchmark tries them only for the configs over the cap it was offered (Note [Slab
+#     choices tried] in ucudnn/plan/slabs.py), so an entry measured at 512 MiB holds no
+#     slabs that 256 MiB would have needed (nnU-Net's fast configs need 256-386 MiB at one
+#     sample). So where such an entry's fastest choice does not fit the ask, it answers only
+#     if its cap is the ask's own; otherwise the entry of the next smaller cap answers, down
+#     to the ask's own, under the same rule, or none (and the size is measured under the
+#     asked cap, which tries the slabs).
+
+
+def _lacks_slabs(key: CacheKey, batch: int, cap: int, perfs: List[AlgoPerf]) -> bool:
+    """Note [Slab choices and larger caps]: whether the entry of ``batch`` measured with
+    ``cap`` may lack the slab choices ``key``'s cap needs."""
+    return (key.family == "graph" and key.shape.ndim == 3 and batch == 1
+            and cap > key.workspace_cap and bool(perfs)
+            and perfs[0].ws_bytes > key.workspace_cap)
+
+
 def _cap_problem(cap) -> Optional[str]:
     if not isinstance(cap, int) or isinstance(cap, bool) or (cap < 0 and cap != UNKNOWN_CAP):
         return f"field 'workspace_cap': must be an integer >= 0, got {cap!r}"
@@ -67,11 +88,32 @@ class CacheReads(CacheFile):
                  exact: bool = False) -> Dict[int, List[AlgoPerf]]:
         """``{batch: perfs}`` for the requested batches that have an entry usable for ``key``:
         same kernel and timing, measured with at least ``key.workspace_cap`` offered; of
-        several, the largest cap, then the newest (``exact``: only ``key``'s own cap)."""
+        several, the largest cap, then the newest (``exact``: only ``key``'s own cap); but
+        Note [Slab choices and larger caps]."""
+        got, caps = self._get_many(key, batches, exact)
+        for b in [b for b, perfs in got.items() if _lacks_slabs(key, b, caps[b], perfs)]:
+            del got[b]
+            while True:                 # the next smaller cap that does answer, if any
+                more, cap = self._get_many(key, [b], exact, below=caps[b])
+                if b not in more:
+                    break
+                caps[b] = cap[b]
+                if not _lacks_slabs(key, b, cap[b], more[b]):
+                    got[b] = more[b]
+                    break
+        return dict(sorted(got.items()))
+
+    def _get_many(self, key: CacheKey, batches: Iterable[int], exact: bool,
+                  below: Optional[int] = None):
+        """:meth:`get_many` by the cap rule alone (``below``: of the entries with a smaller
+        cap than that), and the cap of each entry returned."""
         wanted = sorted({int(b) for b in batches})
+        caps: Dict[int, int] = {}
         if not wanted:
-            return {}
+            return {}, caps
         cond, params = self._match(key, exact)
+        if below is not None:
+            cond, params = f"{cond} AND workspace_cap < ?", params + (int(below),)
         cols = columns(self.schema)
         engine, deterministic = cols.engine, cols.deterministic
         out: Dict[int, List[AlgoPerf]] = {}
@@ -97,13 +139,14 @@ class CacheReads(CacheFile):
                     bad.add(batch)
                     continue
                 perfs = out.setdefault(batch, [])
+                caps[batch] = cap
                 if algo is not None:
                     perfs.append(AlgoPerf(algo, t, ws, m, e, deterministic_value(det)))
             for batch in bad:
                 out.pop(batch, None)
         for perfs in out.values():
             perfs.sort(key=lambda p: (p.time_ms, p.ws_bytes, p.algo, p.math, p.engine))
-        return dict(sorted(out.items()))
+        return dict(sorted(out.items())), caps
 
     def batches(self, key: CacheKey, *, exact: bool = False) -> List[int]:
         """Micro-batch sizes with an entry usable for ``key`` (``exact``: stored under it)."""
