@@ -223,5 +223,5 @@ def test_subclasses_that_convolve_otherwise_stay_pytorchs():
         "a subclass of Conv2d with its own _conv_forward",
         "a subclass of ConvTranspose2d with its own forward"]
     assert "_conv_forward" not in model[0].__dict__
-    # the model's calls planned together see a subclass's input before its forward pads it
+    # its calls would run outside a plan of the model's kernels together
     assert "plans per call (optimizer dp) only" in why_kept(CausalConv3d(1, 1), netwide=True)

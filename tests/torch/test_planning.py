@@ -125,3 +125,35 @@ def test_plan_of_a_3d_model_is_ucudnn_plans(fake_core, tmp_path, capsys, channel
 def test_a_model_without_convolutions(fake_core):
     report = ut.plan(nn.Linear(3, 2), torch.randn(4, 3))
     assert report.plan is None and report.doc["kernels"] == []
+
+
+class _Causal(nn.Conv3d):
+    """Wan's causal Conv3d: its forward pads time with two copies of the first frame."""
+
+    def __init__(self, cin, cout):
+        super().__init__(cin, cout, 3, padding=(0, 1, 1))
+
+    def forward(self, x):
+        return super().forward(torch.cat([x[:, :, :1]] * 2 + [x], dim=2))
+
+
+@pytest.mark.parametrize("convert", [False, True])
+def test_plan_sees_a_subclass_s_convolution_as_its_forward_gives_it(fake_core, convert):
+    """Note [Subclasses with their own forward] (ucudnn/torch/modules.py): the call is the
+    padded one (depth 4 + 2), whether the module is converted in place or not; the model is
+    left as it was."""
+    from ucudnn.torch.netwide import model_calls, own_forward
+    model = nn.Sequential(_Causal(2, 4), nn.ReLU(), _Causal(4, 4))
+    if convert:
+        ut.convert(model)
+    before = [m.__dict__.get("_conv_forward") for m in model]
+    x = torch.randn(2, 2, 4, 6, 6)
+    calls = model_calls(model, (x,))
+    assert [(n, tuple(cx.shape), tuple(cy.shape)) for n, _, cx, cy in calls] == [
+        ("0", (2, 2, 6, 6, 6), (2, 4, 4, 6, 6)), ("2", (2, 4, 6, 6, 6), (2, 4, 4, 6, 6))]
+    assert [m.__dict__.get("_conv_forward") for m in model] == before
+    assert own_forward(model[0]) and not own_forward(nn.Conv3d(1, 1, 1))
+    assert not own_forward(ut.convert(nn.Conv3d(1, 1, 1)).model)     # ucudnn's own module
+    report = ut.plan(model, x, limit="32MiB", policy="all")
+    assert not report.kept and [(l.name, l.spatial) for l in report.layers] == [
+        ("0", (6, 6, 6)), ("2", (6, 6, 6))]

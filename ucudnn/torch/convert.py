@@ -80,7 +80,7 @@ def settings_from(limit=None, policy=None, optimizer=None, engines=None, math=No
 
 def why_kept(module: nn.Module, netwide: bool = False) -> Optional[str]:
     """Why ``module``, a convolution module, stays PyTorch's (None: it is converted);
-    ``netwide``: the model's calls are planned together, as forward hooks see them."""
+    ``netwide``: converted for a plan of the model's kernels together (``ilp``, ``shared``)."""
     if isinstance(module, tuple(UCUDNN_MODULES.values())):
         return "already converted"
     if isinstance(module, _OTHER_CONVS):
@@ -98,7 +98,7 @@ def why_kept(module: nn.Module, netwide: bool = False) -> Optional[str]:
             return f"a subclass of {base.__name__} with its own _conv_forward"
         if netwide:
             return (f"a subclass of {base.__name__} with its own forward: converted for "
-                    "plans per call (optimizer dp) only, its calls not seen with the model's")
+                    "plans per call (optimizer dp) only")
         if isinstance(module.__dict__.get("_conv_forward"), CoreConvForward):
             return "already converted"
     why = unsupported(len(module.kernel_size))

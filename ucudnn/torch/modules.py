@@ -144,9 +144,10 @@ class ConvTranspose3d(_ConvTranspose, nn.ConvTranspose3d):
 #     of PyTorch's goes through the core, on whatever input and weight it passes. A subclass
 #     that overrides ``_conv_forward`` itself, and every transposed subclass (whose forward
 #     calls the functional convolution directly), stays PyTorch's. The plans are per call
-#     (optimizer ``dp``): ``ilp`` and ``shared`` find a model's calls with forward hooks,
-#     which see the input before the subclass's own forward changed it, so under them such
-#     a module stays PyTorch's too.
+#     (optimizer ``dp``): under ``ilp`` and ``shared`` such a module stays PyTorch's, as its
+#     calls would run outside the model's plan. ``ucudnn.torch.plan()`` and the whole-model
+#     planners see its calls at ``_conv_forward``, with the input its forward gives
+#     (``netwide.model_calls``).
 
 
 class CoreConvForward:

@@ -47,7 +47,7 @@ from ..plan.settings import PlanSettings
 from ..vocab import InputError
 from .geometry import DTYPE_NAMES, conv_shape, layer_spec, layout_of, same_padding
 
-__all__ = ["CONVS", "model_calls", "ModelPlan", "call_key"]
+__all__ = ["CONVS", "model_calls", "own_forward", "ModelPlan", "call_key"]
 
 log = logging.getLogger("ucudnn")
 
@@ -55,13 +55,39 @@ CONVS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d
          nn.ConvTranspose3d)
 
 
+def own_forward(module: nn.Module) -> bool:
+    """Whether ``module`` is a subclass of ``Conv2d`` or ``Conv3d`` with its own forward
+    over PyTorch's ``_conv_forward`` (Note [Subclasses with their own forward] in
+    :mod:`.modules`): its convolutions are seen at ``_conv_forward``, not at its forward.
+    ucudnn's own modules (which carry ``ucudnn_config``) are not such subclasses."""
+    base = next((t for t in (nn.Conv2d, nn.Conv3d) if isinstance(module, t)), None)
+    return (base is not None and not hasattr(module, "ucudnn_config")
+            and type(module).forward is not base.forward
+            and type(module)._conv_forward is base._conv_forward)
+
+
 def model_calls(model: nn.Module, inputs: Sequence, device: Optional[str] = None) -> list:
     """[(name, module, x, y)] of every convolution call of one forward on fake tensors (the
     model's parameters and buffers replaced by fakes for the call: it is left as it was);
-    ``device``: the fakes are on that device (default: the tensors' own)."""
-    calls, hooks = [], []
+    ``device``: the fakes are on that device (default: the tensors' own). A module with its
+    own forward (:func:`own_forward`) is seen at its ``_conv_forward``, with the input its
+    forward gives the convolution."""
+    calls, hooks, wrapped = [], [], []
+
+    def seen_at_conv_forward(name, m):
+        inner = m.__dict__.get("_conv_forward", m._conv_forward)
+
+        def record(x, w, b):
+            y = inner(x, w, b)
+            calls.append((name or "(model)", m, x, y))
+            return y
+        wrapped.append((m, m.__dict__.get("_conv_forward")))
+        m._conv_forward = record
+
     for name, m in model.named_modules():
-        if isinstance(m, CONVS):
+        if own_forward(m):
+            seen_at_conv_forward(name, m)
+        elif isinstance(m, CONVS):
             hooks.append(m.register_forward_hook(
                 lambda mod, args, out, name=name: calls.append((name or "(model)", mod,
                                                                 args[0], out))))
@@ -77,6 +103,11 @@ def model_calls(model: nn.Module, inputs: Sequence, device: Optional[str] = None
     finally:
         for h in hooks:
             h.remove()
+        for m, before in wrapped:
+            if before is None:
+                del m._conv_forward
+            else:
+                m._conv_forward = before
     return calls
 
 

@@ -87,7 +87,7 @@ def plan(model: nn.Module, example_inputs, *, limit=None, policy=None, optimizer
     for call_name, module, x, y in model_calls(model, inputs):
         seen[call_name] = seen.get(call_name, 0) + 1
         layer_name = call_name if seen[call_name] == 1 else f"{call_name}#{seen[call_name]}"
-        why = why_kept(module, netwide=True)
+        why = why_kept(module)
         kind = type(module).__name__
         if why is not None and why != "already converted":     # converted: it runs
             kept.append((layer_name, kind, why))
