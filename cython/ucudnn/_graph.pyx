@@ -307,24 +307,23 @@ cdef object _graph_build(Kernel kern, int b, size_t cap, bint slabs=False):
         built[engine] = (plan if status == 0 else None, status)
         return built[engine][0].ws_bytes if status == 0 else None
 
-    out = []
-    for engine, _ in configs_within(list(configs), build, kern.max_graph_configs, cap):
+    def config(choice, engine):
+        """The GraphConfig of ``choice`` as built: ``engine``, or ``engine`` over slabs."""
         behavior, numerical = configs[engine]
-        plan, status = built[engine]
-        out.append(GraphConfig(engine, plan, status,
-                               bool(behavior & BEHAVIOR_RUNTIME_COMPILATION),
-                               not numerical & NOTE_NONDETERMINISTIC))
+        plan, status = built[choice]
+        return GraphConfig(choice, plan, status, bool(behavior & BEHAVIOR_RUNTIME_COMPILATION),
+                           not numerical & NOTE_NONDETERMINISTIC)
+
+    out = [config(engine, engine) for engine, _ in
+           configs_within(list(configs), build, kern.max_graph_configs, cap)]
     if slabs and kern.max_slabs >= 2:
         ranked = [(e, p.ws_bytes if p is not None else None) for e, (p, _) in built.items()]
         for engine, tries in slab_trials(ranked, cap, kern.max_slabs):
-            behavior, numerical = configs[engine]
             for pieces in tries:
                 choice = slab_choice(engine, pieces)
                 ws = build(choice)
                 if ws is not None and ws <= cap:
-                    out.append(GraphConfig(choice, built[choice][0], 0,
-                                           bool(behavior & BEHAVIOR_RUNTIME_COMPILATION),
-                                           not numerical & NOTE_NONDETERMINISTIC))
+                    out.append(config(choice, engine))
                     break
     return out
 
