@@ -46,18 +46,11 @@ class _Runs:
         self.ucudnn_settings = settings
         self.ucudnn_model = model
         self.ucudnn_config = config_id(settings, model)
-        self._pad = (list(same_padding(self)) if isinstance(self.padding, str)
-                     else list(self.padding))
+        self._pad = _padding(self)
         self._logged_fallback = False
 
     def _on_core(self, x: torch.Tensor) -> bool:
-        if x.device.type in ("cuda", "meta"):
-            return True
-        if not self._logged_fallback:
-            self._logged_fallback = True
-            log.warning("ucudnn.torch: %s on %s tensors runs PyTorch's convolution (the core "
-                        "runs on CUDA devices)", type(self).__name__, x.device)
-        return False
+        return _on_core(x, self, type(self).__name__)
 
     def _bias(self, y: torch.Tensor) -> torch.Tensor:
         return _add_bias(y, self.bias)
@@ -82,6 +75,23 @@ class _Runs:
         new.train(module.training)
         new._init_ucudnn(settings, model)
         return new
+
+
+def _padding(module) -> list:
+    """The padding the core is given: ``padding='same'`` resolved, else the module's."""
+    return list(same_padding(module)) if isinstance(module.padding, str) else list(module.padding)
+
+
+def _on_core(x: torch.Tensor, owner, name: str) -> bool:
+    """Whether ``x`` is where the core runs; where not, log once per ``owner`` (its
+    ``_logged_fallback``) that PyTorch's convolution runs."""
+    if x.device.type in ("cuda", "meta"):
+        return True
+    if not owner._logged_fallback:
+        owner._logged_fallback = True
+        log.warning("ucudnn.torch: %s on %s tensors runs PyTorch's convolution (the core runs "
+                    "on CUDA devices)", name, x.device)
+    return False
 
 
 def _add_bias(y: torch.Tensor, bias: Optional[torch.Tensor]) -> torch.Tensor:
@@ -160,18 +170,13 @@ class CoreConvForward:
         self.settings = settings
         self.config = config_id(settings, None)
         self.stride, self.dilation = list(module.stride), list(module.dilation)
-        self.padding = (list(same_padding(module)) if isinstance(module.padding, str)
-                        else list(module.padding))
+        self.padding = _padding(module)
         self.groups = module.groups
-        self.logged_fallback = False
+        self._logged_fallback = False
 
     def __call__(self, x: torch.Tensor, weight: torch.Tensor,
                  bias: Optional[torch.Tensor]) -> torch.Tensor:
-        if x.device.type not in ("cuda", "meta"):
-            if not self.logged_fallback:
-                self.logged_fallback = True
-                log.warning("ucudnn.torch: %s on %s tensors runs PyTorch's convolution (the "
-                            "core runs on CUDA devices)", self.name, x.device)
+        if not _on_core(x, self, self.name):
             conv = F.conv3d if x.dim() == 5 else F.conv2d
             return conv(x, weight, bias, self.stride, self.padding, self.dilation, self.groups)
         y = conv_fwd(x, weight, self.stride, self.padding, self.dilation, self.groups,
